@@ -1,0 +1,26 @@
+"""`spd-lsp` entry point: dispatch to one sub-command module each.
+
+`spd-lsp complete ...` prints drafts, `spd-lsp index ...` builds the n-gram store,
+anything else (including no arguments or `--stdio`) serves LSP.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command = argv[0] if argv else ""
+    if command == "complete":
+        from spd_lsp.complete_command import main as run
+        return run(argv[1:])
+    if command == "index":
+        from spd_lsp.index_command import main as run
+        return run(argv[1:])
+    from spd_lsp.serve_command import main as run
+    return run(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Value types shared by every decoding method, the engine and its callers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+Method = Literal["superposed", "greedy", "nucleus", "nucleus_batched", "beam"]
+METHODS: tuple[str, ...] = ("superposed", "greedy", "nucleus", "nucleus_batched", "beam")
+
+# Paper / reference-code defaults (SPD_SPEC.md); retuned values live in DecodeOptions.
+PAPER_NGRAM_WEIGHTS: dict[int, float] = {2: 0.01, 3: 0.04, 4: 0.15, 5: 0.18, 6: 0.12}
+
+
+class Cancelled(Exception):
+    """Raised inside a decode loop when the caller's `cancelled()` turns true."""
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """Everything a decoding method needs besides the prefix."""
+
+    method: str = "superposed"
+    k: int = 3
+    max_tokens: int = 10
+    temperature: float = 0.06
+    alpha: float = 0.54
+    ngram_weights: dict[int, float] = field(default_factory=lambda: dict(PAPER_NGRAM_WEIGHTS))
+    log_delta: float = -200.0
+    candidate_pool: int | None = None  # LM candidates kept per draft and step; None = 3k
+    reset_every: int | None = None  # paper 5.3: re-feed the best draft every s steps
+    stop_at_newline: bool = True  # single-line drafts (LSP `multiline` false)
+    heal: bool = True  # token healing at the prefix boundary
+    top_p: float = 0.9  # nucleus baselines
+    seed: int | None = None
+
+    @property
+    def pool(self) -> int:
+        return self.candidate_pool or 3 * self.k
+
+
+@dataclass
+class Timings:
+    """Seconds spent per phase; steps counts model forward calls after prefill."""
+
+    prefill_s: float = 0.0
+    model_s: float = 0.0
+    ngram_s: float = 0.0
+    total_s: float = 0.0
+    steps: int = 0
+    prefill_tokens: int = 0
+    reused_tokens: int = 0
+
+    @property
+    def per_step_ms(self) -> float:
+        return 1000.0 * self.model_s / self.steps if self.steps else 0.0
+
+
+@dataclass
+class Draft:
+    """One completion draft: text excludes the healed part of the prefix."""
+
+    text: str
+    token_ids: list[int]
+    score: float  # length-normalised log-probability (higher is better)
+    finished: bool = False  # ended by a stop token / end of line
+
+
+@dataclass
+class DecodeResult:
+    drafts: list[Draft]
+    timings: Timings
+    method: str
+
+
+CancelCheck = Callable[[], bool]
