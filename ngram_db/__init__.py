@@ -3,6 +3,6 @@
 A library of its own: tokens in, counts out. Never imports torch or pygls.
 """
 
-from ngram_db.protocol import NgramSource
+from ngram_db.protocol import NgramSource, TokenizerId
 
-__all__ = ["NgramSource"]
+__all__ = ["NgramSource", "TokenizerId"]

@@ -6,7 +6,16 @@ test source implement it without depending on the engine.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
+
+
+@dataclass(frozen=True)
+class TokenizerId:
+    """Counts are only meaningful for the tokenizer that produced them."""
+
+    name: str
+    fingerprint: str
 
 
 @runtime_checkable

@@ -32,11 +32,16 @@ class DecodeOptions:
     stop_at_newline: bool = True  # single-line drafts (LSP `multiline` false)
     heal: bool = True  # token healing at the prefix boundary
     top_p: float = 0.9  # nucleus baselines
+    nucleus_temperature: float = 1.0  # nucleus baselines sample at the model's own temperature
     seed: int | None = None
 
     @property
     def pool(self) -> int:
         return self.candidate_pool or 3 * self.k
+
+    def step_budget(self, healed_text: str) -> int:
+        """Tokens to generate: max_tokens new ones, plus one to re-produce healed text."""
+        return self.max_tokens + (1 if healed_text else 0)
 
 
 @dataclass

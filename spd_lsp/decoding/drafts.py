@@ -1,0 +1,139 @@
+"""Draft hypotheses and the beam-style choice of the best k (shared by SPD and beam search)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+from spd_lsp.decoding.healing import TokenTable, advance
+from spd_lsp.decoding.types import Draft
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    tokens: tuple[int, ...] = ()
+    score: float = 0.0  # sum of log p_f
+    remainder: str = ""  # healed text this draft has yet to reproduce
+    text: str = ""  # text beyond the healed part, cut at a stop
+    finished: bool = False
+
+    @property
+    def normalised(self) -> float:
+        return self.score / max(1, len(self.tokens))
+
+    @property
+    def key(self) -> str:
+        return f"{self.remainder}\0{self.text}"
+
+
+@dataclass(frozen=True)
+class DraftRules:
+    """How a token extends a draft: healing progress, stop tokens, end of line."""
+
+    table: TokenTable
+    stop_ids: frozenset[int]
+    stop_at_newline: bool
+
+    def extend(self, parent: Hypothesis, token: int, score: float) -> Hypothesis:
+        remainder, new_text = advance(parent.remainder, self.table.texts[token])
+        text = parent.text + new_text
+        finished = token in self.stop_ids
+        if self.stop_at_newline and "\n" in text:
+            text, finished = text.split("\n", 1)[0], True
+        return Hypothesis(parent.tokens + (token,), score, remainder, text, finished)
+
+    def propose(self, lm_logp: torch.Tensor, hyps: list[Hypothesis], pool: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top `pool` candidates per draft [P, C], restricted to tokens consistent with its remainder.
+
+        lm_logp is [1, V] (SPD: one distribution shared by all drafts) or [P, V].
+        """
+        ids = torch.zeros(len(hyps), pool, dtype=torch.long)
+        logp = torch.full((len(hyps), pool), float("-inf"))
+        shared = torch.topk(lm_logp[0], pool) if lm_logp.shape[0] == 1 else None
+        for row, hyp in enumerate(hyps):
+            dist = lm_logp[0 if shared is not None else row]
+            if hyp.remainder:
+                allowed = self.table.consistent_with(hyp.remainder)
+                if len(allowed) == 0:
+                    continue
+                allowed_logp = torch.log_softmax(dist[allowed], dim=0)  # condition on consistency
+                top = torch.topk(allowed_logp, min(pool, len(allowed)))
+                n = len(top.indices)
+                ids[row, :n], logp[row, :n] = allowed[top.indices], top.values
+            else:
+                top = shared if shared is not None else torch.topk(dist, pool)
+                ids[row], logp[row] = top.indices, top.values
+        return ids, logp
+
+
+class FinishedPool:
+    """Finished drafts kept aside: the best k distinct texts by length-normalised score."""
+
+    def __init__(self, k: int):
+        self.k = k
+        self.by_text: dict[str, Hypothesis] = {}
+
+    def add(self, hyp: Hypothesis) -> None:
+        if not hyp.text.strip():
+            return  # an empty draft has nothing to show
+        best = self.by_text.get(hyp.text)
+        if best is None or hyp.normalised > best.normalised:
+            self.by_text[hyp.text] = hyp
+
+    def saturated(self, active: list[Hypothesis]) -> bool:
+        """k finished drafts that every live draft already trails: stop early."""
+        if len(self.by_text) < self.k:
+            return False
+        kth = sorted((h.normalised for h in self.by_text.values()), reverse=True)[self.k - 1]
+        return all(h.normalised < kth for h in active)
+
+
+def select(
+    parents: list[Hypothesis],
+    cand_ids: torch.Tensor,
+    totals: torch.Tensor,
+    k: int,
+    rules: DraftRules,
+    finished: FinishedPool,
+) -> tuple[list[Hypothesis], list[int]]:
+    """Best k live (parent, token) extensions with distinct texts; finished ones go to the pool."""
+    flat = totals.flatten()
+    order = torch.argsort(flat, descending=True).tolist()
+    width = cand_ids.shape[1]
+    active: list[Hypothesis] = []
+    parent_rows: list[int] = []
+    seen: set[str] = set()
+    for index in order:
+        total = float(flat[index])
+        if total == float("-inf") or len(active) == k:
+            break
+        row, col = divmod(index, width)
+        child = rules.extend(parents[row], int(cand_ids[row, col]), total)
+        if child.finished:
+            finished.add(child)
+        elif child.key not in seen:
+            seen.add(child.key)
+            active.append(child)
+            parent_rows.append(row)
+    return active, parent_rows
+
+
+def to_drafts(
+    hyps: list[Hypothesis], k: int, table: TokenTable, anchor: list[int], healed: str, stop_at_newline: bool
+) -> list[Draft]:
+    """Final drafts: decoded text without the healed part, distinct, best normalised score first."""
+    best: dict[str, Hypothesis] = {}
+    for hyp in hyps:
+        text = _final_text(hyp, table, anchor, healed, stop_at_newline)
+        if text.strip() and (text not in best or hyp.normalised > best[text].normalised):
+            best[text] = replace(hyp, text=text)
+    ranked = sorted(best.values(), key=lambda h: h.normalised, reverse=True)[:k]
+    return [Draft(h.text, list(h.tokens), h.normalised, h.finished) for h in ranked]
+
+
+def _final_text(hyp: Hypothesis, table: TokenTable, anchor: list[int], healed: str, stop_at_newline: bool) -> str:
+    """Decode all tokens at once (multi-byte characters span tokens), then drop the healed text."""
+    full = table.decode(list(hyp.tokens), anchor)
+    text = full[len(healed):] if full.startswith(healed) else hyp.text
+    return text.split("\n", 1)[0] if stop_at_newline else text

@@ -1,0 +1,90 @@
+"""Model stepping: the only place that calls the transformer's forward.
+
+Works with any Hugging Face causal LM whose forward takes `inputs_embeds` with a
+KV cache. Inputs are built with the model's own input-embedding module, so models
+that scale embeddings there (Gemma) get exactly what token ids would give them.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+
+def common_prefix_length(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+class ModelRunner:
+    """A model plus one batch-1 KV cache holding the last prompt, reused across calls."""
+
+    def __init__(self, model: Any, device: torch.device):
+        self.model = model
+        self.device = device
+        self.embedding = model.get_input_embeddings()
+        parameters = inspect.signature(model.forward).parameters
+        self._keep_last = "logits_to_keep" in parameters
+        # transformers 5 renames past_key_values to cache; accept both generations.
+        self._cache_kwarg = "cache" if "cache" in parameters else "past_key_values"
+        self.cache: DynamicCache | None = None
+        self.cached_ids: list[int] = []
+
+    @torch.inference_mode()
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.embedding(ids.to(self.device))
+
+    @torch.inference_mode()
+    def forward(self, cache: DynamicCache, ids: torch.Tensor | None = None, embeds: torch.Tensor | None = None) -> torch.Tensor:
+        """Append ids [B, T] or embeds [B, T, H] to cache; return last-position logits [B, V] in fp32."""
+        kwargs: dict[str, Any] = {self._cache_kwarg: cache, "use_cache": True}
+        if self._keep_last:
+            kwargs["logits_to_keep"] = 1
+        if ids is not None:
+            out = self.model(input_ids=ids.to(self.device), **kwargs)
+        else:
+            out = self.model(inputs_embeds=embeds, **kwargs)
+        return out.logits[:, -1, :].float()
+
+    def prefill(self, prompt_ids: list[int]) -> tuple[torch.Tensor, int]:
+        """Logits after prompt_ids, feeding only what the cache lacks; returns (logits, reused)."""
+        reused = common_prefix_length(self.cached_ids, prompt_ids)
+        reused = min(reused, len(prompt_ids) - 1)  # at least one token must run for logits
+        if reused <= 0 or not self._crop(reused):
+            self.cache, reused = DynamicCache(config=self.model.config), 0
+        self.cached_ids = list(prompt_ids)
+        new = torch.tensor([prompt_ids[reused:]], dtype=torch.long)
+        return self.forward(self.cache, ids=new), reused
+
+    def rewind(self, length: int) -> None:
+        """Drop positions past `length` (superposed or draft tokens) so the prompt stays reusable."""
+        if self._crop(length):
+            self.cached_ids = self.cached_ids[:length]
+        else:
+            self.cache, self.cached_ids = None, []
+
+    def fork(self, batch: int) -> DynamicCache:
+        """A private copy of the prompt cache with `batch` rows, for batched baselines."""
+        assert self.cache is not None
+        forked = copy.deepcopy(self.cache)
+        forked.batch_repeat_interleave(batch)
+        return forked
+
+    def _crop(self, length: int) -> bool:
+        """Cut the cache back to `length`; False where this cache kind cannot (sliding windows, recurrent state)."""
+        if self.cache is None or getattr(self.cache, "is_croppable", True) is False:
+            return False
+        excess = self.cache.get_seq_length() - length
+        try:
+            if excess > 0:
+                self.cache.crop(-excess)  # negative: "remove this many", in every transformers version
+        except (RuntimeError, ValueError):
+            return False
+        return True

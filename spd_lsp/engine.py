@@ -1,0 +1,108 @@
+"""The decoding engine: prompt in, ranked drafts out, for every method.
+
+Owns the model runner (with its reusable prompt KV cache), the token table used
+for healing, and the n-gram source. Not thread-safe: one worker calls it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ngram_db import NgramSource
+from spd_lsp.decoding.baselines import beam_decode, independent_decode
+from spd_lsp.decoding.drafts import DraftRules, Hypothesis, to_drafts
+from spd_lsp.decoding.healing import TokenTable, heal
+from spd_lsp.decoding.lm import ModelRunner
+from spd_lsp.decoding.superposed import superposed_decode
+from spd_lsp.decoding.types import METHODS, CancelCheck, DecodeOptions, DecodeResult, Timings
+from spd_lsp.model import LoadedModel
+
+
+def _never() -> bool:
+    return False
+
+
+class Engine:
+    def __init__(self, loaded: LoadedModel, ngrams: NgramSource | None = None):
+        self.loaded = loaded
+        self.tokenizer = loaded.tokenizer
+        self.runner = ModelRunner(loaded.model, loaded.device)
+        vocab_size = loaded.model.get_output_embeddings().weight.shape[0]
+        self.table = TokenTable(self.tokenizer, vocab_size)
+        self.stop_ids = frozenset(_eos_ids(loaded))
+        self.ngrams = ngrams
+
+    def set_ngrams(self, ngrams: NgramSource | None) -> None:
+        self.ngrams = ngrams
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def complete(self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None) -> DecodeResult:
+        if options.method not in METHODS:
+            raise ValueError(f"unknown decoding method {options.method!r}; expected one of {', '.join(METHODS)}")
+        cancelled = cancelled or _never
+        started = time.perf_counter()
+        timings = Timings()
+        ids = self._prompt_ids(prefix)
+        healed = heal(ids, self.table, options.heal)
+        prompt = healed.prompt_ids
+        rules = DraftRules(self.table, self.stop_ids, options.stop_at_newline)
+        logits, timings.reused_tokens = self.runner.prefill(prompt)
+        timings.prefill_tokens = len(prompt) - timings.reused_tokens
+        timings.prefill_s = time.perf_counter() - started
+        try:
+            hyps = self._run(options, logits, prompt, healed.remainder, rules, cancelled, timings)
+        finally:
+            self.runner.rewind(len(prompt))
+        drafts = to_drafts(hyps, options.k, self.table, prompt, healed.remainder, options.stop_at_newline)
+        timings.total_s = time.perf_counter() - started
+        return DecodeResult(drafts, timings, options.method)
+
+    def _prompt_ids(self, prefix: str) -> list[int]:
+        ids = self.encode(prefix)
+        bos = self.tokenizer.bos_token_id
+        if not ids or (bos is not None and getattr(self.tokenizer, "add_bos_token", False)):
+            ids = [bos if bos is not None else self.tokenizer.eos_token_id] + ids
+        return ids
+
+    def _run(
+        self,
+        options: DecodeOptions,
+        logits: torch.Tensor,
+        prompt: list[int],
+        remainder: str,
+        rules: DraftRules,
+        cancelled: CancelCheck,
+        timings: Timings,
+    ) -> list[Hypothesis]:
+        generator = torch.Generator().manual_seed(options.seed) if options.seed is not None else None
+        runner = self.runner
+        if options.method == "superposed":
+            return superposed_decode(runner, logits, prompt, remainder, rules, options, self.ngrams, cancelled, timings)
+        if options.method == "greedy":
+            return independent_decode(runner, logits, remainder, rules, options, 1, False, None, cancelled, timings)
+        if options.method == "nucleus_batched":
+            return independent_decode(
+                runner, logits, remainder, rules, options, options.k, True, generator, cancelled, timings
+            )
+        if options.method == "beam":
+            return beam_decode(runner, logits, remainder, rules, options, cancelled, timings)
+        drafts: list[Hypothesis] = []  # nucleus: k sequential passes, as in the paper's baseline
+        for _ in range(options.k):
+            drafts += independent_decode(runner, logits, remainder, rules, options, 1, True, generator, cancelled, timings)
+            runner.rewind(len(prompt))
+        return drafts
+
+
+def _eos_ids(loaded: LoadedModel) -> set[int]:
+    ids: set[int] = set()
+    for source in (loaded.model.config, getattr(loaded.model, "generation_config", None), loaded.tokenizer):
+        value = getattr(source, "eos_token_id", None)
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(v for v in value if isinstance(v, int))
+    return ids
