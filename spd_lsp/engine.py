@@ -33,6 +33,12 @@ class Engine:
         self.table = TokenTable(self.tokenizer, vocab_size)
         self.stop_ids = frozenset(_eos_ids(loaded))
         self.ngrams = ngrams
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """One tiny forward so the first real request does not pay the kernels' first-call set-up."""
+        self.runner.prefill(self.encode("def f(x):\n    return x\n") or [0, 0])
+        self.runner.rewind(0)
 
     def set_ngrams(self, ngrams: NgramSource | None) -> None:
         self.ngrams = ngrams

@@ -1,0 +1,174 @@
+"""Decoding engine on tiny random models of three architectures (fast, no model files)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from spd_lsp.decoding.drafts import Hypothesis
+from spd_lsp.decoding.healing import advance, heal
+from spd_lsp.decoding.interpolate import interpolate
+from spd_lsp.decoding.superposed import superposed_embedding, superposition_weights
+from spd_lsp.decoding.types import Cancelled, DecodeOptions
+from spd_lsp.engine import Engine
+from tests.tiny_models import ARCHITECTURES, tiny_model
+
+PREFIX = "for name in names:\n    if name"
+RAW = dict(stop_at_newline=False, heal=False)
+
+
+@pytest.fixture(scope="module", params=ARCHITECTURES)
+def engine(request) -> Engine:
+    return Engine(tiny_model(request.param))
+
+
+def test_spd_with_one_draft_and_no_ngrams_is_greedy(engine: Engine) -> None:
+    greedy = engine.complete(PREFIX, DecodeOptions(method="greedy", k=1, **RAW))
+    spd = engine.complete(PREFIX, DecodeOptions(method="superposed", k=1, alpha=0.0, **RAW))
+    assert spd.drafts[0].token_ids == greedy.drafts[0].token_ids
+    assert len(greedy.drafts[0].token_ids) == 10
+
+
+def test_superposition_weights_are_normalised_draft_probabilities() -> None:
+    hyps = [Hypothesis((1,), -0.1), Hypothesis((2,), -1.0), Hypothesis((3,), -2.5)]
+    gamma = superposition_weights(hyps)
+    assert gamma.sum().item() == pytest.approx(1.0)
+    expected = torch.softmax(torch.tensor([-0.1, -1.0, -2.5]), 0)
+    assert torch.allclose(gamma, expected)
+
+
+def test_one_hot_superposition_equals_token_id_forward(engine: Engine) -> None:
+    """Holds for Gemma too, whose forward scales input embeddings by sqrt(hidden)."""
+    runner = engine.runner
+    prompt = engine.encode(PREFIX)
+    runner.prefill(prompt)
+    hyps = [Hypothesis((7,), 0.0), Hypothesis((9,), -math.inf), Hypothesis((11,), -math.inf)]
+    by_ids = runner.forward(runner.fork(1), ids=torch.tensor([[7]]))
+    by_embedding = runner.forward(runner.fork(1), embeds=superposed_embedding(runner, hyps))
+    assert torch.allclose(by_ids, by_embedding, atol=1e-5)
+
+
+def test_shared_last_tokens_add_their_weights(engine: Engine) -> None:
+    runner = engine.runner
+    merged = superposed_embedding(runner, [Hypothesis((5,), math.log(0.75)), Hypothesis((6,), math.log(0.25))])
+    split = superposed_embedding(
+        runner, [Hypothesis((5,), math.log(0.5)), Hypothesis((6,), math.log(0.25)), Hypothesis((5,), math.log(0.25))]
+    )
+    assert torch.allclose(merged, split, atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["superposed", "beam", "nucleus", "nucleus_batched"])
+def test_k_distinct_drafts_ranked_by_score(engine: Engine, method: str) -> None:
+    result = engine.complete(PREFIX, DecodeOptions(method=method, k=3, seed=3, **RAW))
+    texts = [d.text for d in result.drafts]
+    assert len(texts) == 3 and len(set(texts)) == 3
+    scores = [d.score for d in result.drafts]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_stop_token_ends_draft(engine: Engine) -> None:
+    free = engine.complete(PREFIX, DecodeOptions(method="greedy", k=1, **RAW)).drafts[0]
+    stop = free.token_ids[2]
+    engine.stop_ids = frozenset({stop})
+    try:
+        for method in ("greedy", "superposed"):
+            stopped = engine.complete(PREFIX, DecodeOptions(method=method, k=1, alpha=0.0, **RAW)).drafts[0]
+            assert stopped.finished
+            assert stopped.token_ids == free.token_ids[: free.token_ids.index(stop) + 1]
+    finally:
+        engine.stop_ids = frozenset({engine.tokenizer.eos_token_id})
+
+
+def test_interpolation_matches_hand_computation() -> None:
+    lm = torch.log(torch.tensor([[0.5, 0.3, 0.2], [0.6, 0.3, 0.1]]))
+    ngram = torch.tensor([[0.25, 0.0, 0.5], [0.0, 0.0, 0.0]])
+    alpha, log_delta = 0.4, -200.0
+    mixed = interpolate(lm, ngram, alpha, log_delta)
+    assert mixed[0, 0].item() == pytest.approx(0.6 * math.log(0.5) + 0.4 * math.log(0.25), abs=1e-5)
+    assert mixed[0, 1].item() == -math.inf  # no support while its row has some: dropped
+    assert mixed[0, 2].item() == pytest.approx(0.6 * math.log(0.2) + 0.4 * math.log(0.5), abs=1e-5)
+    # A row without any n-gram support keeps its LM candidates, penalised by delta.
+    assert mixed[1].tolist() == pytest.approx([0.6 * math.log(p) - 200.0 for p in (0.6, 0.3, 0.1)], abs=1e-4)
+    assert torch.equal(interpolate(lm, ngram, 0.0, log_delta), lm)
+
+
+class TableNgrams:
+    """An n-gram source that supports exactly one continuation token after any context."""
+
+    def __init__(self, favourite: int):
+        self.favourite = favourite
+
+    def p_ngram(self, contexts, candidates, weights):
+        return [[1.0 if c == self.favourite else 0.0 for c in row] for row in candidates]
+
+
+def test_ngram_source_steers_drafts(engine: Engine) -> None:
+    plain = engine.complete(PREFIX, DecodeOptions(method="superposed", k=3, **RAW))
+    favourite = engine.complete(PREFIX, DecodeOptions(method="greedy", k=1, **RAW)).drafts[0].token_ids[0]
+    engine.set_ngrams(TableNgrams(favourite))
+    try:
+        steered = engine.complete(PREFIX, DecodeOptions(method="superposed", k=3, alpha=0.9, **RAW))
+    finally:
+        engine.set_ngrams(None)
+    assert all(d.token_ids[0] == favourite for d in steered.drafts)
+    assert steered.timings.ngram_s > 0 and plain.timings.ngram_s == 0
+
+
+def test_healing_backs_up_last_token_and_drafts_reproduce_it(engine: Engine) -> None:
+    ids = engine.encode(PREFIX)
+    healed = heal(ids, engine.table)
+    assert healed.prompt_ids == ids[:-1]
+    assert PREFIX.endswith(healed.remainder) and healed.remainder
+    for method in ("superposed", "greedy", "beam"):
+        result = engine.complete(PREFIX, DecodeOptions(method=method, k=3, stop_at_newline=False))
+        for draft in result.drafts:
+            full = engine.table.decode(draft.token_ids, healed.prompt_ids)
+            assert full.startswith(healed.remainder)
+            assert full[len(healed.remainder):] == draft.text
+
+
+def test_healing_tokens_cover_part_or_all_of_the_remainder(engine: Engine) -> None:
+    for token in engine.table.consistent_with("nam").tolist():
+        text = engine.table.texts[token]
+        assert text.startswith("nam") or "nam".startswith(text)
+    assert advance("name", "na") == ("me", "")
+    assert advance("na", "names") == ("", "mes")
+
+
+def test_prefix_cache_is_reused_and_exact(engine: Engine) -> None:
+    options = DecodeOptions(method="superposed", k=3, **RAW)
+    engine.runner.rewind(0)
+    cold = engine.complete(PREFIX + " in", options)
+    warm_first = engine.complete(PREFIX, options)
+    warm = engine.complete(PREFIX + " in", options)
+    assert warm.timings.reused_tokens > 0 and warm_first.timings.reused_tokens > 0
+    assert [d.token_ids for d in warm.drafts] == [d.token_ids for d in cold.drafts]
+    assert [d.score for d in warm.drafts] == pytest.approx([d.score for d in cold.drafts], abs=1e-4)
+
+
+def test_cancellation_stops_decoding_and_leaves_the_cache_usable(engine: Engine) -> None:
+    options = DecodeOptions(method="superposed", k=3, **RAW)
+    before = engine.complete(PREFIX, options)
+    calls = iter([False, False, True])
+    with pytest.raises(Cancelled):
+        engine.complete(PREFIX, options, cancelled=lambda: next(calls))
+    after = engine.complete(PREFIX, options)
+    assert [d.token_ids for d in after.drafts] == [d.token_ids for d in before.drafts]
+
+
+def test_resets_keep_k_drafts(engine: Engine) -> None:
+    result = engine.complete(PREFIX, DecodeOptions(method="superposed", k=3, max_tokens=12, reset_every=4, **RAW))
+    assert len(result.drafts) == 3
+    assert all(len(d.token_ids) == 12 for d in result.drafts)
+
+
+def test_timings_are_reported(engine: Engine) -> None:
+    t = engine.complete(PREFIX, DecodeOptions(method="superposed", k=3, **RAW)).timings
+    assert t.steps == 9 and t.prefill_s > 0 and t.model_s > 0 and t.total_s >= t.prefill_s + t.model_s
+
+
+def test_unknown_method_is_a_clear_error(engine: Engine) -> None:
+    with pytest.raises(ValueError, match="unknown decoding method"):
+        engine.complete(PREFIX, DecodeOptions(method="sampling"))

@@ -1,0 +1,74 @@
+"""Tiny randomly-initialised causal LMs of several architectures, built offline in-process.
+
+Shared by the fast unit tests: a byte-level BPE trained on a few lines of code,
+and Llama / GPT-2 / Gemma-3 configs small enough to run a step in milliseconds.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (
+    GPT2Config,
+    GPT2LMHeadModel,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+)
+
+from spd_lsp.model import LoadedModel
+
+CORPUS = [
+    "def add(a, b):\n    return a + b\n",
+    "for name in names:\n    if name.endswith('.py'):\n        print(name)\n",
+    "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n",
+    "import os\nimport sys\nresult = os.path.join(root, name)\n",
+] * 20
+
+ARCHITECTURES = ("llama", "gpt2", "gemma3")
+
+
+@functools.lru_cache(maxsize=1)
+def tiny_tokenizer() -> PreTrainedTokenizerFast:
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tokenizer.train_from_iterator(CORPUS, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<eos>")
+
+
+def tiny_model(architecture: str, seed: int = 0) -> LoadedModel:
+    torch.manual_seed(seed)
+    tokenizer = tiny_tokenizer()
+    vocab = len(tokenizer)
+    eos = tokenizer.eos_token_id
+    if architecture == "llama":
+        config = LlamaConfig(
+            vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, eos_token_id=eos, bos_token_id=eos,
+        )
+        model = LlamaForCausalLM(config)
+    elif architecture == "gpt2":
+        config = GPT2Config(vocab_size=vocab, n_embd=64, n_layer=2, n_head=4, eos_token_id=eos, bos_token_id=eos)
+        model = GPT2LMHeadModel(config)
+    elif architecture == "gemma3":  # scales input embeddings by sqrt(hidden) inside the model
+        config = Gemma3TextConfig(
+            vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16, eos_token_id=eos, bos_token_id=eos,
+            pad_token_id=eos, sliding_window=512,
+        )
+        model = Gemma3ForCausalLM(config)
+    else:
+        raise ValueError(architecture)
+    model.eval()
+    return LoadedModel(
+        model=model, tokenizer=tokenizer, device=torch.device("cpu"), dtype=torch.float32,
+        name=f"tiny-{architecture}", source="in-memory", load_s=0.0,
+    )
