@@ -1,0 +1,64 @@
+"""The real bundled model: loading, its dequantised cache, and `spd-lsp complete`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spd_lsp.model import ModelLoadError, load_model, resolve_source
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parent.parent
+SPD = [sys.executable, "-m", "spd_lsp.cli"]
+
+
+def complete(*args: str, env: dict[str, str] | None = None) -> dict:
+    out = subprocess.run(
+        [*SPD, "complete", "--json", *args], capture_output=True, text=True, check=True, timeout=300, env=env, cwd=ROOT
+    )
+    return json.loads(out.stdout)
+
+
+def test_complete_returns_k_distinct_drafts_for_code() -> None:
+    result = complete("--file", "examples/demo_prefix.py", "-k", "3")
+    texts = [d["text"] for d in result["drafts"]]
+    assert len(texts) == 3 and len(set(texts)) == 3 and all(t.strip() for t in texts)
+    assert all("\n" not in t for t in texts)
+    timings = result["timings"]
+    assert timings["prefill_s"] > 0 and timings["steps"] >= 1
+
+
+def test_complete_reads_the_prefix_at_a_file_position() -> None:
+    # Cursor after "    result = " on line 5: drafts continue that line.
+    result = complete("--file", "examples/demo_prefix.py", "--line", "5", "--character", "13", "--method", "greedy")
+    assert result["drafts"] and result["drafts"][0]["text"].strip()
+
+
+def test_second_start_uses_the_dequantised_cache(tmp_path: Path) -> None:
+    env = {**os.environ, "SPD_LSP_MODEL_CACHE": str(tmp_path)}
+    first = complete("--prefix", "def add(a, b):\n    return", "--method", "greedy", env=env)
+    cached = list(tmp_path.glob("models/*/model.safetensors"))
+    assert len(cached) == 1
+    second = complete("--prefix", "def add(a, b):\n    return", "--method", "greedy", env=env)
+    assert second["load_s"] < first["load_s"] / 2
+    assert second["drafts"][0]["text"] == first["drafts"][0]["text"]
+
+
+def test_cached_directory_loads_as_a_hugging_face_model() -> None:
+    loaded = load_model(None)
+    hf_dir = next(Path(p) for p in [loaded.tokenizer.name_or_path] if Path(p).is_dir())
+    again = load_model(str(hf_dir))
+    assert again.model.config.vocab_size == loaded.model.config.vocab_size
+    assert resolve_source(str(hf_dir)).gguf_file is None
+
+
+def test_missing_model_is_one_clear_error() -> None:
+    with pytest.raises(ModelLoadError, match="not found.*gguf.*Hugging Face"):
+        load_model("/nonexistent/model.gguf")
+    out = subprocess.run([*SPD, "complete", "--model", "/nonexistent", "--prefix", "x"], capture_output=True, text=True)
+    assert out.returncode == 2 and "not found" in out.stderr and "Traceback" not in out.stderr
