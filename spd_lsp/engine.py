@@ -29,7 +29,7 @@ class Engine:
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
         self.runner = ModelRunner(loaded.model, loaded.device)
-        vocab_size = loaded.model.get_output_embeddings().weight.shape[0]
+        vocab_size = loaded.model.get_input_embeddings().weight.shape[0]
         self.table = TokenTable(self.tokenizer, vocab_size)
         self.stop_ids = frozenset(_eos_ids(loaded))
         self.ngrams = ngrams
