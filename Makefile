@@ -10,6 +10,7 @@ demo: setup
 
 test: setup
 	$(VENV)/python -m pytest -q -p no:cacheprovider
+	bash scripts/test-vscode.sh
 
 bench: setup
 	$(VENV)/python bench/bench_decoding.py

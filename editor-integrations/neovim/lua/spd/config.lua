@@ -1,0 +1,87 @@
+--- setup{} options: defaults, validation, and the mapping onto the server's settings contract.
+local M = {}
+
+---@class spd.Keymaps
+---@field accept string|false Accept the shown draft; falls through to the key's normal meaning otherwise.
+---@field accept_word string|false
+---@field next string|false
+---@field prev string|false
+---@field dismiss string|false
+
+M.defaults = {
+  -- Client side.
+  cmd = nil, ---@type string[]? default: the workspace's .venv/bin/spd-lsp, else spd-lsp on PATH
+  filetypes = nil, ---@type string[]? default: every filetype
+  debounce_ms = 150,
+  auto_trigger = true,
+  keymaps = { accept = '<Tab>', accept_word = '<M-Right>', next = '<M-]>', prev = '<M-[>', dismiss = '<C-]>' },
+  hl_group = 'Comment',
+  counter_hl_group = 'NonText',
+  -- Server settings (snake_case here, camelCase on the wire); nil leaves the server's default.
+  k = 3,
+  max_tokens = 10,
+  decoding = 'superposed', ---@type 'superposed'|'greedy'|'nucleus'|'beam'
+  temperature = nil,
+  model = nil,
+  device = nil,
+  dtype = nil,
+  quantize = nil, ---@type 'none'|'int8'|nil
+  max_prefix_tokens = nil,
+  multiline = false,
+  ngrams = {}, ---@type { enabled?: boolean, orders?: integer[], weights?: table<string, number>, alpha?: number, db?: string, index?: boolean, exclude?: string[] }
+}
+
+local CLIENT_KEYS = { 'cmd', 'filetypes', 'debounce_ms', 'auto_trigger', 'keymaps', 'hl_group', 'counter_hl_group' }
+local SERVER_KEYS = {
+  'k', 'max_tokens', 'decoding', 'temperature', 'model', 'device', 'dtype', 'quantize', 'max_prefix_tokens', 'multiline',
+  'ngrams',
+}
+
+local function camel(key)
+  return (key:gsub('_(%l)', string.upper))
+end
+
+--- Merges user options over the defaults; unknown keys are an error, not a silent no-op.
+---@param opts table?
+function M.resolve(opts)
+  opts = opts or {}
+  for key in pairs(opts) do
+    if not (vim.tbl_contains(CLIENT_KEYS, key) or vim.tbl_contains(SERVER_KEYS, key)) then
+      error(('spd.setup: unknown option %q'):format(key))
+    end
+  end
+  return vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts)
+end
+
+--- The `spd` settings object the server expects, e.g. { k = 3, maxTokens = 10, ngrams = {...} }.
+---@param config table a resolved config
+function M.server_settings(config)
+  local settings = vim.empty_dict()
+  for _, key in ipairs(SERVER_KEYS) do
+    local value = config[key]
+    if value ~= nil and not (type(value) == 'table' and vim.tbl_isempty(value)) then
+      settings[camel(key)] = value
+    end
+  end
+  return settings
+end
+
+--- The server command: option, else a virtual environment in `dir` or above it
+--- (the usual `pip install -e .` checkout), else spd-lsp on PATH.
+---@param config table
+---@param dir string
+function M.server_cmd(config, dir)
+  if config.cmd then
+    return config.cmd
+  end
+  for _, venv in ipairs({ '.venv', 'venv' }) do
+    local root = vim.fs.root(dir, venv)
+    local exe = root and vim.fs.joinpath(root, venv, 'bin', 'spd-lsp')
+    if exe and vim.fn.executable(exe) == 1 then
+      return { exe, '--stdio' }
+    end
+  end
+  return { 'spd-lsp', '--stdio' }
+end
+
+return M

@@ -1,0 +1,62 @@
+--- Neovim >= 0.12: the built-in vim.lsp.inline_completion draws, cycles and accepts;
+--- this only enables it for spd_lsp buffers and adds accept-word and dismiss on top.
+local api = vim.api
+local ic = vim.lsp.inline_completion
+local text = require('spd.text')
+
+local M = {}
+
+local enabled = true
+local buffers = {} ---@type table<integer, true>
+
+function M.attach(bufnr)
+  buffers[bufnr] = true
+  ic.enable(enabled, { bufnr = bufnr })
+end
+
+---@return boolean handled
+function M.accept()
+  return ic.get()
+end
+
+---@return boolean handled
+function M.accept_word()
+  return ic.get({
+    on_accept = function(item)
+      local bufnr = api.nvim_get_current_buf()
+      local start = item.range and item.range.start
+      local typed = start and text.typed_since(bufnr, start.row, start.col) or ''
+      local rest = type(item.insert_text) == 'string' and typed and text.remainder(item.insert_text, typed)
+      if rest then
+        local pos = api.nvim_win_get_cursor(0)
+        text.replace(bufnr, pos[1] - 1, pos[2], pos[1] - 1, pos[2], text.first_word(rest))
+      end
+    end,
+  })
+end
+
+---@return boolean handled
+function M.cycle(delta)
+  ic.select({ count = delta })
+  return true
+end
+
+--- The built-in module has no "dismiss": re-enabling it drops the shown candidate.
+---@return boolean handled
+function M.dismiss()
+  local bufnr = api.nvim_get_current_buf()
+  ic.enable(false, { bufnr = bufnr })
+  ic.enable(enabled, { bufnr = bufnr })
+  return true
+end
+
+function M.set_enabled(value)
+  enabled = value
+  for bufnr in pairs(buffers) do
+    if api.nvim_buf_is_valid(bufnr) then
+      ic.enable(value, { bufnr = bufnr })
+    end
+  end
+end
+
+return M

@@ -1,0 +1,144 @@
+/**
+ * Drives a server through vscode-jsonrpc's node transport, the library under
+ * vscode-languageclient: first the fake server of tests/editors (always), then
+ * the real `spd-lsp --stdio` with the bundled model (skipped, saying why, when
+ * it is not installed).
+ */
+
+import { strict as assert } from "node:assert";
+import { ChildProcess, spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { pathToFileURL } from "node:url";
+import {
+  createProtocolConnection,
+  DidChangeConfigurationNotification,
+  DidOpenTextDocumentNotification,
+  ExecuteCommandRequest,
+  InitializeRequest,
+  InlineCompletionItem,
+  InlineCompletionList,
+  InlineCompletionRequest,
+  InlineCompletionTriggerKind,
+  ProtocolConnection,
+  StreamMessageReader,
+  StreamMessageWriter,
+  WorkDoneProgressCreateRequest,
+} from "vscode-languageserver-protocol/node";
+import { SERVER_COMMANDS } from "../commands";
+import { configurationChange, ServerSettings } from "../settings";
+
+const ROOT = path.resolve(__dirname, "..", "..", "..", "..");
+const PYTHON = process.env.SPD_TEST_PYTHON ?? path.join(ROOT, ".venv", "bin", "python");
+const REAL_SERVER = process.env.SPD_LSP_SERVER ?? path.join(ROOT, ".venv", "bin", "spd-lsp");
+const PREFIX = "import os\n\ndef list_python_files(root):\n    result = []\n    for dirpath, dirnames, filenames in os.walk(root):\n        for name in filenames:\n            if name.end";
+
+interface Session {
+  process: ChildProcess;
+  connection: ProtocolConnection;
+  uri: string;
+}
+
+async function openSession(command: string, args: string[], settings: ServerSettings, text: string): Promise<Session> {
+  const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "spd-vscode-test-"));
+  const file = path.join(workspace, "walk.py");
+  fs.writeFileSync(file, text);
+  const child = spawn(command, args, { cwd: workspace, stdio: ["pipe", "pipe", "inherit"] });
+  const connection = createProtocolConnection(new StreamMessageReader(child.stdout!), new StreamMessageWriter(child.stdin!));
+  connection.onRequest(WorkDoneProgressCreateRequest.type, () => undefined);
+  connection.onRequest("workspace/configuration", (params: { items: unknown[] }) => params.items.map(() => ({ ...settings })));
+  connection.listen();
+  const root = pathToFileURL(workspace).toString();
+  await connection.sendRequest(InitializeRequest.type, {
+    processId: process.pid,
+    rootUri: root,
+    workspaceFolders: [{ uri: root, name: "ws" }],
+    initializationOptions: settings,
+    capabilities: { window: { workDoneProgress: true }, textDocument: { inlineCompletion: { dynamicRegistration: false } } },
+  });
+  await connection.sendNotification("initialized", {});
+  const uri = pathToFileURL(file).toString();
+  await connection.sendNotification(DidOpenTextDocumentNotification.type, {
+    textDocument: { uri, languageId: "python", version: 1, text },
+  });
+  return { process: child, connection, uri };
+}
+
+async function closeSession(session: Session): Promise<void> {
+  await session.connection.sendRequest("shutdown");
+  await session.connection.sendNotification("exit");
+  session.connection.dispose();
+  session.process.kill();
+}
+
+async function inlineItems(session: Session, line: number, character: number): Promise<InlineCompletionItem[]> {
+  const result = await session.connection.sendRequest(InlineCompletionRequest.type, {
+    textDocument: { uri: session.uri },
+    position: { line, character },
+    context: { triggerKind: InlineCompletionTriggerKind.Invoked },
+  });
+  assert.ok(result, "no inline completion result");
+  return Array.isArray(result) ? result : (result as InlineCompletionList).items;
+}
+
+function assertDrafts(items: InlineCompletionItem[], k: number): void {
+  assert.equal(items.length, k);
+  assert.equal(new Set(items.map((item) => String(item.insertText))).size, k, "drafts are not distinct");
+  for (const item of items) {
+    assert.equal(item.command?.command, SERVER_COMMANDS.accept);
+  }
+}
+
+describe("fake server (tests/editors/fake_spd_server.py)", { skip: !fs.existsSync(PYTHON) && `no Python at ${PYTHON}` }, () => {
+  let session: Session;
+  before(async () => {
+    session = await openSession(PYTHON, [path.join(ROOT, "tests", "editors", "fake_spd_server.py")], { k: 3 }, "x = foo");
+  });
+  after(() => closeSession(session));
+
+  test("returns k inline items, each carrying spd.accept", async () => {
+    const items = await inlineItems(session, 0, 7);
+    assertDrafts(items, 3);
+    assert.equal(items[0].insertText, "foo_alpha(x)");
+    assert.deepEqual(items[0].range, { start: { line: 0, character: 4 }, end: { line: 0, character: 7 } });
+  });
+
+  test("a settings change reaches the server", async () => {
+    await session.connection.sendNotification(DidChangeConfigurationNotification.type, configurationChange({ k: 2 }));
+    assertDrafts(await inlineItems(session, 0, 7), 2);
+  });
+
+  test("accepting runs the item's command and status reports it", async () => {
+    const [item] = await inlineItems(session, 0, 7);
+    await session.connection.sendRequest(ExecuteCommandRequest.type, item.command!);
+    const status = (await session.connection.sendRequest(ExecuteCommandRequest.type, { command: SERVER_COMMANDS.status, arguments: [] })) as {
+      accepted: number;
+      acceptedArguments: unknown[];
+    };
+    assert.equal(status.accepted, 1);
+    assert.deepEqual(status.acceptedArguments, [item.command!.arguments]);
+  });
+});
+
+const realMissing = !fs.existsSync(REAL_SERVER)
+  ? `real server not installed at ${REAL_SERVER}`
+  : !fs.existsSync(path.join(ROOT, "spd_lsp", "serve_command.py")) && "spd_lsp/serve_command.py not written yet";
+
+describe("real server (spd-lsp --stdio, bundled model)", { skip: realMissing }, () => {
+  let session: Session;
+  const k = 3;
+  before(async () => {
+    session = await openSession(REAL_SERVER, ["--stdio"], { k, maxTokens: 8, ngrams: { enabled: false, index: false } }, PREFIX);
+  });
+  after(() => closeSession(session));
+
+  test("returns k distinct inline items with spd.accept", { timeout: 120_000 }, async () => {
+    const lines = PREFIX.split("\n");
+    const items = await inlineItems(session, lines.length - 1, lines[lines.length - 1].length);
+    assertDrafts(items, k);
+    const status = await session.connection.sendRequest(ExecuteCommandRequest.type, { command: SERVER_COMMANDS.status, arguments: [] });
+    assert.ok(status && typeof status === "object" && "model" in status, `unexpected status ${JSON.stringify(status)}`);
+  });
+});

@@ -1,0 +1,302 @@
+"""The Neovim plugin end to end: real headless nvim 0.11, real LSP traffic, fake drafts.
+
+The fake server (tests/editors/fake_spd_server.py) answers each inline request with
+`k` drafts "<word under cursor><suffix>", so what the ghost text must show is known.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from editors.nvim_driver import FAKE_SERVER, NVIM, PLUGIN_DIR, Nvim
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(60),
+    pytest.mark.skipif(not Path(NVIM).exists(), reason=f"no nvim at {NVIM}"),
+]
+
+FAKE_CMD = [sys.executable, str(FAKE_SERVER)]
+SUFFIXES = ["_alpha(x)", "_beta(y, z)", "_gamma()", "_delta"]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    (tmp_path / ".git").mkdir()
+    return tmp_path
+
+
+def start(workspace: Path, **options: Any) -> Nvim:
+    nvim = Nvim({"cmd": FAKE_CMD, "debounce_ms": 20, **options}, workspace)
+    nvim.open(workspace / "walk.py")
+    return nvim
+
+
+@pytest.fixture
+def nvim(workspace: Path) -> Iterator[Nvim]:
+    session = start(workspace)
+    yield session
+    session.close()
+
+
+def status(nvim: Nvim) -> dict[str, Any]:
+    """What the fake server saw, straight from spd.status."""
+    return nvim.lua(
+        """
+        local client = vim.lsp.get_clients({ name = 'spd_lsp' })[1]
+        return client:request_sync('workspace/executeCommand', { command = 'spd.status', arguments = {} }, 5000).result
+        """
+    )
+
+
+def test_typing_shows_the_first_draft_as_ghost_text_with_a_counter(nvim: Nvim) -> None:
+    nvim.input("ix = foo")
+    ghost = nvim.wait_ghost("_alpha(x)")
+    assert ghost["counter"] == "1/3"
+    assert (ghost["row"], ghost["col"]) == (0, len("x = foo"))
+    assert nvim.line() == "x = foo", "ghost text must not touch the buffer"
+
+
+def test_next_and_previous_cycle_through_k_distinct_drafts(nvim: Nvim) -> None:
+    nvim.input("ix = foo")
+    seen = [nvim.wait_ghost()["text"]]
+    for expected in (SUFFIXES[1], SUFFIXES[2], SUFFIXES[0]):
+        nvim.input("<M-]>")
+        seen.append(nvim.wait_ghost(expected)["text"])
+    assert seen == [SUFFIXES[0], SUFFIXES[1], SUFFIXES[2], SUFFIXES[0]]
+    nvim.input("<M-[>")
+    assert nvim.wait_ghost(SUFFIXES[2])["counter"] == "3/3"
+
+
+def test_accept_inserts_exactly_the_shown_draft_and_reports_it(nvim: Nvim) -> None:
+    nvim.input("ix = foo")
+    nvim.wait_ghost()
+    nvim.input("<M-]>")
+    shown = nvim.wait_ghost("_beta(y, z)")["text"]
+    nvim.input("<Tab>")
+    nvim.wait_for(lambda: nvim.line() != "x = foo", "the draft to be inserted")
+    assert nvim.line() == "x = foo" + shown
+    assert tuple(nvim.api.current.window.cursor) == (1, len(nvim.line()))
+    assert nvim.mode() == "i"
+    accepted = nvim.wait_for(lambda: status(nvim)["acceptedArguments"], "spd.accept to reach the server")
+    assert accepted == [[{"draft": 1, "text": "foo_beta(y, z)"}]]
+
+
+def manual(workspace: Path) -> Nvim:
+    """Drafts only on <M-]>: what is shown after an edit comes from the drafts already there."""
+    return start(workspace, auto_trigger=False)
+
+
+def test_accept_word_takes_one_word_and_keeps_the_rest(workspace: Path) -> None:
+    nvim = manual(workspace)
+    try:
+        nvim.input("iy = qu<M-]>")
+        nvim.wait_ghost("_alpha(x)")
+        nvim.input("<M-Right>")
+        nvim.wait_for(lambda: nvim.line() == "y = qu_alpha", "one word accepted")
+        assert nvim.ghost()["text"] == "(x)"
+    finally:
+        nvim.close()
+
+
+def test_typing_through_a_draft_keeps_it_shown_without_a_new_request(workspace: Path) -> None:
+    nvim = manual(workspace)
+    try:
+        nvim.input("ix = foo<M-]>")
+        nvim.wait_ghost("_alpha(x)")
+        nvim.input("_al")
+        nvim.wait_for(lambda: nvim.line() == "x = foo_al", "typing")
+        assert nvim.ghost()["text"] == "pha(x)"
+        nvim.input("z")
+        nvim.wait_for(lambda: nvim.line() == "x = foo_alz", "typing")
+        assert not nvim.ghost().get("text"), "a draft the typing contradicts must go"
+        assert status(nvim)["requests"] == 1
+    finally:
+        nvim.close()
+
+
+def test_dismiss_clears_and_tab_then_falls_through(nvim: Nvim) -> None:
+    nvim.input("ix = foo")
+    nvim.wait_ghost()
+    nvim.input("<C-]>")
+    nvim.wait_for(lambda: not nvim.ghost().get("text"), "ghost text to clear")
+    time.sleep(0.2)  # several debounce periods: nothing comes back on its own
+    assert not nvim.ghost().get("text")
+    nvim.input("<Tab>")
+    # Python's ftplugin sets expandtab and softtabstop=4: the key's own meaning.
+    nvim.wait_for(lambda: nvim.line() == "x = foo ", "<Tab> to insert indentation")
+
+
+def test_keys_fall_through_to_the_mapping_they_replaced(workspace: Path) -> None:
+    nvim = Nvim(None, workspace)
+    try:
+        nvim.api.command("inoremap <Tab> TAB!")
+        nvim.lua("require('spd').setup(...)", {"cmd": FAKE_CMD, "auto_trigger": False})
+        nvim.open(workspace / "walk.py")
+        nvim.input("ix<Tab>")
+        nvim.wait_for(lambda: nvim.line() == "xTAB!", "the previous <Tab> mapping to run")
+    finally:
+        nvim.close()
+
+
+def test_popup_menu_hides_the_ghost_text(nvim: Nvim) -> None:
+    nvim.input("ifoobar = 1<CR>foobaz = 2<CR>foo")
+    nvim.wait_ghost("_alpha(x)")
+    nvim.input("<C-n>")
+    nvim.wait_for(lambda: nvim.lua("return vim.fn.pumvisible()") == 1, "the popup menu")
+    nvim.wait_for(lambda: not nvim.ghost().get("text"), "ghost text to hide under the popup menu")
+    nvim.input("<C-e>")
+    nvim.wait_ghost()
+
+
+def test_typing_fast_sends_one_debounced_request(workspace: Path) -> None:
+    nvim = start(workspace, debounce_ms=150)
+    try:
+        nvim.input("iresult = compute")
+        nvim.wait_ghost("_alpha(x)")
+        assert status(nvim)["requests"] == 1
+    finally:
+        nvim.close()
+
+
+def test_typing_cancels_the_request_in_flight_and_shows_the_fresh_drafts(workspace: Path) -> None:
+    nvim = start(workspace, cmd=[*FAKE_CMD, "--delay-ms", "600"])
+    try:
+        nvim.input("ix = foo")
+        nvim.wait_for(lambda: status(nvim)["requests"] == 1, "the first request")
+        nvim.input("d")
+        nvim.wait_ghost("_alpha(x)")
+        seen = status(nvim)
+        assert (seen["requests"], seen["cancelled"]) == (2, 1)
+        nvim.input("<Tab>")
+        nvim.wait_for(lambda: nvim.line() == "x = food_alpha(x)", "the fresh draft accepted")
+    finally:
+        nvim.close()
+
+
+def test_multiline_draft_shows_virtual_lines_and_accepts_them(workspace: Path) -> None:
+    nvim = start(workspace, multiline=True)
+    try:
+        nvim.input("idef run")
+        ghost = nvim.wait_ghost("_block():")
+        assert ghost["lines"] == ["    return 42"]
+        nvim.input("<Tab>")
+        nvim.wait_for(lambda: len(nvim.lines()) == 2, "two lines inserted")
+        assert nvim.lines() == ["def run_block():", "    return 42"]
+        assert tuple(nvim.api.current.window.cursor) == (2, len("    return 42"))
+    finally:
+        nvim.close()
+
+
+def test_setup_options_reach_the_server_and_a_second_setup_updates_them(nvim: Nvim) -> None:
+    settings = status(nvim)["settings"]
+    assert settings["k"] == 3 and settings["maxTokens"] == 10 and settings["decoding"] == "superposed"
+    options = {"cmd": FAKE_CMD, "debounce_ms": 20, "k": 4, "max_tokens": 7, "ngrams": {"enabled": False}}
+    nvim.lua("require('spd').setup(...)", options)
+    nvim.wait_for(lambda: status(nvim)["configChanges"] >= 2, "didChangeConfiguration")
+    settings = status(nvim)["settings"]
+    assert (settings["k"], settings["maxTokens"], settings["ngrams"]) == (4, 7, {"enabled": False})
+    nvim.input("ix = foo")
+    assert nvim.wait_ghost()["counter"] == "1/4"
+
+
+def test_unknown_setup_option_is_an_error(nvim: Nvim) -> None:
+    with pytest.raises(Exception, match="unknown option \"maxTokens\""):
+        nvim.lua("require('spd').setup({ maxTokens = 5 })")
+
+
+def test_spd_status_shows_model_device_store_and_latency(nvim: Nvim) -> None:
+    nvim.api.command("SpdStatus")
+    text = nvim.wait_for(nvim.float_text, "the status window")
+    for expected in ("model.name: fake-model", "model.device: cpu", "latencyMs.total.p50: 12", "accepted: 0"):
+        assert expected in text
+
+
+def test_spd_index_reports_progress_and_the_result(nvim: Nvim) -> None:
+    nvim.api.command("SpdIndex")
+    text = nvim.wait_for(lambda: "3 files indexed" in (m := nvim.messages()) and m, "the end of indexing")
+    assert "SPD: Indexing workspace 3 files indexed" in text
+    assert "SPD: index workspace: started: true" in text
+    assert status(nvim)["stores"][0]["files"] == 3
+
+
+def test_spd_toggle_turns_ghost_text_off_and_on(nvim: Nvim) -> None:
+    nvim.api.command("SpdToggle")
+    nvim.input("ix = foo")
+    time.sleep(0.3)
+    assert not nvim.ghost().get("text")
+    nvim.input("<Esc>")
+    nvim.api.command("SpdToggle")
+    nvim.input("a_")
+    assert nvim.wait_ghost()["text"] == "_alpha(x)"
+
+
+def test_lsp_config_file_works_with_vim_lsp_enable(workspace: Path) -> None:
+    nvim = Nvim(None, workspace)
+    try:
+        nvim.lua("vim.lsp.config('spd_lsp', { cmd = ... }); vim.lsp.enable('spd_lsp')", FAKE_CMD)
+        nvim.open(workspace / "main.py")
+        root = nvim.lua("return vim.lsp.get_clients({ name = 'spd_lsp' })[1].root_dir")
+        assert Path(root) == workspace
+        assert nvim.lua("return vim.fn.exists(':SpdStatus')") == 2
+    finally:
+        nvim.close()
+
+
+def test_without_vim_lsp_config_as_on_0_10_the_plugin_starts_the_server_itself(workspace: Path) -> None:
+    nvim = Nvim(None, workspace)
+    try:
+        nvim.lua("vim.lsp.config = nil; require('spd').setup(...)", {"cmd": FAKE_CMD, "debounce_ms": 20})
+        nvim.open(workspace / "sub.py")
+        assert Path(nvim.lua("return vim.lsp.get_clients({ name = 'spd_lsp' })[1].root_dir")) == workspace
+        nvim.input("ix = foo")
+        assert nvim.wait_ghost()["text"] == "_alpha(x)"
+    finally:
+        nvim.close()
+
+
+def test_plugin_layout_is_what_plugin_managers_expect() -> None:
+    for path in ("plugin/spd.lua", "lua/spd/init.lua", "lsp/spd_lsp.lua"):
+        assert (PLUGIN_DIR / path).is_file(), path
+
+
+NATIVE_STUB = """
+-- Stands in for Neovim 0.12's vim.lsp.inline_completion, recording how the plugin calls it.
+_G.calls = {}
+vim.lsp.inline_completion = {
+  enable = function(on, filter) table.insert(calls, { 'enable', on, filter.bufnr }) end,
+  select = function(opts) table.insert(calls, { 'select', opts.count }) end,
+  get = function(opts)
+    table.insert(calls, { 'get' })
+    if opts and opts.on_accept then
+      opts.on_accept({ insert_text = 'x = foo_alpha(x)', range = { start = { row = 0, col = 0 } } })
+    end
+    return true
+  end,
+}
+"""
+
+
+def test_neovim_0_12_path_drives_the_builtin_inline_completion(workspace: Path) -> None:
+    nvim = Nvim(None, workspace)
+    try:
+        nvim.lua(NATIVE_STUB)
+        nvim.lua("require('spd').setup(...)", {"cmd": FAKE_CMD})
+        nvim.open(workspace / "walk.py")
+        buf = nvim.api.current.buffer.number
+        nvim.wait_for(lambda: nvim.lua("return calls")[-1:] == [["enable", True, buf]], "enable on attach")
+        nvim.lua("_G.calls = {}")
+        nvim.input("ix = foo<M-]><M-[><Tab><M-Right>")
+        nvim.wait_for(lambda: nvim.line() == "x = foo_alpha", "accept-word through on_accept")
+        assert nvim.lua("return calls") == [["select", 1], ["select", -1], ["get"], ["get"]]
+        nvim.input("<Esc>")
+        nvim.api.command("SpdToggle")
+        assert nvim.lua("return calls")[-1] == ["enable", False, buf]
+    finally:
+        nvim.close()
