@@ -1,0 +1,34 @@
+"""Where stores live by default: the user's cache, one store per workspace root."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from platformdirs import user_cache_path
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def stores_dir() -> Path:
+    """The owner-only directory holding every store (SPD_LSP_CACHE overrides it, e.g. in tests)."""
+    override = os.environ.get("SPD_LSP_CACHE")
+    root = Path(override) if override else user_cache_path("spd-lsp", appauthor=False)
+    return _private_dir(root / "ngrams")
+
+
+def default_store_path(root: Path) -> Path:
+    """A store directory keyed by the resolved workspace root (readable name + hash)."""
+    resolved = Path(root).expanduser().resolve()
+    digest = hashlib.sha256(str(resolved).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return stores_dir() / f"{resolved.name or 'root'}-{digest}"
+
+
+def base_store_path() -> Path:
+    """The shared read-only base store (`spd-lsp index --base`)."""
+    return stores_dir() / "base"
