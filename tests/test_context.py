@@ -1,0 +1,139 @@
+"""Prefix extraction, position encodings, token budget and draft post-processing."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spd_lsp.context import Cursor, fit_prefix, index_of, locate, units, with_selection
+from spd_lsp.postprocess import Shown, cut, finalize, line_edits
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """A stand-in tokenizer: every run of word characters or single other character."""
+    return [m.span() for m in re.finditer(r"\w+|\W", text)]
+
+
+@pytest.mark.parametrize(
+    "encoding, character, expected",
+    [
+        ("utf-16", 5, 5),  # x = "😀": the emoji is 2 UTF-16 units
+        ("utf-16", 7, 6),  # after the emoji
+        ("utf-16", 6, 5),  # between its two units: back to its start
+        ("utf-8", 9, 6),  # 4 bytes for the emoji
+        ("utf-8", 7, 5),
+        ("utf-32", 6, 6),
+        ("utf-16", 999, 7),  # beyond the line: clamped to its end
+    ],
+)
+def test_client_columns_to_code_points(encoding: str, character: int, expected: int) -> None:
+    line = 'x = "😀"'
+    assert index_of(line, character, encoding) == expected
+
+
+def test_column_inside_a_surrogate_pair_falls_back_to_the_character_start() -> None:
+    assert index_of("a😀b", 2, "utf-16") == 1
+    assert index_of("a😀b", 3, "utf-8") == 1
+
+
+@given(st.text(max_size=30))
+def test_units_round_trip(line: str) -> None:
+    for encoding in ("utf-8", "utf-16", "utf-32"):
+        for index in range(len(line) + 1):
+            assert index_of(line, units(line[:index], encoding), encoding) == index
+
+
+def test_locate_handles_every_line_ending_and_missing_lines() -> None:
+    text = "one\r\ntwo\rthree\nfour"
+    cursor = locate(text, 2, 3, "utf-16")
+    assert cursor is not None and cursor.line_prefix == "thr" and cursor.line_suffix == "ee"
+    assert cursor.prefix == "one\r\ntwo\rthr"
+    assert locate(text, 3, 4, "utf-16").line_prefix == "four"
+    assert locate(text, 4, 0, "utf-16") is None
+    assert locate("", 0, 0, "utf-16") == Cursor("", 0)
+
+
+def test_selection_is_applied_before_the_cursor() -> None:
+    text = "value = obj.na\nnext"
+    cursor = locate(text, 0, 14, "utf-16")
+    edited = with_selection(cursor, 12, 14, "name")
+    assert edited.prefix == "value = obj.name" and edited.line_suffix == ""
+
+
+def test_prefix_within_budget_is_untouched() -> None:
+    assert fit_prefix("a b\nc d", word_spans, 100) == "a b\nc d"
+
+
+def test_prefix_is_cut_at_a_line_start() -> None:
+    prefix = "".join(f"line{i} = {i}\n" for i in range(100)) + "x = "
+    kept = fit_prefix(prefix, word_spans, 40)
+    assert prefix.endswith(kept) and len(word_spans(kept)) <= 40
+    assert prefix[len(prefix) - len(kept) - 1] == "\n"  # starts right after a line break
+    assert len(word_spans(kept)) > 40 - 8  # and drops less than one line too many
+
+
+def test_a_single_overlong_line_is_cut_inside() -> None:
+    prefix = "word " * 1000
+    kept = fit_prefix(prefix, word_spans, 30)
+    assert prefix.endswith(kept) and 0 < len(word_spans(kept)) <= 30
+
+
+def test_huge_prefix_is_only_tokenized_near_the_cursor() -> None:
+    seen: list[int] = []
+
+    def spans(text: str) -> list[tuple[int, int]]:
+        seen.append(len(text))
+        return word_spans(text)
+
+    prefix = "abc = 1\n" * 700_000  # ~5 MB
+    kept = fit_prefix(prefix, spans, 64)
+    assert kept.startswith("abc") and len(word_spans(kept)) <= 64
+    assert max(seen) < 64 * 20
+
+
+@pytest.mark.parametrize(
+    "draft, suffix, multiline, expected",
+    [
+        ("foo(bar)\n    baz", "", False, "foo(bar)"),
+        ("foo(bar)\r\nbaz", "", True, "foo(bar)\r\nbaz"),
+        ("x, y)  ", ")", False, "x, y"),
+        ("x, y", ")", False, "x, y"),
+        ("total  ", "  ", False, "total"),
+        ("a]) + 1", "])", False, "a"),
+        ("'😀' + \ufffd", "", False, "'😀' +"),
+    ],
+)
+def test_cut(draft: str, suffix: str, multiline: bool, expected: str) -> None:
+    assert cut(draft, suffix, multiline) == expected
+
+
+def test_finalize_dedups_after_cutting_and_keeps_rank_order() -> None:
+    drafts = ["a = 1\nb", "a = 1\nc", "   ", "b = 2", "c = 3", "d = 4"]
+    assert finalize(drafts, "", False, 3) == ["a = 1", "b = 2", "c = 3"]
+    assert finalize(drafts, "", True, 2) == ["a = 1\nb", "a = 1\nc"]
+
+
+def test_line_edits_replace_the_typed_line_in_client_units() -> None:
+    text = "s = '😀' + na\n"
+    cursor = locate(text, 0, 13, "utf-16")
+    [edit] = line_edits(["me"], cursor, 0, cursor.line_prefix, "utf-16")
+    assert (edit.line, edit.end_character) == (0, 13)
+    assert edit.new_text == "s = '😀' + name" and edit.draft == "me"
+    [edit8] = line_edits(["me"], locate(text, 0, 15, "utf-8"), 0, cursor.line_prefix, "utf-8")
+    assert edit8.end_character == 15
+
+
+def test_typing_into_a_shown_draft_follows_it() -> None:
+    shown = Shown.of("x = foo", ")", ["bar(1, 2", "baz", "bar(3"])
+    assert shown.follow("x = foob", ")") == ["ar(1, 2", "az", "ar(3"]
+    assert shown.follow("x = fooba", ")") == ["r(1, 2", "z", "r(3"]
+    assert shown.follow("x = foobar(1", ")") == [", 2"]
+    assert shown.follow("x = foobaz", ")") == []  # the draft is complete: nothing left to show
+    assert shown.follow("x = foobx", ")") == []  # typed something else
+    assert shown.follow("x = foo", ")") == []  # nothing typed: decode again
+    assert shown.follow("x = foob", "") == []  # the rest of the line changed
+    assert shown.follow("y = foob", ")") == []  # an edit before the cursor
+    assert shown.follow("x = foo\nb", ")") == []

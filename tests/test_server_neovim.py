@@ -1,0 +1,66 @@
+"""A real editor: headless Neovim 0.11 starts `spd-lsp --stdio` with plain `vim.lsp.start`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_server_e2e import PROGRAM, server_env
+
+NVIM = Path(sys.executable).parent / "nvim"
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not NVIM.exists(), reason=f"no nvim at {NVIM}")]
+
+SCRIPT = r"""
+local root, out = vim.env.SPD_ROOT, vim.env.SPD_OUT
+vim.cmd.edit(root .. '/walk.py')
+local id = vim.lsp.start({
+  name = 'spd-lsp',
+  cmd = { vim.env.SPD_PYTHON, '-m', 'spd_lsp.cli', '--stdio' },
+  root_dir = root,
+  init_options = { k = 3, maxTokens = 10 },
+})
+local client = vim.lsp.get_client_by_id(id)
+vim.wait(60000, function() return client.initialized end, 50)
+local last = vim.api.nvim_buf_line_count(0)
+local line = vim.api.nvim_buf_get_lines(0, last - 1, last, false)[1]
+local params = {
+  textDocument = { uri = vim.uri_from_bufnr(0) },
+  position = { line = last - 1, character = #line },
+  context = { triggerKind = 2 },
+}
+local response = client:request_sync('textDocument/inlineCompletion', params, 120000, 0)
+local file = io.open(out, 'w')
+file:write(vim.json.encode({ response = response, encoding = client.offset_encoding }))
+file:close()
+client:stop(true)
+vim.cmd('qa!')
+"""
+
+
+def test_neovim_gets_k_drafts(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "walk.py").write_text(PROGRAM)
+    script, out = tmp_path / "drive.lua", tmp_path / "out.json"
+    script.write_text(SCRIPT)
+    env = {
+        **server_env(tmp_path),
+        "SPD_ROOT": str(root),
+        "SPD_OUT": str(out),
+        "SPD_PYTHON": sys.executable,
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+    }
+    subprocess.run([str(NVIM), "--headless", "--clean", "-c", f"luafile {script}"], env=env, timeout=180, check=True)
+    answer = json.loads(out.read_text())
+    assert answer["encoding"] == "utf-8"  # Neovim offers utf-8 first; the server takes it
+    assert "err" not in answer["response"]
+    items = answer["response"]["result"]["items"]
+    typed = PROGRAM.split("\n")[-1]
+    assert len(items) == 3 and len({item["insertText"] for item in items}) == 3
+    assert all(
+        item["insertText"].startswith(typed) and item["range"]["end"]["character"] == len(typed) for item in items
+    )
