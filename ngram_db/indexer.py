@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Sequence
 from tqdm import tqdm
 
 from ngram_db.ignore import IgnoreRules
-from ngram_db.store import FileChange, NgramStore
+from ngram_db.store import FileChange, FileInfo, NgramStore
 
 Encode = Callable[[str], Sequence[int]]
 EncodeBatch = Callable[[list[str]], Sequence[Sequence[int]]]
@@ -99,6 +99,11 @@ class Indexer:
             batch: list[_Loaded] = []
             size = 0
             for path in candidates:
+                if _unchanged_on_disk(path, stored.get(str(path))):
+                    seen.add(str(path))  # same size and mtime: not even read (cheap rescans)
+                    skipped += 1
+                    bar.update(1)
+                    continue
                 loaded = self._load(path)
                 record = stored.get(loaded.path) if loaded is not None else None
                 if loaded is not None:
@@ -224,6 +229,16 @@ class Indexer:
         except UnicodeDecodeError:
             return None
         return _Loaded(str(path), text, content_hash(data), len(data), stat.st_mtime)
+
+
+def _unchanged_on_disk(path: Path, record: FileInfo | None) -> bool:
+    if record is None:
+        return False
+    try:
+        stat = path.stat()
+    except OSError:
+        return False
+    return stat.st_size == record.size and stat.st_mtime == record.mtime
 
 
 def _under(path: str, top: Path) -> bool:

@@ -58,7 +58,7 @@ def main(argv: list[str]) -> int:
     if args.base and not args.roots:  # the standard library alone, not what pip installed under it
         exclude += ["site-packages/", "dist-packages/"]
 
-    from spd_lsp.model import ModelLoadError, load_tokenizer, tokenizer_identity
+    from spd_lsp.model import ModelLoadError, encode_texts, load_tokenizer, tokenizer_identity
 
     try:
         tokenizer = load_tokenizer(args.model)
@@ -78,8 +78,8 @@ def main(argv: list[str]) -> int:
     with store:
         options = IndexOptions(max_file_bytes=args.max_file_bytes, exclude=exclude,
                                include_secrets=args.include_secrets)
-        indexer = Indexer(store, lambda text: _encode(tokenizer, [text])[0], roots, options,
-                          encode_batch=lambda texts: _encode(tokenizer, texts))
+        indexer = Indexer(store, lambda text: encode_texts(tokenizer, [text])[0], roots, options,
+                          encode_batch=lambda texts: encode_texts(tokenizer, texts))
         try:
             report = indexer.index(progress=not args.quiet)
             stats = store.stats()
@@ -97,11 +97,6 @@ def main(argv: list[str]) -> int:
                   file=sys.stderr)
             return 130
     return 0
-
-
-def _encode(tokenizer: Any, texts: list[str]) -> list[list[int]]:
-    """Batch encoding: the fast tokenizer spreads a batch over every core."""
-    return tokenizer(texts, add_special_tokens=False)["input_ids"]
 
 
 def _watch(indexer: Indexer) -> int:

@@ -170,6 +170,11 @@ def load_tokenizer(spec: str | None = None) -> Any:
         raise ModelLoadError(f"cannot load the tokenizer of {spec or 'the default model'} from {directory}: {exc}") from exc
 
 
+def encode_texts(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """Batch-encode plain text (no BOS/EOS): what n-gram counts are made of. Batches run in parallel."""
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
 def tokenizer_identity(tokenizer: Any) -> TokenizerId:
     """Name + a fingerprint of the whole vocabulary: n-gram stores are only valid for it."""
     vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])

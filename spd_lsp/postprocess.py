@@ -11,12 +11,9 @@ from typing import Iterable
 
 from spd_lsp.context import EOL, Cursor, units
 
-INCOMPLETE = "\ufffd"  # how a tokenizer decodes a partial UTF-8 sequence
-
 
 def cut(draft: str, line_suffix: str, multiline: bool) -> str:
     """The part of a draft worth inserting before `line_suffix` (the rest of the line)."""
-    draft = draft.split(INCOMPLETE, 1)[0]  # a character cut short by the token limit
     if not multiline:
         draft = EOL.split(draft, maxsplit=1)[0]
     tail = line_suffix.strip()

@@ -25,7 +25,7 @@ from ngram_db.paths import base_store_path, default_store_path
 from ngram_db.store import NgramStore
 from ngram_db.watcher import Watcher
 from spd_lsp.config import NgramSettings
-from spd_lsp.model import tokenizer_identity
+from spd_lsp.model import encode_texts, tokenizer_identity
 from spd_lsp.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -78,15 +78,14 @@ class Workspace:
             return
         options = IndexOptions(exclude=list(settings.exclude))
 
-        def encode(text: str) -> list[int]:
-            return tokenizer.encode(text, add_special_tokens=False)
-
         opened: list[RootStore] = []
         for root in roots:
             path = Path(settings.db).expanduser() if settings.db else default_store_path(root)
             store = self._open(path, identity, rebuild=settings.db is None)
             if store is not None:
-                opened.append(RootStore(root, path, store, Indexer(store, encode, [root], options)))
+                indexer = Indexer(store, lambda text: encode_texts(tokenizer, [text])[0], [root], options,
+                                  encode_batch=lambda texts: encode_texts(tokenizer, texts))
+                opened.append(RootStore(root, path, store, indexer))
         base = base_store_path()
         with self._lock:
             self._roots = opened

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from spd_lsp.decoding.drafts import Hypothesis
+from spd_lsp.decoding.drafts import Hypothesis, to_drafts
 from spd_lsp.decoding.healing import advance, heal
 from spd_lsp.decoding.interpolate import interpolate
 from spd_lsp.decoding.superposed import superposed_embedding, superposition_weights
@@ -126,7 +126,7 @@ def test_healing_backs_up_last_token_and_drafts_reproduce_it(engine: Engine) -> 
         for draft in result.drafts:
             full = engine.table.decode(draft.token_ids, healed.prompt_ids)
             assert full.startswith(healed.remainder)
-            assert full[len(healed.remainder):] == draft.text
+            assert full[len(healed.remainder):].rstrip("\ufffd") == draft.text
 
 
 def test_healing_tokens_cover_part_or_all_of_the_remainder(engine: Engine) -> None:
@@ -172,3 +172,11 @@ def test_timings_are_reported(engine: Engine) -> None:
 def test_unknown_method_is_a_clear_error(engine: Engine) -> None:
     with pytest.raises(ValueError, match="unknown decoding method"):
         engine.complete(PREFIX, DecodeOptions(method="sampling"))
+
+
+def test_draft_ends_before_a_character_cut_short_by_the_token_limit(engine: Engine) -> None:
+    emoji = engine.encode("😀")
+    assert len(emoji) > 1  # byte-level: the emoji spans tokens
+    tokens = tuple(engine.encode("x = '😀' + '") + emoji[:-1])
+    drafts = to_drafts([Hypothesis(tokens, -1.0)], 1, engine.table, engine.encode("a"), "", True)
+    assert drafts[0].text == "x = '😀' + '"

@@ -29,6 +29,9 @@ class ByteTokenizer:
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return [b + self.offset for b in text.encode("utf-8")]
 
+    def __call__(self, texts: list[str], add_special_tokens: bool = False) -> dict[str, list[list[int]]]:
+        return {"input_ids": [self.encode(text) for text in texts]}
+
 
 class Recorder:
     def __init__(self) -> None:

@@ -9,6 +9,8 @@ import torch
 from spd_lsp.decoding.healing import TokenTable, advance
 from spd_lsp.decoding.types import Draft
 
+INCOMPLETE_CHARACTER = "\ufffd"  # how a tokenizer decodes a partial UTF-8 sequence
+
 
 @dataclass(frozen=True)
 class Hypothesis:
@@ -133,7 +135,11 @@ def to_drafts(
 
 
 def _final_text(hyp: Hypothesis, table: TokenTable, anchor: list[int], healed: str, stop_at_newline: bool) -> str:
-    """Decode all tokens at once (multi-byte characters span tokens), then drop the healed text."""
+    """Decode all tokens at once (multi-byte characters span tokens), then drop the healed text.
+
+    A last character whose bytes the token limit cut short decodes as U+FFFD: the draft ends before it.
+    """
     full = table.decode(list(hyp.tokens), anchor)
     text = full[len(healed):] if full.startswith(healed) else hyp.text
+    text = text.rstrip(INCOMPLETE_CHARACTER)
     return text.split("\n", 1)[0] if stop_at_newline else text
