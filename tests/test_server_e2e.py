@@ -268,10 +268,10 @@ async def test_unknown_uri_and_huge_document(client: LanguageClient) -> None:
     text = "".join(f"value_{i} = {i}\n" for i in range(400_000)) + "value_"
     assert len(text) > 5_000_000
     open_doc(client, uri, text)
-    started = time.perf_counter()
     items = await inline(client, uri, end_of(text))
-    assert time.perf_counter() - started < 15
     assert all(i.range.start.line == 400_000 for i in items)
+    last = (await status(client))["last"]
+    assert last["prefillTokens"] + last["reusedTokens"] <= 512  # only the tail within the token budget
 
 
 async def test_unusable_store_and_missing_model_keep_the_server_answering(
