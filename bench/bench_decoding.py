@@ -79,10 +79,12 @@ def main() -> None:
     parser.add_argument("--int8", action="store_true")
     args = parser.parse_args()
 
+    started = time.perf_counter()
     loaded = load_model(args.model, args.device, quantize="int8" if args.int8 else None)
     engine = Engine(loaded)
     print(f"model {loaded.name} on {loaded.device} ({loaded.dtype}{', int8 linears' if args.int8 else ''}), "
-          f"torch threads {torch.get_num_threads()}, load {loaded.load_s:.2f} s")
+          f"torch threads {torch.get_num_threads()}; ready in {time.perf_counter() - started:.2f} s "
+          f"(weights {loaded.load_s:.2f} s, engine set-up and warm-up the rest)")
     for label, prefix in (("paper: 15-token prefix", paper_prefix(engine)), (f"code: {args.code_tokens}-token prefix", code_prefix(engine, args.code_tokens))):
         print(f"\n## {label}, {args.max_tokens} new tokens; cold prefill {cold_prefill(engine, prefix) * 1000:.0f} ms")
         rows = [(name, *time_method(engine, prefix, method, k, args.max_tokens, args.repeats)) for name, method, k in METHODS]
