@@ -10,7 +10,7 @@ import statistics
 import sysconfig
 from pathlib import Path
 
-from bench.positions import matched_prefix, sample_positions
+from spd_lsp.eval.positions import matched_prefix, sample_positions
 from spd_lsp.decoding.types import DecodeOptions
 from spd_lsp.engine import Engine
 from spd_lsp.model import load_model

@@ -92,6 +92,10 @@ def test_interpolation_matches_hand_computation() -> None:
     # A row without any n-gram support keeps its LM candidates, penalised by delta.
     assert mixed[1].tolist() == pytest.approx([0.6 * math.log(p) - 200.0 for p in (0.6, 0.3, 0.1)], abs=1e-4)
     assert torch.equal(interpolate(lm, ngram, 0.0, log_delta), lm)
+    # The shipped rule: an unseen candidate is not vetoed, it pays log delta.
+    soft = interpolate(lm, ngram, alpha, -1.5, drop_unsupported=False)
+    assert soft[0, 1].item() == pytest.approx(0.6 * math.log(0.3) - 1.5, abs=1e-5)
+    assert soft[0, 0].item() == pytest.approx(mixed[0, 0].item())
 
 
 class TableNgrams:
@@ -109,7 +113,9 @@ def test_ngram_source_steers_drafts(engine: Engine) -> None:
     favourite = engine.complete(PREFIX, DecodeOptions(method="greedy", k=1, **RAW)).drafts[0].token_ids[0]
     engine.set_ngrams(TableNgrams(favourite))
     try:
-        steered = engine.complete(PREFIX, DecodeOptions(method="superposed", k=3, alpha=0.9, **RAW))
+        steered = engine.complete(
+            PREFIX, DecodeOptions(method="superposed", k=3, alpha=0.9, drop_unsupported=True, **RAW)
+        )
     finally:
         engine.set_ngrams(None)
     assert all(d.token_ids[0] == favourite for d in steered.drafts)

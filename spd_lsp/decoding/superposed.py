@@ -67,7 +67,7 @@ def superposed_decode(
             p_ngram = ngram_probabilities(ngrams, prompt_ids, hyps, cand_ids, options)
             timings.ngram_s += time.perf_counter() - started
         parent_scores = torch.tensor([h.score for h in hyps])[:, None]
-        totals = parent_scores + interpolate(cand_lm, p_ngram, alpha, options.log_delta)
+        totals = parent_scores + interpolate(cand_lm, p_ngram, alpha, options.log_delta, options.drop_unsupported)
         hyps, _ = select(hyps, cand_ids, totals, options.k, rules, finished)
         if not hyps or finished.saturated(hyps) or step == steps - 1:
             break

@@ -26,7 +26,10 @@ class DecodeOptions:
     temperature: float = 0.06
     alpha: float = 0.54
     ngram_weights: dict[int, float] = field(default_factory=lambda: dict(PAPER_NGRAM_WEIGHTS))
-    log_delta: float = -200.0
+    # Tuned on held-out code (docs/readme/quality.md): unseen candidates pay log δ instead of
+    # vanishing (the paper's rule, drop_unsupported=True, cost accepted characters).
+    log_delta: float = -1.5
+    drop_unsupported: bool = False
     candidate_pool: int | None = None  # LM candidates kept per draft and step; None = 3k
     reset_every: int | None = None  # paper 5.3: re-feed the best draft every s steps
     stop_at_newline: bool = True  # single-line drafts (LSP `multiline` false)

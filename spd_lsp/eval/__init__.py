@@ -1,0 +1,1 @@
+"""Measured draft quality: corpus split, cursor positions, metrics, runs, sweep and report."""

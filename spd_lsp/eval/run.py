@@ -1,0 +1,87 @@
+"""Drafts for every (configuration, position) from the in-process engine, scored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+from ngram_db import NgramSource
+from spd_lsp.config import CPU_PREFIX_TOKENS
+from spd_lsp.context import fit_prefix
+from spd_lsp.decoding.types import DecodeOptions
+from spd_lsp.engine import Engine
+from spd_lsp.eval.evaluator import PerplexityEvaluator
+from spd_lsp.eval.metrics import RequestScore, score_request
+from spd_lsp.eval.positions import Position
+from spd_lsp.postprocess import finalize
+from spd_lsp.session import token_spans
+
+
+@dataclass(frozen=True)
+class Config:
+    """One row of the results: a decoding method, its options and the n-grams it sees."""
+
+    name: str
+    options: DecodeOptions
+    ngrams: str | None = None  # key into the sources passed to `evaluate`; None = no n-grams
+
+
+@dataclass
+class ConfigResult:
+    config: Config
+    scores: list[RequestScore] = field(default_factory=list)
+    drafts: list[list[str]] = field(default_factory=list)
+
+
+def standard_configs(k: int = 3, base: DecodeOptions | None = None) -> list[Config]:
+    """The methods of the results table, all from the same defaults."""
+    o = base or DecodeOptions()
+    return [
+        Config("SPD + workspace n-grams", replace(o, method="superposed", k=k), "workspace"),
+        Config("SPD + base store only", replace(o, method="superposed", k=k), "base"),
+        Config("SPD, no n-grams (α = 0)", replace(o, method="superposed", k=k), None),
+        Config("greedy", replace(o, method="greedy", k=1), None),
+        Config(f"nucleus × {k} (sequential)", replace(o, method="nucleus", k=k, seed=0), None),
+        Config(f"beam {k}", replace(o, method="beam", k=k), None),
+    ]
+
+
+def fitted(positions: Sequence[Position], tokenizer: Any, budget: int = CPU_PREFIX_TOKENS) -> list[Position]:
+    """Prefixes cut as the server cuts them, so in-process and LSP runs see the same prompt."""
+    spans = token_spans(tokenizer)
+    return [replace(p, prefix=fit_prefix(p.prefix, spans, budget)) for p in positions]
+
+
+def complete(engine: Engine, prefix: str, options: DecodeOptions) -> tuple[list[str], float, float]:
+    """Final drafts as the server would show them; (drafts, decode ms, total ms)."""
+    result = engine.complete(prefix, options)
+    drafts = finalize((d.text for d in result.drafts), "", not options.stop_at_newline, options.k)
+    t = result.timings
+    return drafts, 1000 * (t.total_s - t.prefill_s), 1000 * t.total_s
+
+
+def evaluate(
+    engine: Engine,
+    configs: Sequence[Config],
+    positions: Sequence[Position],
+    sources: dict[str, NgramSource],
+    evaluator: PerplexityEvaluator | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[ConfigResult]:
+    """Position-major, so every method at a position reuses the one prefill of its prompt."""
+    results = [ConfigResult(c) for c in configs]
+    for index, position in enumerate(positions):
+        for result in results:
+            engine.set_ngrams(sources[result.config.ngrams] if result.config.ngrams else None)
+            drafts, decode_ms, total_ms = complete(engine, position.prefix, result.config.options)
+            result.drafts.append(drafts)
+            result.scores.append(score_request(drafts, position.target, decode_ms, total_ms))
+        if evaluator is not None:
+            everything = [d for r in results for d in r.drafts[-1]]
+            ppl = iter(evaluator.perplexities(position.prefix, everything))
+            for result in results:
+                result.scores[-1].perplexity = [next(ppl) for _ in result.drafts[-1]]
+        if progress:
+            progress(index + 1, len(positions))
+    engine.set_ngrams(None)
+    return results

@@ -1,0 +1,89 @@
+"""The evaluation harness end to end on a tiny corpus: real model, real stores, real server."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from spd_lsp.eval.__main__ import main
+from spd_lsp.eval.corpus import split_files
+from spd_lsp.eval.metrics import self_bleu, score_request
+from spd_lsp.eval.positions import sample_positions
+
+MODULE = textwrap.dedent('''
+    import os
+
+
+    def walk_{n}(root, pattern="*.py"):
+        """Every file below root whose name matches pattern."""
+        found = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in filenames:
+                if name.endswith(pattern[1:]):
+                    found.append(os.path.join(dirpath, name))
+        return sorted(found)
+''')
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    root = tmp_path / "corpus" / "pkg"
+    root.mkdir(parents=True)
+    for n in range(12):
+        (root / f"mod_{n}.py").write_text(MODULE.format(n=n))
+    return root.parent
+
+
+def test_split_is_by_file_and_stable(corpus: Path) -> None:
+    first, again = split_files(corpus), split_files(corpus)
+    assert first == again
+    parts = [set(first.indexed), set(first.validation), set(first.test)]
+    assert sum(map(len, parts)) == 12 and not (parts[0] & parts[1] or parts[0] & parts[2] or parts[1] & parts[2])
+
+
+def test_positions_carry_the_real_rest_of_the_line(corpus: Path) -> None:
+    files = sorted(corpus.rglob("*.py"))
+    for p in sample_positions(files, 20, kinds=("line_start", "mid_line")):
+        line = (p.prefix.rsplit("\n", 1)[-1] + p.target)
+        assert line in p.path.read_text().splitlines()
+        assert p.kind == "mid_line" or not p.prefix.rsplit("\n", 1)[-1].strip()
+
+
+def test_scores() -> None:
+    s = score_request(["found = []", "found = {}"], "found = {}", 1.0, 2.0)
+    assert (s.exact_at_1, s.exact_at_k, s.chars_best, s.chars_any, s.distinct) == (False, True, 8, 10, 2)
+    assert self_bleu(["a = b(c)", "a = b(c)"]) == pytest.approx(1.0)
+    assert self_bleu(["return x", "yield y"]) < 0.2
+
+
+def test_harness_runs_end_to_end(corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    argv = ["--corpus", str(corpus), "--workdir", str(tmp_path / "work"), "--out", str(out), "--positions", "2",
+            "--latency-positions", "1", "--latency-ks", "1", "2", "--lsp-positions", "1", "--no-base",
+            "--max-tokens", "4"]
+    assert main(argv) == 0
+    results = json.loads((out / "quality_results.json").read_text())
+    assert [r["name"] for r in results["main"]][0] == "SPD + workspace n-grams"
+    assert all(r["requests"] == 2 for r in results["main"])
+    assert [r["share"] for r in results["lift"]] == [0.0, 0.25, 0.5, 1.0]
+    assert results["lsp"]["identical_drafts"] == 1.0, results["lsp"]["mismatches"]
+    for png in ("quality_p_at_k.png", "quality_latency_vs_k.png", "quality_ngram_lift.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_soft_interpolation_keeps_unseen_candidates_at_a_penalty() -> None:
+    import math
+
+    import torch
+
+    from spd_lsp.decoding.interpolate import interpolate
+
+    lm = torch.log(torch.tensor([[0.5, 0.3, 0.2]]))
+    ngram = torch.tensor([[0.25, 0.0, 0.5]])
+    soft = interpolate(lm, ngram, 0.4, -3.0, drop_unsupported=False)
+    assert soft[0, 1].item() == pytest.approx(0.6 * math.log(0.3) - 3.0, abs=1e-5)
+    assert soft[0, 0].item() == pytest.approx(0.6 * math.log(0.5) + 0.4 * math.log(0.25), abs=1e-5)
+    assert interpolate(lm, ngram, 0.4, -3.0)[0, 1].item() == -math.inf
