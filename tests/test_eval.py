@@ -8,10 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from ngram_db.memory import MemoryNgrams
+from spd_lsp.decoding.types import DecodeOptions
+from spd_lsp.engine import Engine
 from spd_lsp.eval.__main__ import main
 from spd_lsp.eval.corpus import split_files
 from spd_lsp.eval.metrics import self_bleu, score_request
-from spd_lsp.eval.positions import sample_positions
+from spd_lsp.eval.positions import Position, sample_positions
+from spd_lsp.eval.sweep import sweep
+from tests.tiny_models import CORPUS, tiny_model
 
 MODULE = textwrap.dedent('''
     import os
@@ -87,3 +92,17 @@ def test_soft_interpolation_keeps_unseen_candidates_at_a_penalty() -> None:
     assert soft[0, 1].item() == pytest.approx(0.6 * math.log(0.3) - 3.0, abs=1e-5)
     assert soft[0, 0].item() == pytest.approx(0.6 * math.log(0.5) + 0.4 * math.log(0.25), abs=1e-5)
     assert interpolate(lm, ngram, 0.4, -3.0)[0, 1].item() == -math.inf
+
+
+def test_sweep_moves_only_when_a_value_scores_better() -> None:
+    engine = Engine(tiny_model("llama"))
+    ngrams = MemoryNgrams.from_sequences([engine.encode(text) for text in CORPUS[:4]])
+    positions = [Position(Path("a.py"), "for name in names:\n    ", "if name.endswith('.py'):")] * 2
+    start = DecodeOptions(k=2, max_tokens=4)
+    axes = {"alpha": [0.2, start.alpha], "log_delta": [start.log_delta]}
+    best, rows = sweep(engine, positions, ngrams, start, axes)
+    measured = [(r["axis"], r["value"]) for r in rows]
+    assert measured == [("alpha", 0.2), ("alpha", start.alpha), ("log_delta", start.log_delta)]
+    by_alpha = {r["value"]: r["objective"] for r in rows if r["axis"] == "alpha"}
+    assert best.alpha == (0.2 if by_alpha[0.2] > by_alpha[start.alpha] else start.alpha)
+    assert best.method == "superposed"

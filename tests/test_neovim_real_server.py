@@ -12,17 +12,10 @@ from pathlib import Path
 import pytest
 
 from editors.nvim_driver import NVIM, REPO, Nvim
+from tests.code_samples import WALK_HEAD
 
 SERVER = REPO / ".venv" / "bin" / "spd-lsp"
-PREFIX = (
-    "import os\n\n"
-    "def list_python_files(root):\n"
-    '    """Return every .py file below root."""\n'
-    "    result = []\n"
-    "    for dirpath, dirnames, filenames in os.walk(root):\n"
-    "        for name in filenames:\n"
-    "            if name.end"
-)
+PREFIX = WALK_HEAD + "            if name.end"
 K = 3
 
 pytestmark = [

@@ -15,19 +15,12 @@ import pytest_asyncio
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcRequestCancelled
 from pytest_lsp import ClientServerConfig, LanguageClient
+from tests.code_samples import WALK_HEAD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 ROOT = Path(__file__).resolve().parent.parent
-PROGRAM = (
-    "import os\n\n"
-    "def list_python_files(root):\n"
-    '    """Return every .py file below root."""\n'
-    "    result = []\n"
-    "    for dirpath, dirnames, filenames in os.walk(root):\n"
-    "        for name in filenames:\n"
-    "            "
-)
+PROGRAM = WALK_HEAD + "            "
 WORKSPACE_FILE = "def frobnicate_widget(count):\n    return count * 42\n"
 
 
