@@ -31,6 +31,7 @@ class TokenTable:
         self._order = sorted((t, i) for i, t in enumerate(self.texts) if t)
         self._sorted_texts = [t for t, _ in self._order]
         self._exact: dict[str, list[int]] = {}
+        self._consistent: dict[str, torch.Tensor] = {}
         for text, i in self._order:
             self._exact.setdefault(text, []).append(i)
 
@@ -42,7 +43,15 @@ class TokenTable:
         return full[len(head):]
 
     def consistent_with(self, remainder: str) -> torch.Tensor:
-        """Ids of tokens that start with `remainder` or are a non-empty prefix of it."""
+        """Ids of tokens that start with `remainder` or are a non-empty prefix of it.
+
+        Memoised: every draft asks again each step, and " " or "\n" match thousands of tokens.
+        """
+        if remainder not in self._consistent:
+            self._consistent[remainder] = self._find_consistent(remainder)
+        return self._consistent[remainder]
+
+    def _find_consistent(self, remainder: str) -> torch.Tensor:
         lo = bisect.bisect_left(self._sorted_texts, remainder)
         hi = bisect.bisect_left(self._sorted_texts, remainder + "\U0010ffff")
         ids = [i for _, i in self._order[lo:hi]]
