@@ -215,15 +215,16 @@ class Session:
         end = cursor.offset
         if selection is not None:
             cursor, end = _apply_selection(cursor, line, selection, encoding)
-        prefix = fit_prefix(
-            cursor.prefix, token_spans(loaded.engine.tokenizer), settings.prefix_budget(loaded.device_type)
-        )
-        if not prefix.strip():
+        if not cursor.prefix.strip():
             return Suggestions([])
         shown = self._shown.get(key)
         timings = None
         drafts = shown.follow(cursor.prefix, cursor.line_suffix) if shown else []
-        if not drafts:
+        if not drafts:  # only a model call needs the prefix cut to its token budget
+            budget = settings.prefix_budget(loaded.device_type)
+            prefix = fit_prefix(cursor.prefix, token_spans(loaded.engine.tokenizer), budget)
+            if not prefix.strip():
+                return Suggestions([])
             result = loaded.engine.complete(prefix, settings.decode_options(), cancelled)
             drafts = finalize((d.text for d in result.drafts), cursor.line_suffix, settings.multiline, settings.k)
             timings = result.timings
