@@ -43,6 +43,13 @@ def simple_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, st
     return "\n".join(lines)
 
 
+def _save(fig: Any, ax: Any, path: Path) -> None:
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_precision(rows: Sequence[dict[str, Any]], path: Path) -> None:
     names = [r["name"] for r in rows]
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -52,10 +59,7 @@ def plot_precision(rows: Sequence[dict[str, Any]], path: Path) -> None:
     ax.set_xticks(list(xs), names, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("exact rest-of-line match (%)")
     ax.set_title("Exact line completions per method (held-out files)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, path)
 
 
 def plot_latency(rows: Sequence[dict[str, Any]], path: Path) -> None:
@@ -67,10 +71,7 @@ def plot_latency(rows: Sequence[dict[str, Any]], path: Path) -> None:
     ax.set_xlabel("drafts per request (k)")
     ax.set_ylabel("decode time per request (ms, median)")
     ax.set_title("Latency vs k (CPU, prefill excluded)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, path)
 
 
 def plot_lift(rows: Sequence[dict[str, Any]], path: Path) -> None:
@@ -83,7 +84,4 @@ def plot_lift(rows: Sequence[dict[str, Any]], path: Path) -> None:
     ax.set_xlabel("indexed workspace files in the store (%)")
     ax.set_ylabel("%")
     ax.set_title("SPD n-gram lift as the workspace store grows")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, path)
