@@ -32,6 +32,8 @@ def sample_rows(logp: torch.Tensor, top_p: float, generator: torch.Generator | N
 
 def constrained_logp(lm_logp: torch.Tensor, hyps: list[Hypothesis], rules: DraftRules) -> torch.Tensor:
     """Full-vocabulary log-probs per row, renormalised over tokens consistent with each healing remainder."""
+    if not any(h.remainder for h in hyps):
+        return lm_logp  # healing done: nothing to constrain, nothing to copy
     out = lm_logp.clone()
     for row, hyp in enumerate(hyps):
         if hyp.remainder:
@@ -63,9 +65,11 @@ def independent_decode(
     for step in range(steps):
         if cancelled():
             raise Cancelled()
-        logp = constrained_logp(torch.log_softmax(logits / temperature, dim=-1), hyps, rules)
+        model_logp = torch.log_softmax(logits, dim=-1)
+        scaled = model_logp if temperature == 1.0 else torch.log_softmax(logits / temperature, dim=-1)
+        logp = constrained_logp(scaled, hyps, rules)
         tokens = sample_rows(logp, options.top_p, generator) if sample else torch.argmax(logp, dim=-1)
-        token_logp = torch.log_softmax(logits, dim=-1).gather(1, tokens[:, None]).squeeze(1)
+        token_logp = model_logp.gather(1, tokens[:, None]).squeeze(1)
         hyps = [
             h if h.finished else rules.extend(h, int(t), h.score + float(lp))
             for h, t, lp in zip(hyps, tokens.tolist(), token_logp.tolist())
