@@ -51,7 +51,8 @@ def test_second_start_uses_the_dequantised_cache(tmp_path: Path) -> None:
 
 def test_cached_directory_loads_as_a_hugging_face_model() -> None:
     loaded = load_model(None)
-    hf_dir = next(Path(p) for p in [loaded.tokenizer.name_or_path] if Path(p).is_dir())
+    hf_dir = Path(loaded.tokenizer.name_or_path)  # the dequantised cache: a plain HF directory
+    assert hf_dir.is_dir()
     again = load_model(str(hf_dir))
     assert again.model.config.vocab_size == loaded.model.config.vocab_size
     assert resolve_source(str(hf_dir)).gguf_file is None

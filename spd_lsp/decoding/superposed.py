@@ -36,7 +36,8 @@ def ngram_probabilities(
 ) -> torch.Tensor:
     """p_ngram for every (draft, candidate); contexts are prompt + draft tokens."""
     span = max(options.ngram_weights) - 1
-    contexts = [(context + list(h.tokens))[-span:] for h in hyps]
+    tail = context[-span:]  # never copy the whole prompt per draft and step
+    contexts = [(tail + list(h.tokens))[-span:] for h in hyps]
     return torch.tensor(ngrams.p_ngram(contexts, cand_ids.tolist(), options.ngram_weights), dtype=torch.float32)
 
 
