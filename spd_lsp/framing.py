@@ -27,7 +27,7 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # VS Code does not even sync files above 5
 MAX_HEADER_BYTES = 8192
 STALL_S = 0.5  # a body shorter than its Content-Length is taken once the stream pauses this long
 HEADER = re.compile(rb"^[ \t]*([!#$%&'*+.^_`|~0-9A-Za-z-]+)[ \t]*:(.*)$")
-MARKER = re.compile(rb"content-length[ \t]*:[ \t]*[^\r\n]*\n", re.IGNORECASE)
+MARKER = re.compile(rb"content-length[ \t]*:[ \t]*[^\r\n]*\r?\n", re.IGNORECASE)
 _DECODER = json.JSONDecoder()
 
 

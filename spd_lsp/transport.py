@@ -15,7 +15,6 @@ import os
 import threading
 from typing import IO, Any
 
-from lsprotocol.types import ResponseError
 from pygls.protocol import JsonRPCProtocol
 
 from spd_lsp.framing import DEFAULT_MAX_BYTES, Frame, FrameReader
@@ -70,7 +69,8 @@ def dispatch(protocol: JsonRPCProtocol, message: Any) -> None:
 def reply_error(protocol: JsonRPCProtocol, msg_id: Any, code: int, message: str) -> None:
     if msg_id is not None and not isinstance(msg_id, (int, str)):
         msg_id = None
-    protocol._send_response(msg_id, error=ResponseError(code=code, message=message))  # noqa: SLF001
+    error = {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}  # "id": null kept
+    protocol._send_data(error)  # noqa: SLF001 - pygls' writer, framing and lock
 
 
 def stdin_stream(stdin: IO[bytes], loop: asyncio.AbstractEventLoop) -> asyncio.StreamReader:
