@@ -47,6 +47,7 @@ def strict_converter() -> cattrs.Converter:
         return int(value)
 
     converter.register_structure_hook(int, integer)
+    converter.register_structure_hook(bool, lambda value, _type: bool(value))  # bool subclasses int: as before
     return converter
 
 
