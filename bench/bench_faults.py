@@ -211,7 +211,9 @@ def bad_settings(rng: random.Random) -> list[dict[str, Any]]:
     return settings
 
 
-async def hostile_round(server: Server, rng: random.Random, tally: Counter[str], unanswered: Counter[str]) -> None:
+async def hostile_round(
+    server: Server, rng: random.Random, options: dict[str, Any], tally: Counter[str], unanswered: Counter[str]
+) -> None:
     async def ask(kind: str, method: str, params: Any, **envelope: Any) -> None:
         _, future = server.request(method, params, **envelope)
         tally[kind] += 1
@@ -244,7 +246,7 @@ async def hostile_round(server: Server, rng: random.Random, tally: Counter[str],
     for settings in bad_settings(rng):
         server.notify("workspace/didChangeConfiguration", {"settings": {"spd": settings}})
         await ask("bad settings (as a request)", "workspace/didChangeConfiguration", {"settings": {"spd": settings}})
-    await ask("bad settings (as a request)", "workspace/didChangeConfiguration", {"settings": {"spd": OPTIONS}})
+    await ask("bad settings (as a request)", "workspace/didChangeConfiguration", {"settings": {"spd": options}})
     # bad envelopes
     for version in ("1.0", None, 2, ""):
         await ask("bad envelope", "workspace/executeCommand", {"command": "spd.status"}, jsonrpc=version)
@@ -309,7 +311,7 @@ async def run(args: argparse.Namespace) -> int:
         unanswered: Counter[str] = Counter()
         deaths = 0
         for _ in range(args.rounds):
-            await hostile_round(server, rng, tally, unanswered)
+            await hostile_round(server, rng, options, tally, unanswered)
             if not server.alive:
                 deaths += 1
                 server = await Server.start(tmp)
