@@ -30,6 +30,7 @@ from typing import Any
 
 import platformdirs
 
+from bench.bench_server import rss_mb
 from spd_lsp.framing import FrameReader, encode
 
 ANSWER_S = 60.0  # a request unanswered after this long counts as unanswered
@@ -100,10 +101,7 @@ class Server:
         return self.process.returncode is None
 
     def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        return rss_mb(self.process.pid)
 
     async def initialize(self, options: dict[str, Any]) -> None:
         _, future = self.request("initialize", {"capabilities": {}, "initializationOptions": options})
