@@ -64,3 +64,6 @@ def test_neovim_gets_k_drafts(tmp_path: Path) -> None:
     assert all(
         item["insertText"].startswith(typed) and item["range"]["end"]["character"] == len(typed) for item in items
     )
+    # Neovim logs every line of a server's stderr as an error: loading the model must not draw progress bars there.
+    errors = [line for line in (tmp_path / "state" / "nvim" / "lsp.log").read_text().splitlines() if "[ERROR]" in line]
+    assert not [line for line in errors if "it/s" in line or "%|" in line], errors[:3]

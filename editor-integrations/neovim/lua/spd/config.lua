@@ -15,7 +15,7 @@ M.defaults = {
   debounce_ms = 150,
   auto_trigger = true,
   keymaps = { accept = '<Tab>', accept_word = '<M-Right>', next = '<M-]>', prev = '<M-[>', dismiss = '<C-]>' },
-  hl_group = 'Comment',
+  hl_group = 'SpdGhost',
   counter_hl_group = 'NonText',
   -- Server settings (snake_case here, camelCase on the wire); nil leaves the server's default.
   k = 3,
