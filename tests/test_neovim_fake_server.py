@@ -211,19 +211,28 @@ def test_unknown_setup_option_is_an_error(nvim: Nvim) -> None:
         nvim.lua("require('spd').setup({ maxTokens = 5 })")
 
 
-def test_spd_status_shows_model_device_store_and_latency(nvim: Nvim) -> None:
+def test_spd_status_shows_model_device_store_and_latency_as_plain_lines(nvim: Nvim) -> None:
     nvim.api.command("SpdStatus")
     text = nvim.wait_for(nvim.float_text, "the status window")
-    for expected in ("model.name: fake-model", "model.device: cpu", "latencyMs.total.p50: 12", "accepted: 0"):
+    for expected in ("model.name: fake-model", "model.device: cpu", "latencyMs.total.p50: 12", "accepted: 0",
+                     "stores[1].root: /tmp/fake", "stores[1].files: 0"):
         assert expected in text
+    assert "{" not in text, "no raw Lua tables"
+    height = nvim.lua("for _, w in ipairs(vim.api.nvim_list_wins()) do if vim.api.nvim_win_get_config(w).relative ~= '' "
+                      "then return vim.api.nvim_win_get_height(w) end end")
+    assert height == len(text.splitlines()), "every line shown"
 
 
-def test_spd_index_reports_progress_and_the_result(nvim: Nvim) -> None:
+def test_spd_index_reports_progress_and_what_the_store_holds(nvim: Nvim) -> None:
     nvim.api.command("SpdIndex")
-    text = nvim.wait_for(lambda: "3 files indexed" in (m := nvim.messages()) and m, "the end of indexing")
-    assert "SPD: Indexing workspace 3 files indexed" in text
-    assert "SPD: index workspace: started: true" in text
-    assert status(nvim)["stores"][0]["files"] == 3
+    totals = "SPD: /tmp/fake is indexed: 3 files, 120 tokens in the store"
+    text = nvim.wait_for(lambda: totals in (m := nvim.messages()) and m, "the end of indexing")
+    assert "SPD: Indexing workspace: this run: 3 files, 120 tokens" in text
+    assert "SPD: indexing the workspace" in text
+    nvim.api.command("messages clear")
+    nvim.api.command("SpdIndex")  # up to date: nothing changed, which must not read as nothing indexed
+    text = nvim.wait_for(lambda: totals in (m := nvim.messages()) and m, "the end of the second indexing")
+    assert text.index("this run: 0 files, 0 tokens") < text.index(totals)
 
 
 def test_spd_toggle_turns_ghost_text_off_and_on(nvim: Nvim) -> None:

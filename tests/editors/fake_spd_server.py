@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from typing import Any
 
@@ -129,7 +130,8 @@ def status(ls: FakeSpdServer, *args: Any) -> dict[str, Any]:
     """The real server's shape (spd_lsp.session.Session.status) plus what the fake saw."""
     return {
         "model": {"name": "fake-model", "device": "cpu"},
-        "stores": [{"root": "/tmp/fake", "files": ls.indexed}],
+        "stores": [{"root": "/tmp/fake", "path": "/tmp/fake-store", "files": ls.indexed, "tokens": 40 * ls.indexed}],
+        "pid": os.getpid(),
         "requests": ls.requests,
         "completions": ls.completions,
         "cancelled": ls.cancelled,
@@ -143,13 +145,14 @@ def status(ls: FakeSpdServer, *args: Any) -> dict[str, Any]:
 
 @server.command("spd.indexWorkspace")
 async def index_workspace(ls: FakeSpdServer, *args: Any) -> dict[str, bool]:
-    token = "spd-index-fake"
+    token = f"spd-index-fake-{ls.indexed}-{ls.requests}-{os.urandom(4).hex()}"
     await ls.work_done_progress.create_async(token)
     ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title="Indexing workspace", percentage=0))
-    for done in range(1, 4):
+    changed = 3 - ls.indexed  # like the real indexer: a second run finds nothing changed
+    for done in range(1, changed + 1):
         ls.work_done_progress.report(token, types.WorkDoneProgressReport(message=f"{done}/3 files", percentage=done * 33))
     ls.indexed = 3
-    ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message="3 files indexed"))
+    ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=f"{changed} files, {40 * changed} tokens in 0.0 s"))
     return {"started": True}
 
 

@@ -78,8 +78,11 @@ function M.setup(opts)
     group = group,
     callback = function(args)
       local client = vim.lsp.get_client_by_id(args.data.client_id)
-      if client and client.name == client_mod.name and ui.attach then
-        ui.attach(args.buf)
+      if client and client.name == client_mod.name then
+        client_mod.attached(args.buf)
+        if ui.attach then
+          ui.attach(args.buf)
+        end
       end
     end,
   })
