@@ -6,6 +6,8 @@ The fake server (tests/editors/fake_spd_server.py) answers each inline request w
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -309,3 +311,57 @@ def test_neovim_0_12_path_drives_the_builtin_inline_completion(workspace: Path) 
         assert nvim.lua("return calls")[-1] == ["enable", False, buf]
     finally:
         nvim.close()
+
+
+def test_a_missing_server_gives_one_notification_naming_what_was_searched(workspace: Path) -> None:
+    nvim = Nvim({"debounce_ms": 20}, workspace)  # no cmd: .venv, venv, then $PATH
+    try:
+        nvim.api.command("edit a.py")
+        nvim.api.command("edit b.py")
+        nvim.lua("require('spd').setup({})")  # a second setup must not repeat it
+        text = nvim.messages()
+        assert text.count("spd: the spd-lsp server was not found") == 1, text
+        assert str(workspace / ".venv" / "bin" / "spd-lsp") in text and "spd-lsp on $PATH" in text
+        assert not nvim.lua("return #vim.lsp.get_clients()")
+        nvim.api.command("checkhealth spd")
+        assert "server executable not found" in "\n".join(nvim.lines())
+    finally:
+        nvim.close()
+
+
+def test_checkhealth_reports_server_version_model_device_and_stores(nvim: Nvim) -> None:
+    nvim.api.command("checkhealth spd")
+    report = nvim.wait_for(lambda: "model:" in (text := "\n".join(nvim.lines())) and text, "the health report")
+    for expected in (f"server: {sys.executable}", "version: fake-spd-lsp 0.0.1", "model: fake-model on cpu",
+                     "n-gram store for /tmp/fake: 0 files, 0 tokens"):
+        assert expected in report, report
+
+
+def test_a_crashed_server_restarts_and_every_buffer_reattaches(workspace: Path) -> None:
+    nvim = start(workspace)
+    try:
+        nvim.open(workspace / "other.py")
+        first = status(nvim)["pid"]
+        os.kill(first, signal.SIGKILL)
+        nvim.wait_for(lambda: "restarting in 0.5 s" in nvim.messages(), "the restart notice")
+        for name in ("walk.py", "other.py"):
+            nvim.api.command(f"buffer {name}")
+            nvim.wait_for(nvim.attached, f"{name} to reattach")
+        assert status(nvim)["pid"] != first
+        nvim.input("ix = bar")  # didChange reaches the new server: the draft continues "bar"
+        nvim.wait_ghost("_alpha(x)")
+        assert status(nvim)["requests"] >= 1
+    finally:
+        nvim.close()
+
+
+def test_restart_back_off_doubles_and_is_bounded(nvim: Nvim) -> None:
+    delays = nvim.lua("local c = require('spd.client'); return vim.tbl_map(c.restart_delay_ms, { 1, 2, 3, 8, 20 })")
+    assert delays == [500, 1000, 2000, 30000, 30000]
+
+
+def test_an_unnamed_buffer_gets_a_client(nvim: Nvim) -> None:
+    nvim.api.command("enew")
+    nvim.wait_for(nvim.attached, ":enew buffer to attach")
+    nvim.input("ix = foo")
+    assert nvim.wait_ghost()["text"] == "_alpha(x)"
