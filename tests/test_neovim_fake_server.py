@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from editors.nvim_driver import FAKE_SERVER, NVIM, PLUGIN_DIR, Nvim
+from editors.nvim_driver import FAKE_SERVER, NVIM, Nvim
 
 pytestmark = [
     pytest.mark.e2e,
@@ -272,18 +272,39 @@ def test_without_vim_lsp_config_as_on_0_10_the_plugin_starts_the_server_itself(w
         nvim.close()
 
 
-def test_plugin_layout_is_what_plugin_managers_expect() -> None:
-    for path in ("plugin/spd.lua", "lua/spd/init.lua", "lsp/spd_lsp.lua"):
-        assert (PLUGIN_DIR / path).is_file(), path
+def test_the_runtime_finds_every_piece_of_the_plugin_and_0_11_uses_the_ghost_path(workspace: Path) -> None:
+    """What a plugin manager gives: the directory on 'runtimepath', nothing else called."""
+    nvim = Nvim(None, workspace)
+    try:
+        assert nvim.lua("return vim.lsp.config['spd_lsp'].cmd") == ["spd-lsp", "--stdio"]
+        assert [nvim.lua(f"return vim.fn.exists(':{c}')") for c in ("SpdIndex", "SpdStatus", "SpdToggle")] == [2, 2, 2]
+        assert nvim.lua("return type(require('spd.health').check)") == "function"
+        assert nvim.lua("return vim.version().minor") == 11
+        assert nvim.lua("return require('spd.native').available()") is False
+        nvim.lua("require('spd').setup(...)", {"cmd": FAKE_CMD, "debounce_ms": 20})
+        nvim.open(workspace / "walk.py")
+        nvim.input("ix = foo")
+        assert nvim.wait_ghost()["text"] == "_alpha(x)", "0.11 draws with spd.ghost"
+    finally:
+        nvim.close()
 
 
 NATIVE_STUB = """
--- Stands in for Neovim 0.12's vim.lsp.inline_completion, recording how the plugin calls it.
+-- A STUB of Neovim 0.12's vim.lsp.inline_completion (no 0.12 binary here): it records how
+-- the plugin calls it and rejects calls outside the signatures the plugin was written for.
 _G.calls = {}
+local function check(ok, what) if not ok then error('spd called the 0.12 API wrongly: ' .. what) end end
 vim.lsp.inline_completion = {
-  enable = function(on, filter) table.insert(calls, { 'enable', on, filter.bufnr }) end,
-  select = function(opts) table.insert(calls, { 'select', opts.count }) end,
+  enable = function(on, filter)
+    check(type(on) == 'boolean' and type(filter) == 'table' and type(filter.bufnr) == 'number', 'enable')
+    table.insert(calls, { 'enable', on, filter.bufnr })
+  end,
+  select = function(opts)
+    check(type(opts) == 'table' and type(opts.count) == 'number', 'select')
+    table.insert(calls, { 'select', opts.count })
+  end,
   get = function(opts)
+    check(opts == nil or (type(opts) == 'table' and (opts.on_accept == nil or type(opts.on_accept) == 'function')), 'get')
     table.insert(calls, { 'get' })
     if opts and opts.on_accept then
       opts.on_accept({ insert_text = 'x = foo_alpha(x)', range = { start = { row = 0, col = 0 } } })
@@ -294,7 +315,8 @@ vim.lsp.inline_completion = {
 """
 
 
-def test_neovim_0_12_path_drives_the_builtin_inline_completion(workspace: Path) -> None:
+def test_neovim_0_12_path_against_a_stub_of_the_builtin_inline_completion(workspace: Path) -> None:
+    """Pins the calls the 0.12 path makes; whether real 0.12 accepts them is untested (no 0.12 here)."""
     nvim = Nvim(None, workspace)
     try:
         nvim.lua(NATIVE_STUB)

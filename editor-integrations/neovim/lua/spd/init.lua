@@ -59,7 +59,7 @@ end
 ---@param opts table? see spd.config.defaults
 function M.setup(opts)
   local config = require('spd.config').resolve(opts)
-  ui = vim.lsp.inline_completion and require('spd.native') or require('spd.ghost')
+  ui = require('spd.native').available() and require('spd.native') or require('spd.ghost')
   if ui.setup then
     ui.setup(config)
   end
