@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sys
 import threading
 import uuid
@@ -25,6 +26,7 @@ from pygls.uris import to_fs_path
 from spd_lsp import __version__, transport
 from spd_lsp.framing import DEFAULT_MAX_BYTES, FrameReader, encode
 from spd_lsp.config import parse_settings, settings_from_configuration
+from spd_lsp.context import EOL, index_of
 from spd_lsp.decoding.types import Cancelled
 from spd_lsp.postprocess import LineEdit
 from spd_lsp.session import Loader, Selection, Session, load_engine
@@ -246,6 +248,43 @@ def edit_range(edit: LineEdit) -> lsp.Range:
     return lsp.Range(start=lsp.Position(edit.line, 0), end=lsp.Position(edit.line, edit.end_character))
 
 
+WORD_END = re.compile(r"\w*\Z")
+
+
+def completion_items(uri: str, before: str, edits: list[LineEdit]) -> list[lsp.CompletionItem]:
+    """The completion-menu twin of the inline items, for clients without inline completion.
+
+    Each item inserts the word the cursor is in plus the draft's first line (`insertText`,
+    no `textEdit`): clients replace the word before the cursor with it, which is exact in
+    Neovim 0.11's `vim.lsp.omnifunc` (it keeps only the first word of a `textEdit.newText`)
+    and in VS Code. An edit that rewrites text before that word cannot be expressed so and
+    is left to the inline path; so is a draft's second line (Neovim's menu cannot insert
+    line breaks).
+    """
+    word = WORD_END.search(before).group()
+    items: list[lsp.CompletionItem] = []
+    for rank, edit in enumerate(edits):
+        if not edit.new_text.startswith(before):
+            continue
+        text = word + EOL.split(edit.new_text[len(before) :], maxsplit=1)[0]
+        if text == word or any(item.insert_text == text for item in items):
+            continue
+        items.append(
+            lsp.CompletionItem(
+                label=text,
+                kind=lsp.CompletionItemKind.Text,
+                detail="spd-lsp",
+                sort_text=f"{rank:03d}",
+                filter_text=text,
+                insert_text=text,
+                insert_text_format=lsp.InsertTextFormat.PlainText,
+                insert_text_mode=lsp.InsertTextMode.AsIs,
+                command=accept_command(uri, rank, edit),
+            )
+        )
+    return items
+
+
 def _selection(context: lsp.InlineCompletionContext) -> Selection | None:
     selected = context.selected_completion_info
     if selected is None:
@@ -295,21 +334,13 @@ def build_server(loader: Loader = load_engine, *, max_message_bytes: int = DEFAU
 
     @server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(resolve_provider=False))
     async def completion(ls: SpdServer, params: lsp.CompletionParams) -> lsp.CompletionList:
-        uri = params.text_document.uri
-        edits = await ls.suggest(uri, params.position)
-        items = [
-            lsp.CompletionItem(
-                label=e.draft.strip(),
-                kind=lsp.CompletionItemKind.Text,
-                detail="spd-lsp",
-                sort_text=f"{i:03d}",
-                filter_text=e.new_text,
-                text_edit=lsp.TextEdit(range=edit_range(e), new_text=e.new_text),
-                command=accept_command(uri, i, e),
-            )
-            for i, e in enumerate(edits)
-        ]
-        return lsp.CompletionList(is_incomplete=True, items=items)
+        uri, position = params.text_document.uri, params.position
+        edits = await ls.suggest(uri, position)
+        document = ls.workspace.text_documents.get(unquote(uri))
+        lines = document.lines if document else []
+        line = lines[position.line].rstrip("\r\n") if position.line < len(lines) else ""
+        before = line[: index_of(line, position.character, ls.encoding)]
+        return lsp.CompletionList(is_incomplete=True, items=completion_items(uri, before, edits))
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE, lsp.SaveOptions(include_text=False))
     def did_save(ls: SpdServer, params: lsp.DidSaveTextDocumentParams) -> None:

@@ -130,7 +130,8 @@ async def test_inline_completion_gives_k_distinct_items_with_line_ranges(client:
     completion = await client.text_document_completion_async(
         lsp.CompletionParams(text_document=lsp.TextDocumentIdentifier(uri=uri), position=position)
     )
-    assert [c.text_edit.new_text for c in completion.items] == [i.insert_text for i in items]
+    # The menu twin: no textEdit; the word before the cursor (none here) plus the draft.
+    assert [(c.text_edit, c.insert_text) for c in completion.items] == [(None, i.insert_text[len(typed) :]) for i in items]
     await client.workspace_execute_command_async(
         lsp.ExecuteCommandParams(command="spd.accept", arguments=items[0].command.arguments)
     )
