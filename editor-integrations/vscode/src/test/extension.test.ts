@@ -13,9 +13,8 @@ import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 import * as extension from "../extension";
 import { CLIENT_COMMANDS } from "../commands";
+import { PYTHON, ROOT } from "./lspSession";
 
-const ROOT = path.resolve(__dirname, "..", "..", "..", "..");
-const PYTHON = process.env.SPD_TEST_PYTHON ?? path.join(ROOT, ".venv", "bin", "python");
 const FAKE_SERVER = path.join(ROOT, "tests", "editors", "fake_spd_server.py");
 const WAIT_MS = 60_000;
 

@@ -9,9 +9,8 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
+import { PYTHON, ROOT } from "./lspSession";
 
-const ROOT = path.resolve(__dirname, "..", "..", "..", "..");
-const PYTHON = process.env.SPD_TEST_PYTHON ?? path.join(ROOT, ".venv", "bin", "python");
 const manifest = JSON.parse(fs.readFileSync(path.join(__dirname, "..", "..", "package.json"), "utf8"));
 
 interface Property {
