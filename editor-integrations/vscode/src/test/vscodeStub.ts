@@ -169,6 +169,11 @@ class Opaque {
   constructor(..._args: unknown[]) {}
 }
 
+/** One distinct subclass of `base` per name. */
+function subclasses(base: new (...args: unknown[]) => object, names: string[]): Record<string, unknown> {
+  return Object.fromEntries(names.map((name) => [name, class extends base {}]));
+}
+
 /** Enums the client reads at load time: each member is a distinct, stable value. */
 const ENUMS = [
   "CodeActionKind", "CodeActionTriggerKind", "CompletionItemKind", "CompletionItemTag", "CompletionTriggerKind",
@@ -306,18 +311,8 @@ const vscode = {
   TextEdit,
   CancellationError,
   CancellationTokenSource,
-  CallHierarchyItem: class extends Opaque {},
-  CodeLens: class extends Opaque {},
-  DocumentLink: class extends Opaque {},
-  InlayHint: class extends Opaque {},
-  SymbolInformation: class extends Opaque {},
-  TypeHierarchyItem: class extends Opaque {},
-  CodeAction: class extends Opaque {},
-  Diagnostic: class extends Opaque {},
-  TabInputText: class extends TabInput {},
-  TabInputTextDiff: class extends TabInput {},
-  TabInputNotebook: class extends TabInput {},
-  TabInputCustom: class extends TabInput {},
+  ...subclasses(Opaque, ["CallHierarchyItem", "CodeLens", "DocumentLink", "InlayHint", "SymbolInformation", "TypeHierarchyItem", "CodeAction", "Diagnostic"]),
+  ...subclasses(TabInput, ["TabInputText", "TabInputTextDiff", "TabInputNotebook", "TabInputCustom"]),
   StatusBarAlignment: { Left: 1, Right: 2 },
   ProgressLocation: { SourceControl: 1, Window: 10, Notification: 15 },
   LogLevel: { Off: 0, Trace: 1, Debug: 2, Info: 3, Warning: 4, Error: 5 },
