@@ -9,7 +9,9 @@
 import * as fs from "node:fs";
 import * as vscode from "vscode";
 import {
+  CloseAction,
   DidChangeConfigurationNotification,
+  ErrorHandler,
   ExecuteCommandRequest,
   LanguageClient,
   LanguageClientOptions,
@@ -17,14 +19,20 @@ import {
   State,
 } from "vscode-languageclient/node";
 import { CLIENT_COMMANDS, SERVER_COMMANDS } from "./commands";
-import { resolveServerPath } from "./serverPath";
+import { IndexProgressWatch, indexAnswerNotice, Notice } from "./indexing";
+import { ServerLifecycle } from "./lifecycle";
+import { SpdLanguageClient } from "./spdClient";
+import { notFoundMessage, resolveServerPath } from "./serverPath";
 import { configurationChange, toServerSettings } from "./settings";
 import { applyProgress, formatStatus, initialState, recordLatency, StatusState, statusView, WorkDoneValue, withPhase } from "./status";
 
-let client: LanguageClient | undefined;
+const OPEN_SETTINGS = "Open Settings";
+
+let lifecycle: ServerLifecycle<LanguageClient>;
 let state: StatusState = initialState;
 let statusItem: vscode.StatusBarItem;
 let output: vscode.LogOutputChannel;
+const indexWatch = new IndexProgressWatch();
 
 function setState(next: StatusState): void {
   state = next;
@@ -42,7 +50,18 @@ function workspaceFolders(): string[] {
   return (vscode.workspace.workspaceFolders ?? []).map((folder) => folder.uri.fsPath);
 }
 
+function notify(notice: Notice): void {
+  const show = {
+    info: (text: string) => vscode.window.showInformationMessage(text),
+    warning: (text: string) => vscode.window.showWarningMessage(text),
+    error: (text: string) => vscode.window.showErrorMessage(text),
+  }[notice.kind];
+  void show(notice.text);
+}
+
 function createClient(command: string): LanguageClient {
+  let created: LanguageClient | undefined;
+  let crashes: ErrorHandler | undefined;
   const serverOptions: ServerOptions = { command, args: ["--stdio"], options: { cwd: workspaceFolders()[0] } };
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ scheme: "file" }, { scheme: "untitled" }],
@@ -58,56 +77,84 @@ function createClient(command: string): LanguageClient {
         return result;
       },
       handleWorkDoneProgress: (token, params, next) => {
-        setState(applyProgress(state, params as WorkDoneValue));
+        const value = params as WorkDoneValue;
+        setState(applyProgress(state, value));
+        const notice = indexWatch.progress(token, value);
+        if (notice !== undefined) {
+          notify(notice);
+        }
         next(token, params);
       },
     },
+    // The library would also show its own error for a start this extension
+    // abandoned; `startFailed` reports the current client's failures once.
+    initializationFailedHandler: (error) => {
+      output.appendLine(`Server initialization failed: ${error}`);
+      return false;
+    },
+    // A crash of the current server restarts it (the library's bounded policy);
+    // a server this extension replaced or stopped stays down.
+    errorHandler: {
+      error: (error, message, count) => crashes!.error(error, message, count),
+      closed: () =>
+        created !== undefined && lifecycle.isCurrent(created) ? crashes!.closed() : { action: CloseAction.DoNotRestart, handled: true },
+    },
   };
-  const created = new LanguageClient("spd", "SPD", serverOptions, clientOptions);
-  created.onDidChangeState((event) => {
+  created = new SpdLanguageClient("spd", "SPD", serverOptions, clientOptions);
+  crashes = created.createDefaultErrorHandler();
+  const client = created;
+  client.onDidChangeState((event) => {
+    if (!lifecycle.isCurrent(client)) {
+      return;
+    }
     if (event.newState === State.Running) {
       setState(withPhase(state, "ready"));
     } else if (event.newState === State.Stopped) {
       setState(withPhase(state, "stopped"));
     }
   });
-  return created;
+  return client;
 }
 
-async function startClient(): Promise<void> {
-  const command = resolveServerPath({
-    configured: vscode.workspace.getConfiguration("spd").get<string>("serverPath") ?? "",
+function activeFile(): string | undefined {
+  const uri = vscode.window.activeTextEditor?.document.uri;
+  return uri?.scheme === "file" ? uri.fsPath : undefined;
+}
+
+/** A client for the server found now, or undefined after telling the user what was searched. */
+function clientForFoundServer(): LanguageClient | undefined {
+  const configured = vscode.workspace.getConfiguration("spd").get<string>("serverPath") ?? "";
+  const { command, searched } = resolveServerPath({
+    configured,
     workspaceFolders: workspaceFolders(),
+    activeFile: activeFile(),
     pathEnv: process.env.PATH ?? "",
     platform: process.platform,
     exists: (file) => fs.existsSync(file),
   });
   if (command === undefined) {
-    const message = "spd-lsp not found: install it (pip install -e .) or set spd.serverPath";
+    const message = notFoundMessage(searched, { configured });
     setState(withPhase(state, "error", message));
-    const choice = await vscode.window.showWarningMessage(message, "Open Settings");
-    if (choice) {
-      await vscode.commands.executeCommand("workbench.action.openSettings", "spd.serverPath");
-    }
-    return;
+    output.appendLine(message);
+    void vscode.window.showErrorMessage(message, OPEN_SETTINGS).then((choice) => {
+      if (choice === OPEN_SETTINGS) {
+        void vscode.commands.executeCommand("workbench.action.openSettings", "spd.serverPath");
+      }
+    });
+    return undefined;
   }
   setState(withPhase(state, "starting"));
-  client = createClient(command);
-  try {
-    await client.start();
-  } catch (error) {
-    setState(withPhase(state, "error", String(error)));
-    output.appendLine(`Failed to start ${command}: ${error}`);
-  }
+  output.appendLine(`Starting ${command} --stdio`);
+  return createClient(command);
 }
 
-async function stopClient(): Promise<void> {
-  const running = client;
-  client = undefined;
-  await running?.stop();
+function startFailed(error: unknown): void {
+  setState(withPhase(state, "error", `the language server failed to start: ${error}`));
+  output.appendLine(`Failed to start the language server: ${error}`);
 }
 
 async function serverCommand(command: string): Promise<unknown> {
+  const client = lifecycle.client;
   if (client === undefined || !client.isRunning()) {
     throw new Error("the SPD language server is not running");
   }
@@ -115,11 +162,16 @@ async function serverCommand(command: string): Promise<unknown> {
 }
 
 async function indexWorkspace(): Promise<void> {
+  indexWatch.expect();
   try {
-    const report = await serverCommand(SERVER_COMMANDS.index);
-    vscode.window.showInformationMessage(`SPD: index updated. ${formatStatus(report).join(", ")}`);
+    const notice = indexAnswerNotice(await serverCommand(SERVER_COMMANDS.index));
+    if (notice.kind !== "info") {
+      indexWatch.cancel();
+    }
+    notify(notice);
   } catch (error) {
-    vscode.window.showErrorMessage(`SPD: indexing failed: ${error}`);
+    indexWatch.cancel();
+    notify({ kind: "error", text: `SPD: indexing could not start: ${error}` });
   }
 }
 
@@ -135,9 +187,9 @@ async function showStatus(): Promise<void> {
 }
 
 async function onConfigurationChanged(event: vscode.ConfigurationChangeEvent): Promise<void> {
+  const client = lifecycle.client;
   if (event.affectsConfiguration("spd.serverPath")) {
-    await stopClient();
-    await startClient();
+    await lifecycle.restart();
   } else if (event.affectsConfiguration("spd") && client?.isRunning()) {
     await client.sendNotification(DidChangeConfigurationNotification.type, configurationChange(currentSettings()));
   }
@@ -145,6 +197,7 @@ async function onConfigurationChanged(event: vscode.ConfigurationChangeEvent): P
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   output = vscode.window.createOutputChannel("SPD", { log: true });
+  lifecycle = new ServerLifecycle({ create: clientForFoundServer, startFailed, log: (line) => output.appendLine(line) });
   statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
   statusItem.command = CLIENT_COMMANDS.showStatus;
   setState(initialState);
@@ -154,15 +207,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     statusItem,
     vscode.commands.registerCommand(CLIENT_COMMANDS.indexWorkspace, indexWorkspace),
     vscode.commands.registerCommand(CLIENT_COMMANDS.showStatus, showStatus),
-    vscode.commands.registerCommand(CLIENT_COMMANDS.restart, async () => {
-      await stopClient();
-      await startClient();
-    }),
+    vscode.commands.registerCommand(CLIENT_COMMANDS.restart, () => lifecycle.restart()),
     vscode.workspace.onDidChangeConfiguration(onConfigurationChanged),
   );
-  await startClient();
+  await lifecycle.restart();
 }
 
-export function deactivate(): Promise<void> {
-  return stopClient();
+export async function deactivate(): Promise<void> {
+  await lifecycle.stop();
+  setState(withPhase(state, "stopped"));
 }

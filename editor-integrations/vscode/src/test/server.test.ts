@@ -6,72 +6,22 @@
  */
 
 import { strict as assert } from "node:assert";
-import { ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { pathToFileURL } from "node:url";
 import {
-  createProtocolConnection,
   DidChangeConfigurationNotification,
-  DidOpenTextDocumentNotification,
   ExecuteCommandRequest,
-  InitializeRequest,
   InlineCompletionItem,
   InlineCompletionList,
   InlineCompletionRequest,
   InlineCompletionTriggerKind,
-  ProtocolConnection,
-  StreamMessageReader,
-  StreamMessageWriter,
-  WorkDoneProgressCreateRequest,
 } from "vscode-languageserver-protocol/node";
 import { SERVER_COMMANDS } from "../commands";
-import { configurationChange, ServerSettings } from "../settings";
+import { configurationChange } from "../settings";
+import { closeSession, openSession, PYTHON, realServerMissing, REAL_SERVER, ROOT, Session } from "./lspSession";
 
-const ROOT = path.resolve(__dirname, "..", "..", "..", "..");
-const PYTHON = process.env.SPD_TEST_PYTHON ?? path.join(ROOT, ".venv", "bin", "python");
-const REAL_SERVER = process.env.SPD_LSP_SERVER ?? path.join(ROOT, ".venv", "bin", "spd-lsp");
 const PREFIX = "import os\n\ndef list_python_files(root):\n    result = []\n    for dirpath, dirnames, filenames in os.walk(root):\n        for name in filenames:\n            if name.end";
-
-interface Session {
-  process: ChildProcess;
-  connection: ProtocolConnection;
-  uri: string;
-}
-
-async function openSession(command: string, args: string[], settings: ServerSettings, text: string): Promise<Session> {
-  const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "spd-vscode-test-"));
-  const file = path.join(workspace, "walk.py");
-  fs.writeFileSync(file, text);
-  const child = spawn(command, args, { cwd: workspace, stdio: ["pipe", "pipe", "inherit"] });
-  const connection = createProtocolConnection(new StreamMessageReader(child.stdout!), new StreamMessageWriter(child.stdin!));
-  connection.onRequest(WorkDoneProgressCreateRequest.type, () => undefined);
-  connection.onRequest("workspace/configuration", (params: { items: unknown[] }) => params.items.map(() => ({ ...settings })));
-  connection.listen();
-  const root = pathToFileURL(workspace).toString();
-  await connection.sendRequest(InitializeRequest.type, {
-    processId: process.pid,
-    rootUri: root,
-    workspaceFolders: [{ uri: root, name: "ws" }],
-    initializationOptions: settings,
-    capabilities: { window: { workDoneProgress: true }, textDocument: { inlineCompletion: { dynamicRegistration: false } } },
-  });
-  await connection.sendNotification("initialized", {});
-  const uri = pathToFileURL(file).toString();
-  await connection.sendNotification(DidOpenTextDocumentNotification.type, {
-    textDocument: { uri, languageId: "python", version: 1, text },
-  });
-  return { process: child, connection, uri };
-}
-
-async function closeSession(session: Session): Promise<void> {
-  await session.connection.sendRequest("shutdown");
-  await session.connection.sendNotification("exit");
-  session.connection.dispose();
-  session.process.kill();
-}
 
 async function inlineItems(session: Session, line: number, character: number): Promise<InlineCompletionItem[]> {
   const result = await session.connection.sendRequest(InlineCompletionRequest.type, {
@@ -122,11 +72,7 @@ describe("fake server (tests/editors/fake_spd_server.py)", { skip: !fs.existsSyn
   });
 });
 
-const realMissing = !fs.existsSync(REAL_SERVER)
-  ? `real server not installed at ${REAL_SERVER}`
-  : !fs.existsSync(path.join(ROOT, "spd_lsp", "serve_command.py")) && "spd_lsp/serve_command.py not written yet";
-
-describe("real server (spd-lsp --stdio, bundled model)", { skip: realMissing }, () => {
+describe("real server (spd-lsp --stdio, bundled model)", { skip: realServerMissing }, () => {
   let session: Session;
   const k = 3;
   before(async () => {
