@@ -59,8 +59,8 @@ class TcpServer:
             assert time.monotonic() < deadline and self.process.poll() is None, self.log.read_text()
             time.sleep(0.1)
 
-    def connect(self) -> socket.socket:
-        return socket.create_connection(("127.0.0.1", self.port), timeout=30)
+    def connect(self, timeout: float = 30) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
 
     def stop(self) -> None:
         self.process.kill()
@@ -222,7 +222,7 @@ def test_a_token_file_takes_precedence_over_the_variable(tmp_path: Path) -> None
 def test_drafts_flow_to_an_authenticated_client(tmp_path: Path) -> None:
     server = TcpServer(tmp_path)
     try:
-        with server.connect() as connection, connection.makefile("rwb") as stream:
+        with server.connect(timeout=300) as connection, connection.makefile("rwb") as stream:
             init = initialize(TOKEN, k=2, maxTokens=8, ngrams={"enabled": False})
             del init["params"]["initializationOptions"]["model"]
             assert "capabilities" in request(stream, init)["result"]
@@ -235,6 +235,6 @@ def test_drafts_flow_to_an_authenticated_client(tmp_path: Path) -> None:
                                                  "position": {"line": 1, "character": 11},
                                                  "context": {"triggerKind": 1}}})
             items = answer["result"]["items"]
-            assert items and all(isinstance(item["insertText"], str) for item in items), answer
+            assert items and all(item["range"]["start"]["line"] == 1 for item in items), answer
     finally:
         server.stop()
