@@ -96,12 +96,17 @@ def refused(server: TcpServer, first: bytes) -> dict[str, Any]:
     return answer
 
 
-def test_tcp_serves_loopback_with_the_token(server: TcpServer) -> None:
-    with server.connect() as connection, connection.makefile("rwb") as stream:
-        assert "capabilities" in request(stream, initialize(TOKEN))["result"]
-        assert "requests" in request(stream, STATUS)["result"]
-    assert listening_addresses(server.port) == {"0100007F"}  # 127.0.0.1 only
-    assert TOKEN not in server.log.read_text()
+def test_tcp_serves_loopback_with_the_token_and_never_logs_it(tmp_path: Path) -> None:
+    server = TcpServer(tmp_path, "--log-level", "DEBUG")  # pygls logs message bodies at DEBUG
+    try:
+        with server.connect() as connection, connection.makefile("rwb") as stream:
+            assert "capabilities" in request(stream, initialize(TOKEN))["result"]
+            assert "requests" in request(stream, STATUS)["result"]
+        assert listening_addresses(server.port) == {"0100007F"}  # 127.0.0.1 only
+    finally:
+        server.stop()
+    log = server.log.read_text()
+    assert "initialize" in log and TOKEN not in log
 
 
 @pytest.mark.parametrize(
