@@ -23,8 +23,8 @@ from pygls.protocol.json_rpc import JsonRPCNotification
 from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
-from spd_lsp import __version__, transport
-from spd_lsp.framing import DEFAULT_MAX_BYTES, FrameReader, encode
+from spd_lsp import __version__, auth, transport
+from spd_lsp.framing import DEFAULT_MAX_BYTES
 from spd_lsp.config import parse_settings, settings_from_configuration
 from spd_lsp.context import EOL, index_of
 from spd_lsp.decoding.types import Cancelled
@@ -167,17 +167,25 @@ class SpdServer(LanguageServer):
         finally:
             self.shutdown()
 
-    def start_tcp(self, host: str, port: int) -> None:
-        """One client per server: a second connection is refused with an error, never served."""
+    def start_tcp(self, host: str, port: int, *, token: str) -> None:
+        """One client per server, and only one that proves it holds `token` (`spd_lsp.auth`) in its
+        `initialize`: others are answered an error and closed, and the server keeps listening."""
         self._stop_event = threading.Event()
 
         async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            frames = transport.frame_reader(reader, max_bytes=transport.FIRST_MAX_BYTES)
+            first, problem = await transport.authenticate(frames, token)
+            if problem is not None:
+                await transport.turn_away(writer, first, f"authentication failed: {problem}", code=auth.AUTH_FAILED)
+                return
             if self._connected:
-                await refuse(reader, writer)
+                await transport.turn_away(writer, first, REFUSED, code=REQUEST_FAILED)
                 return
             self._connected = True
+            frames.max_bytes = self.max_message_bytes
             self.protocol.set_writer(writer)  # type: ignore[arg-type]
-            await self._serve(reader)
+            transport.dispatch(self.protocol, first)
+            await transport.serve_frames(frames, self.protocol, stop=self._stop_event)
             self.shutdown()
 
         async def serve() -> None:
@@ -221,23 +229,7 @@ class SpdServer(LanguageServer):
 
 
 REFUSED = "spd-lsp serves one client per server and another client is connected; start another server"
-
-
-async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Tell a second TCP client why it gets nothing (answering its first request), then close."""
-    log.warning("refused a second TCP client: %s", writer.get_extra_info("peername"))
-    messages = [{"jsonrpc": "2.0", "method": "window/showMessage", "params": {"type": 1, "message": REFUSED}}]
-    try:
-        frame = await asyncio.wait_for(FrameReader(lambda: reader.read(transport.CHUNK)).next(), 5)
-        request = frame.message if frame else None
-        if _is_request(request):
-            messages.append({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32803, "message": REFUSED}})
-    except TimeoutError:
-        pass
-    for message in messages:
-        writer.write(encode(message))
-    await writer.drain()
-    writer.close()
+REQUEST_FAILED = -32803
 
 
 def accept_command(uri: str, rank: int, edit: LineEdit) -> lsp.Command:
@@ -308,7 +300,7 @@ def build_server(loader: Loader = load_engine, *, max_message_bytes: int = DEFAU
     @server.feature(lsp.INITIALIZE)
     def initialize(ls: SpdServer, params: lsp.InitializeParams) -> None:
         ls.client.loop = asyncio.get_running_loop()
-        settings, warnings = parse_settings(params.initialization_options)
+        settings, warnings = parse_settings(auth.without_token(params.initialization_options))  # stdio: ignored
         ls.session.configure(settings, warnings, _roots(params))
 
     @server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)

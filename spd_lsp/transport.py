@@ -17,13 +17,16 @@ from typing import IO, Any
 
 from pygls.protocol import JsonRPCProtocol
 
-from spd_lsp.framing import DEFAULT_MAX_BYTES, Frame, FrameReader
+from spd_lsp import auth
+from spd_lsp.framing import DEFAULT_MAX_BYTES, Frame, FrameReader, encode
 
 log = logging.getLogger(__name__)
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 CHUNK = 1 << 16
+AUTH_TIMEOUT_S = 10.0  # a TCP client sends `initialize` at once; a silent one is turned away
+FIRST_MAX_BYTES = 1 << 20  # before the token, nobody makes us buffer more (VS Code's initialize: ~10 kB)
 
 
 async def serve(
@@ -34,9 +37,43 @@ async def serve(
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> None:
     """Read and dispatch messages until the stream ends or `stop` is set."""
-    frames = FrameReader(lambda: reader.read(CHUNK), max_bytes=max_bytes)
+    await serve_frames(frame_reader(reader, max_bytes=max_bytes), protocol, stop=stop)
+
+
+def frame_reader(reader: asyncio.StreamReader, *, max_bytes: int) -> FrameReader:
+    return FrameReader(lambda: reader.read(CHUNK), max_bytes=max_bytes)
+
+
+async def serve_frames(frames: FrameReader, protocol: JsonRPCProtocol, *, stop: threading.Event) -> None:
     while not stop.is_set() and (frame := await frames.next()) is not None:
         receive(protocol, frame)
+
+
+async def authenticate(
+    frames: FrameReader, token: str, *, timeout: float = AUTH_TIMEOUT_S
+) -> tuple[Any, str | None]:
+    """The connection's first message and why it is refused: (message without its token, None) admits."""
+    try:
+        frame = await asyncio.wait_for(frames.next(), timeout)
+    except TimeoutError:
+        return None, f"no initialize request within {timeout:g} s"
+    message = frame.message if frame is not None else None
+    problem = auth.check(message, token)
+    return (auth.admitted(message), None) if problem is None else (message, problem)
+
+
+async def turn_away(writer: asyncio.StreamWriter, first: Any, reason: str, *, code: int) -> None:
+    """Tell a TCP client why it is not served (answering its first request, if it was one), then close."""
+    log.warning("turned away the TCP client %s: %s", writer.get_extra_info("peername"), reason)
+    msg_id = first.get("id") if isinstance(first, dict) and "method" in first else None
+    show = {"jsonrpc": "2.0", "method": "window/showMessage", "params": {"type": 1, "message": f"spd-lsp: {reason}"}}
+    try:
+        writer.write(encode(show) + encode(error_message(msg_id, code, reason)))
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+    except ConnectionError as exc:
+        log.info("the turned-away client had gone: %s", exc)
 
 
 def receive(protocol: JsonRPCProtocol, frame: Frame) -> None:
@@ -67,10 +104,13 @@ def dispatch(protocol: JsonRPCProtocol, message: Any) -> None:
 
 
 def reply_error(protocol: JsonRPCProtocol, msg_id: Any, code: int, message: str) -> None:
+    protocol._send_data(error_message(msg_id, code, message))  # noqa: SLF001 - pygls' writer, framing and lock
+
+
+def error_message(msg_id: Any, code: int, message: str) -> dict[str, Any]:
     if msg_id is not None and not isinstance(msg_id, (int, str)):
         msg_id = None
-    error = {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}  # "id": null kept
-    protocol._send_data(error)  # noqa: SLF001 - pygls' writer, framing and lock
+    return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}  # "id": null kept
 
 
 def stdin_stream(stdin: IO[bytes], loop: asyncio.AbstractEventLoop) -> asyncio.StreamReader:

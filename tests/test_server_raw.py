@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import queue
-import socket
 import subprocess
 import sys
 import threading
@@ -157,69 +156,12 @@ def test_version_and_stdout_is_protocol_only(tmp_path: Path) -> None:
     assert "initialize" in log_file.read_text()
 
 
-def listening_addresses(port: int) -> set[str]:
-    """Local addresses with a socket listening on `port`, from /proc/net/tcp{,6} (hex)."""
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for row in Path(table).read_text().splitlines()[1:]:
-            local, state = row.split()[1], row.split()[3]
-            address, _, hex_port = local.partition(":")
-            if int(hex_port, 16) == port and state == "0A":  # LISTEN
-                found.add(address)
-    return found
-
-
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
     "params": {"capabilities": {}, "initializationOptions": {"model": "/nowhere.gguf"}},
 }
-
-
-@pytest.fixture
-def tcp_port(tmp_path: Path) -> Any:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "spd_lsp.cli", "--tcp", "--port", str(port)], env=server_env(tmp_path)
-    )
-    deadline = time.monotonic() + 60
-    while not listening_addresses(port):
-        assert time.monotonic() < deadline and process.poll() is None
-        time.sleep(0.1)
-    yield port
-    process.kill()
-    process.wait(10)
-
-
-def request(stream: IO[bytes], message: dict[str, Any]) -> dict[str, Any]:
-    """Send a request and read up to its answer (notifications before it are skipped)."""
-    stream.write(frame(message))
-    stream.flush()
-    while "id" not in (answer := read_frame(stream)):
-        pass
-    return answer
-
-
-def test_tcp_serves_loopback(tcp_port: int) -> None:
-    with socket.create_connection(("127.0.0.1", tcp_port), timeout=30) as connection:
-        with connection.makefile("rwb") as stream:
-            assert "capabilities" in request(stream, INITIALIZE)["result"]
-    assert listening_addresses(tcp_port) == {"0100007F"}  # 127.0.0.1 only
-
-
-def test_tcp_refuses_a_second_client_and_keeps_serving_the_first(tcp_port: int) -> None:
-    status = {"jsonrpc": "2.0", "id": "st", "method": "workspace/executeCommand", "params": {"command": "spd.status"}}
-    with socket.create_connection(("127.0.0.1", tcp_port), timeout=30) as first, first.makefile("rwb") as one:
-        assert "capabilities" in request(one, INITIALIZE)["result"]
-        with socket.create_connection(("127.0.0.1", tcp_port), timeout=30) as second:
-            with second.makefile("rwb") as two:
-                refused = request(two, {**INITIALIZE, "id": 2})
-                assert refused["id"] == 2 and "another client" in refused["error"]["message"]
-                assert two.read() == b""  # closed by the server
-        assert "requests" in request(one, status)["result"]  # the first client still gets its own answers
 
 
 STATUS_PARAMS = {"command": "spd.status"}
