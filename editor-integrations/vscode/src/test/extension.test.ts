@@ -155,7 +155,7 @@ describe("server lifecycle with the real LanguageClient", { skip: !fs.existsSync
     const texts = stub.recorded.messages.map((message) => message.text);
     assert.ok(!texts.some((text) => /index updated/i.test(text)), texts.join(" | "));
     assert.ok(texts.some((text) => /indexing started/.test(text)), texts.join(" | "));
-    assert.ok(texts.some((text) => /Indexing workspace finished: 3 files indexed/.test(text)), texts.join(" | "));
+    assert.ok(texts.some((text) => /Indexing workspace finished: 3 files, 120 tokens/.test(text)), texts.join(" | "));
   });
 
   test("SPD: Restart Server works from stopped", { timeout: WAIT_MS * 2 }, async () => {
