@@ -32,3 +32,17 @@ def default_store_path(root: Path) -> Path:
 def base_store_path() -> Path:
     """The shared read-only base store (`spd-lsp index --base`)."""
     return stores_dir() / "base"
+
+
+def broad_root(root: Path) -> str | None:
+    """Why `root` is too broad to index unasked (the filesystem root, a home directory
+    or a directory above it), or None for an ordinary project folder."""
+    resolved = Path(root).expanduser().resolve()
+    home = Path.home().resolve()
+    if resolved == Path(resolved.anchor):
+        return f"{resolved} is the filesystem root"
+    if resolved == home:
+        return f"{resolved} is your home directory"
+    if home.is_relative_to(resolved):
+        return f"{resolved} contains your home directory"
+    return None
