@@ -120,3 +120,23 @@ def test_index_command_with_the_real_tokenizer(tmp_path):
     other = subprocess.run([sys.executable, "-m", "spd_lsp.cli", "index", str(tmp_path / "missing")],
                            capture_output=True, text=True, env=env, timeout=300)
     assert other.returncode == 2 and "not a directory" in other.stderr
+
+
+def test_index_rebuild_empties_in_place_under_an_open_store_and_refuses_broad_roots(tmp_path):
+    from spd_lsp.model import load_tokenizer, tokenizer_identity
+
+    root = tmp_path / "ws"
+    write(root, {"hello.py": "def hello():\n    return 'world'\n"})
+    env = dict(os.environ, SPD_LSP_CACHE=str(tmp_path / "cache"), HOME=str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    db = tmp_path / "db"
+    with NgramStore.open(db, tokenizer_identity(load_tokenizer(None))) as running:  # a server holding it open
+        running.add_file("/gone/old.py", [1, 2, 3], content_hash="h", size=3, mtime=0.0)
+        run = subprocess.run([sys.executable, "-m", "spd_lsp.cli", "index", str(root), "--db", str(db),
+                              "--rebuild", "--quiet"], capture_output=True, text=True, env=env, timeout=300)
+        assert run.returncode == 0, run.stderr
+        assert set(running.files()) == {str(root / "hello.py")}  # the open store sees the rebuilt one
+    for broad in ("/", str(tmp_path / "home")):
+        refused = subprocess.run([sys.executable, "-m", "spd_lsp.cli", "index", broad, "--db", str(db)],
+                                 capture_output=True, text=True, env=env, timeout=300)
+        assert refused.returncode == 2 and "not indexing it" in refused.stderr and "--allow-broad-root" in refused.stderr
