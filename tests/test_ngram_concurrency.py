@@ -55,3 +55,20 @@ def test_a_store_error_during_decoding_degrades_to_unseen_counts() -> None:
     guarded = GuardedNgrams(Broken())
     assert guarded.p_ngram([[1, 2], [3]], [[4, 5], [6]], {2: 1.0}) == [[0.0, 0.0], [0.0]]
     assert guarded.failures == 1
+
+
+def test_a_store_closed_under_the_engine_still_gives_drafts(tmp_path) -> None:
+    from spd_lsp.decoding.types import DecodeOptions
+    from spd_lsp.engine import Engine
+    from tests.tiny_models import tiny_model
+
+    engine = Engine(tiny_model("llama"))
+    store = NgramStore.open(tmp_path / "store", BYTES)
+    store.add_file("/w/a.py", encode("def add(a, b):\n"), content_hash="h", size=1, mtime=0.0)
+    store.close()  # what a reconfiguration does while a request is decoding
+    with pytest.raises(StoreError):
+        store.p_ngram([[1, 2]], [[3]], {2: 1.0})
+    engine.set_ngrams(GuardedNgrams(store))
+    result = engine.complete("def add(a, b):\n    return", DecodeOptions(method="superposed", k=3, alpha=0.5,
+                                                                        max_tokens=4))
+    assert result.drafts and all(d.token_ids for d in result.drafts)  # an answer, not an exception
