@@ -12,17 +12,7 @@ from ngram_db.indexer import IndexCancelled, IndexOptions, Indexer, IndexTooLarg
 from ngram_db.paths import broad_root
 from ngram_db.store import NgramStore
 
-from ngram_support import BYTES, encode
-
-
-@pytest.fixture
-def store(tmp_path):
-    with NgramStore.open(tmp_path / "store", BYTES) as opened:
-        yield opened
-
-
-def names(store: NgramStore, root: Path) -> set[str]:
-    return {str(Path(p).relative_to(root)) for p in store.files()}
+from ngram_support import BYTES, encode, store, stored_names  # noqa: F401 - store is a fixture
 
 
 def test_links_whose_target_is_outside_the_root_are_never_read(tmp_path, store) -> None:
@@ -40,7 +30,7 @@ def test_links_whose_target_is_outside_the_root_are_never_read(tmp_path, store) 
     (root / "env_link.py").symlink_to(root / ".env")  # inside, but to a secret: no
     indexer = Indexer(store, encode, [root])
     indexer.index()
-    assert names(store, root) == {"app/main.py", "app/inner_link.py"}
+    assert stored_names(store, root) == {"app/main.py", "app/inner_link.py"}
     assert indexer.update_path(root / "app" / "passwd_link.py") is False  # the watcher's path: same rule
     assert not indexer.is_indexable(root / "app" / "passwd_link.py")
     assert "root:x" not in "".join(map(chr, (t for p in store.files() for t in store.file_record(p).tokens)))
@@ -57,7 +47,7 @@ def test_an_unreadable_directory_is_skipped_with_a_log_line(tmp_path, store, cap
         Indexer(store, encode, [root]).index()
     finally:
         os.chmod(root / "locked", 0o700)
-    assert names(store, root) == {"ok.py"}
+    assert stored_names(store, root) == {"ok.py"}
     assert "locked" in caplog.text
 
 
@@ -84,7 +74,7 @@ def test_an_unreadable_directory_is_skipped_even_as_root(tmp_path, store, monkey
     monkeypatch.setattr(os, "scandir", scandir)
     Indexer(store, encode, [root]).index()
     monkeypatch.undo()
-    assert names(store, root) == {"ok.py"}
+    assert stored_names(store, root) == {"ok.py"}
     assert "locked" in caplog.text
 
 
@@ -118,7 +108,7 @@ def test_more_secret_names_are_skipped(tmp_path, store, name) -> None:
     (root / name).write_text("hunter2\n")
     (root / "main.py").write_text("print(1)\n")
     Indexer(store, encode, [root]).index()
-    assert names(store, root) == {"main.py"}
+    assert stored_names(store, root) == {"main.py"}
 
 
 def test_a_cancelled_index_stops_between_batches_and_removes_nothing(tmp_path, store) -> None:
