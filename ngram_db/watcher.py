@@ -94,11 +94,15 @@ class Watcher(FileSystemEventHandler):
             raise
         return observer
 
-    def stop(self, timeout: float = JOIN_TIMEOUT_S) -> None:
-        """Stop watching; a rescan in progress stops at its next batch. Waits at most ~`timeout`."""
+    def request_stop(self) -> None:
+        """Ask the watcher to stop (a rescan in progress stops at its next batch); returns at once."""
         with self._wake:
             self._stopping = True
             self._wake.notify()
+
+    def stop(self, timeout: float = JOIN_TIMEOUT_S) -> None:
+        """Stop watching and wait for the watcher's thread, at most ~`timeout`."""
+        self.request_stop()
         deadline = time.monotonic() + timeout
         if self._observer is not None:
             self._observer.stop()

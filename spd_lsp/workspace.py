@@ -159,8 +159,11 @@ class Workspace:
         self._writes.submit(("index", id(root_store)), lambda cancelled: self._index(root_store, cancelled))
 
     def _cancel_indexing(self) -> None:
+        """Stop the running index and any watcher rescan at their next batch (from any thread)."""
         for root_store in self._roots:
             self._writes.cancel(("index", id(root_store)))
+            if root_store.watcher is not None:
+                root_store.watcher.request_stop()
 
     def _index(self, root_store: RootStore, cancelled: Callable[[], bool]) -> None:
         if root_store not in self._roots:
