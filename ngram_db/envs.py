@@ -162,7 +162,7 @@ def _write_failed(path: Path, error: BaseException) -> StoreError:
         full = False
     if full:
         return StoreFullError(f"no space left on the device holding {path}; the n-gram store keeps everything "
-                              f"written before, free some space and it catches up ({error})")
+                              f"written before; free some space, then index again ({error})")
     return StoreError(f"writing the n-gram store at {path} failed: {error}")
 
 

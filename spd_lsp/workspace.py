@@ -23,7 +23,7 @@ from typing import Any, Callable, Protocol, Sequence
 from ngram_db import NgramSource, TokenizerId
 from ngram_db.errors import StoreError
 from ngram_db.guarded import GuardedNgrams
-from ngram_db.indexer import IndexCancelled, Indexer, IndexOptions, IndexProgress
+from ngram_db.indexer import IndexCancelled, Indexer, IndexOptions, IndexProgress, IndexTooLargeError
 from ngram_db.layered import DEFAULT_BASE_WEIGHT, LayeredNgrams
 from ngram_db.paths import base_store_path, broad_root, default_store_path, explicit_store_path
 from ngram_db.store import NgramStore
@@ -182,7 +182,10 @@ class Workspace:
             log.warning("indexing %s failed: %s", root_store.root, exc, exc_info=not isinstance(exc, StoreError))
             progress.end(f"indexing failed: {exc}")
             self.client.show("warning", f"spd-lsp: indexing {root_store.root} failed: {exc}")
-            if root_store.watcher is not None:  # never watch a root whose index failed
+            # Never watch a tree refused as too large; a store error (a full disk, a busy
+            # store) keeps the watcher, whose retries catch up once the store can be written.
+            refused = isinstance(exc, IndexTooLargeError) or not isinstance(exc, StoreError)
+            if refused and root_store.watcher is not None:
                 root_store.watcher.stop()
                 root_store.watcher = None
         finally:
