@@ -180,14 +180,14 @@ class Workspace:
             progress.end("indexing stopped")
         except Exception as exc:  # noqa: BLE001 - indexing failure must not take the server down
             log.warning("indexing %s failed: %s", root_store.root, exc, exc_info=not isinstance(exc, StoreError))
-            progress.end(f"indexing failed: {exc}")
-            self.client.show("warning", f"spd-lsp: indexing {root_store.root} failed: {exc}")
             # Never watch a tree refused as too large; a store error (a full disk, a busy
             # store) keeps the watcher, whose retries catch up once the store can be written.
             refused = isinstance(exc, IndexTooLargeError) or not isinstance(exc, StoreError)
             if refused and root_store.watcher is not None:
                 root_store.watcher.stop()
                 root_store.watcher = None
+            progress.end(f"indexing failed: {exc}")
+            self.client.show("warning", f"spd-lsp: indexing {root_store.root} failed: {exc}")
         finally:
             root_store.indexing = False
 
