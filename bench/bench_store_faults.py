@@ -58,15 +58,16 @@ def contents(store: NgramStore) -> tuple[dict, dict]:
     return ({p: i.content_hash for p, i in store.files().items()}, dict(store.iter_counts()))
 
 
-def index_here(store: NgramStore, tokenizer, roots: list[Path], **options) -> object:
+def index_here(store: NgramStore, tokenizer, roots: list[Path], progress=False, **options) -> object:
     return Indexer(store, None, roots, IndexOptions(**options),
-                   encode_batch=lambda texts: encode_texts(tokenizer, texts)).index()
+                   encode_batch=lambda texts: encode_texts(tokenizer, texts)).index(progress=progress)
 
 
 def kills(work: Path, tokenizer, count: int) -> list[str]:
     root, identity = corpus(work), tokenizer_identity(tokenizer)
     with NgramStore.open(work / "fresh", identity, rebuild="always") as fresh:
-        index_here(fresh, tokenizer, [root], batch_bytes=BATCH_BYTES)
+        batches: list[object] = []
+        index_here(fresh, tokenizer, [root], progress=batches.append, batch_bytes=BATCH_BYTES)
         reference = contents(fresh)
     rng, store_path = random.Random(10), work / "killed"
     code = CHILD.format(store=str(store_path), root=str(root), batch=BATCH_BYTES)
@@ -76,7 +77,7 @@ def kills(work: Path, tokenizer, count: int) -> list[str]:
         child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                                  env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
         assert child.stdout.readline().strip() == "open"
-        for _ in range(rng.randrange(1, 25)):
+        for _ in range(rng.randrange(1, len(batches))):  # after 1 .. all-but-one committed batches
             child.stdout.readline()
         time.sleep(rng.uniform(0.0, 0.05))
         child.kill()
@@ -89,7 +90,7 @@ def kills(work: Path, tokenizer, count: int) -> list[str]:
             index_here(store, tokenizer, [root], batch_bytes=BATCH_BYTES)  # resume
             equal += contents(store) == reference
     return [f"| kill -9 of an indexing process, x{count} (random moment, {len(reference[0])} files, "
-            f"{sum(reference[1].values()) // 1000}k n-grams) | {partial} killed mid-index; {consistent}/{count} "
+            f"{len(batches)} batches, {sum(reference[1].values()) // 1000}k n-grams) | {partial} killed mid-index; {consistent}/{count} "
             f"consistent right after the kill; {equal}/{count} equal to a fresh rebuild after resuming |"]
 
 
