@@ -4,6 +4,11 @@ LMDB forbids opening one environment twice in a process (locks are per process),
 so every NgramStore on a path shares one entry here. Across processes LMDB
 already gives one writer and never-blocked readers; the extra flock only lets a
 writer give up with a clear error instead of hanging behind another process.
+
+Within the process, `set_mapsize` and `close` are only legal with no transaction
+open on the environment, so every transaction holds the entry's `gate` shared and
+a resize or close holds it exclusively. The map starts large (it is virtual: the
+file only grows with its content), so resizes are rare in the first place.
 """
 
 from __future__ import annotations
@@ -18,13 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
+import fasteners
 import lmdb
 
-from ngram_db.errors import StoreCorruptError, StoreError, StoreLockedError
+from ngram_db.errors import StoreCorruptError, StoreError, StoreFullError, StoreLockedError
 
 T = TypeVar("T")
 
-INITIAL_MAP_SIZE = 1 << 30  # virtual: the file only grows with its content
+INITIAL_MAP_SIZE = 1 << 40  # virtual address space, not disk: the file only grows with its content
 _BROKEN = (lmdb.CorruptedError, lmdb.InvalidError, lmdb.VersionMismatchError, lmdb.PanicError, lmdb.BadDbiError)
 
 
@@ -35,6 +41,13 @@ class SharedEnv:
     writable: bool
     users: int = 0
     write_mutex: threading.Lock = field(default_factory=threading.Lock)
+    gate: fasteners.ReaderWriterLock = field(default_factory=fasteners.ReaderWriterLock)
+    closed: bool = False
+
+    def resize(self, size: int) -> None:
+        """`set_mapsize` with no transaction of this process open (0: adopt another process's size)."""
+        with self.gate.write_lock():
+            self.env.set_mapsize(size)
 
 
 _registry: dict[Path, SharedEnv] = {}
@@ -64,7 +77,9 @@ def release(shared: SharedEnv) -> None:
         shared.users -= 1
         if shared.users == 0:
             _registry.pop(shared.path, None)
-            shared.env.close()
+            with shared.gate.write_lock():  # waits for transactions of other threads to end
+                shared.closed = True
+                shared.env.close()
 
 
 def _open(path: Path, create: bool) -> SharedEnv:
@@ -124,28 +139,56 @@ def write(shared: SharedEnv, body: Callable[[lmdb.Transaction], T], *, lock_time
     with shared.write_mutex, _writer_lock(shared.path, lock_timeout):
         while True:
             try:
-                with shared.env.begin(write=True) as txn:
-                    return body(txn)
+                with shared.gate.read_lock():
+                    _check_open(shared)
+                    with shared.env.begin(write=True) as txn:
+                        return body(txn)
             except lmdb.MapFullError:
-                shared.env.set_mapsize(shared.env.info()["map_size"] * 2)
+                shared.resize(shared.env.info()["map_size"] * 2)
             except lmdb.MapResizedError:
-                shared.env.set_mapsize(0)
+                shared.resize(0)
             except _BROKEN as error:
                 raise corrupt(shared.path, error) from error
+            except (lmdb.Error, OSError) as error:
+                raise _write_failed(shared.path, error) from error
+
+
+def _write_failed(path: Path, error: BaseException) -> StoreError:
+    """A failed commit: name a full disk as such (LMDB reports it as an I/O error)."""
+    try:
+        fs = os.statvfs(path)
+        full = getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or fs.f_bavail * fs.f_frsize < 1 << 20
+    except OSError:
+        full = False
+    if full:
+        return StoreFullError(f"no space left on the device holding {path}; the n-gram store keeps everything "
+                              f"written before; free some space, then index again ({error})")
+    return StoreError(f"writing the n-gram store at {path} failed: {error}")
+
+
+def _check_open(shared: SharedEnv) -> None:
+    if shared.closed:
+        raise StoreError(f"n-gram store at {shared.path} is closed")
 
 
 @contextmanager
 def read(shared: SharedEnv, buffers: bool = False) -> Iterator[lmdb.Transaction]:
     """A read transaction (with `buffers`, values are zero-copy views valid inside it);
     adopts a map grown by another process."""
-    try:
-        txn = shared.env.begin(buffers=buffers)
-    except lmdb.MapResizedError:
-        shared.env.set_mapsize(0)
-        txn = shared.env.begin(buffers=buffers)
-    try:
-        yield txn
-    except _BROKEN as error:
-        raise corrupt(shared.path, error) from error
-    finally:
-        txn.abort()
+    for attempt in range(2):
+        with shared.gate.read_lock():
+            _check_open(shared)
+            try:
+                txn = shared.env.begin(buffers=buffers)
+            except lmdb.MapResizedError:
+                if attempt:
+                    raise
+            else:
+                try:
+                    yield txn
+                    return
+                except _BROKEN as error:
+                    raise corrupt(shared.path, error) from error
+                finally:
+                    txn.abort()
+        shared.resize(0)

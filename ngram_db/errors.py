@@ -22,3 +22,7 @@ class StoreReadOnlyError(StoreError):
 
 class TokenizerMismatchError(StoreError):
     """The store counts another tokenizer's ids; its counts would be nonsense here."""
+
+
+class StoreFullError(StoreError):
+    """The device holding the store has no space left; what was committed stays."""

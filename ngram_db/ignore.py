@@ -3,6 +3,7 @@ and backup files, likely secrets, and whatever nested `.gitignore` files say."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Sequence
@@ -21,6 +22,8 @@ SECRET_PATTERNS = (
     ".gnupg/", ".docker/config.json", ".netrc", ".npmrc", ".pypirc", ".git-credentials", ".htpasswd",
     "credentials", "credentials.*", "*credentials*.json", "secrets.*", "*.secret", "*.secrets",
     "service-account*.json", "*.tfvars", "*.tfstate",
+    "*secret*", "token", "token.txt", "*token*.txt", "*_token", "*-token", ".kube/", "kubeconfig", "*kubeconfig*",
+    ".dockercfg", ".pgpass", ".my.cnf", "*.p8", ".boto", ".s3cfg", "*password*.txt", "*passwords*",
 )
 
 # Generated, lock, backup and editor temp files: noise for a model of the user's code.
@@ -70,7 +73,7 @@ class IgnoreRules:
 
     def _ignored_here(self, root: Path, parts: tuple[str, ...], is_dir: bool) -> bool:
         name = parts[-1]
-        if is_dir and (name in SKIPPED_DIRS or (root.joinpath(*parts) / "pyvenv.cfg").exists()):
+        if is_dir and (name in SKIPPED_DIRS or os.path.exists(root.joinpath(*parts, "pyvenv.cfg"))):
             return True
         suffix = "/" if is_dir else ""
         if self._builtin.match_file("/".join(parts) + suffix):

@@ -8,8 +8,10 @@ records together with their counts, so the store is never half-written.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import time
+from stat import S_ISREG
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +19,11 @@ from typing import Callable, Iterator, Sequence
 
 from tqdm import tqdm
 
+from ngram_db.errors import StoreError
 from ngram_db.ignore import IgnoreRules
 from ngram_db.store import FileChange, FileInfo, NgramStore
+
+log = logging.getLogger(__name__)
 
 Encode = Callable[[str], Sequence[int]]
 EncodeBatch = Callable[[list[str]], Sequence[Sequence[int]]]
@@ -32,6 +37,18 @@ class IndexOptions:
     exclude: list[str] = field(default_factory=list)
     include_secrets: bool = False
     batch_bytes: int = 4_000_000  # text per transaction: bounds memory and lost work on a crash
+    # A whole tree is refused (before anything is read) above these: a home directory
+    # or `/` opened by mistake must not start an hour of indexing.
+    max_files: int = 50_000
+    max_total_bytes: int = 500_000_000
+
+
+class IndexTooLargeError(StoreError):
+    """The tree holds more than the caps allow; nothing was indexed."""
+
+
+class IndexCancelled(Exception):
+    """`index` was asked to stop; every batch committed so far is kept."""
 
 
 @dataclass(frozen=True)
@@ -81,13 +98,41 @@ class Indexer:
 
     # ---- whole trees ----------------------------------------------------------------
 
-    def index(self, progress: bool | Callable[[IndexProgress], None] = False) -> IndexReport:
-        """Bring the store in line with every root: add new and changed files, drop gone ones."""
-        return self._sync(self.roots, progress)
+    def index(self, progress: bool | Callable[[IndexProgress], None] = False, *,
+              cancelled: Callable[[], bool] = lambda: False) -> IndexReport:
+        """Bring the store in line with every root: add new and changed files, drop gone ones.
 
-    def _sync(self, tops: Sequence[Path], progress: bool | Callable[[IndexProgress], None] = False) -> IndexReport:
+        `cancelled` is polled while walking and between batches: when it turns true the
+        run stops (IndexCancelled) with every finished batch committed and nothing removed.
+        """
+        return self._sync(self.roots, progress, cancelled)
+
+    def _candidates(self, tops: Sequence[Path], cancelled: Callable[[], bool]) -> list[Path]:
+        """Every file to look at, refusing (IndexTooLargeError) a tree over the caps."""
+        options, found, total = self.options, [], 0
+        for top in tops:
+            for path in self.walk(top):
+                if len(found) % 1000 == 0 and cancelled():
+                    raise IndexCancelled()
+                try:
+                    size = os.stat(path).st_size
+                except OSError:
+                    continue
+                found.append(path)
+                total += size if size <= options.max_file_bytes else 0
+                if len(found) > options.max_files or total > options.max_total_bytes:
+                    what = (f"more than {options.max_files:,} files" if len(found) > options.max_files
+                            else f"more than {options.max_total_bytes:,} bytes of files")
+                    raise IndexTooLargeError(
+                        f"{', '.join(map(str, tops))} holds {what} to index; not indexing it. Open a project "
+                        f"folder instead, exclude directories (`ngrams.exclude`, `--exclude`), or raise the cap "
+                        f"(`spd-lsp index --max-files/--max-total-bytes`)")
+        return found
+
+    def _sync(self, tops: Sequence[Path], progress: bool | Callable[[IndexProgress], None] = False,
+              cancelled: Callable[[], bool] = lambda: False) -> IndexReport:
         start = time.perf_counter()
-        candidates = [path for top in tops for path in self.walk(top)]
+        candidates = self._candidates(tops, cancelled)
         stored = {p: info for p, info in self.store.files().items() if any(_under(p, top) for top in tops)}
         bar = tqdm(total=len(candidates), unit="file", desc="indexing", disable=progress is not True)
         callback = progress if callable(progress) else None
@@ -140,6 +185,9 @@ class Indexer:
                 current = (batch, pool.submit(self._encode_batch, [item.text for item in batch]))
                 if previous is not None:
                     write(*previous)
+                if cancelled():
+                    bar.close()
+                    raise IndexCancelled()
                 previous = current
             if previous is not None:
                 write(*previous)
@@ -152,12 +200,12 @@ class Indexer:
         """Files under `top` that the name rules admit (nothing is read)."""
         top = Path(top).resolve()
         root = self.rules.root_of(top)
-        if root is None or (top != root and self.rules.ignored(top, is_dir=top.is_dir())):
+        if root is None or (top != root and self.rules.ignored(top, is_dir=os.path.isdir(top))):
             return
-        if top.is_file():
+        if os.path.isfile(top):
             yield top
             return
-        for directory, dirnames, filenames in os.walk(top):
+        for directory, dirnames, filenames in os.walk(top, onerror=_skip_unreadable):
             here = Path(directory)
             parts = here.relative_to(root).parts
             dirnames[:] = sorted(d for d in dirnames
@@ -179,7 +227,7 @@ class Indexer:
         Returns True when the store changed.
         """
         path = Path(path).resolve()
-        if path.is_dir():
+        if os.path.isdir(path):
             report = self._sync([path])
             return bool(report.files_indexed or report.files_removed)
         loaded = self._load(path)
@@ -203,7 +251,7 @@ class Indexer:
         """A rename: move the record without re-tokenizing when the content is unchanged."""
         source, dest = Path(source).resolve(), Path(dest).resolve()
         record = self.store.file_info(str(source))
-        loaded = self._load(dest) if record is not None and dest.is_file() else None
+        loaded = self._load(dest) if record is not None and os.path.isfile(dest) else None
         if loaded is not None and loaded.content_hash == record.content_hash:
             self.store.rename_file(str(source), str(dest))
             return
@@ -211,14 +259,22 @@ class Indexer:
         self.update_path(dest)
 
     def _load(self, path: Path) -> _Loaded | None:
-        """The file's text if it belongs in the store: not ignored, not huge, not binary, not generated."""
-        if self.rules.ignored(path):
+        """The file's text if it belongs in the store: not ignored, not huge, not binary, not generated.
+
+        A link is read only when its real path is itself admitted: inside a root
+        and not ignored (a link to /etc/passwd or to .env never is).
+        """
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError):  # gone, or a link loop
+            return None
+        if self.rules.ignored(path) or (real != path and self.rules.ignored(real)):
             return None
         try:
-            stat = path.stat()
-            if not path.is_file() or stat.st_size > self.options.max_file_bytes:
+            stat = os.stat(real)
+            if not S_ISREG(stat.st_mode) or stat.st_size > self.options.max_file_bytes:
                 return None
-            data = path.read_bytes()
+            data = real.read_bytes()
         except OSError:
             return None
         head = data[:8192]
@@ -229,6 +285,10 @@ class Indexer:
         except UnicodeDecodeError:
             return None
         return _Loaded(str(path), text, content_hash(data), len(data), stat.st_mtime)
+
+
+def _skip_unreadable(error: OSError) -> None:
+    log.warning("skipping unreadable directory %s (%s)", error.filename, error.strerror)
 
 
 def _unchanged_on_disk(path: Path, record: FileInfo | None) -> bool:

@@ -19,7 +19,7 @@ import itertools
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Literal, Sequence
 
 import lmdb
 import msgpack
@@ -109,6 +109,11 @@ def _put_or_delete(txn: lmdb.Transaction, keys: list[bytes], values: list[bytes]
             txn.delete(key)
 
 
+def _clear(env: lmdb.Environment, txn: lmdb.Transaction) -> None:
+    """Empty the main database (every table) inside the caller's write transaction."""
+    txn.drop(env.open_db(None, txn=txn), delete=False)
+
+
 def _meta(txn: lmdb.Transaction) -> dict:
     return {k[1:].decode(): msgpack.unpackb(v) for k, v in _scan(txn, META)}
 
@@ -136,14 +141,21 @@ class NgramStore:
 
     @classmethod
     def open(cls, path: str | Path, tokenizer_id: TokenizerId, *, orders: Sequence[int] = DEFAULT_ORDERS,
-             top_n: int = DEFAULT_TOP_N, readonly: bool = False, lock_timeout: float = 30.0) -> "NgramStore":
+             top_n: int = DEFAULT_TOP_N, readonly: bool = False, lock_timeout: float = 30.0,
+             rebuild: Literal["no", "foreign", "always"] = "no") -> "NgramStore":
         """Open the store at `path`, creating it unless `readonly`.
 
-        An existing store keeps the orders and N it was built with.
+        An existing store keeps the orders and N it was built with. `rebuild` empties
+        it first (one write transaction: never a deleted directory under an open
+        environment, readers elsewhere keep their snapshot): "always", or "foreign"
+        when it counts another tokenizer's ids or has another schema.
         """
         shared = envs.acquire(Path(path), create=not readonly)
         try:
             meta = cls._read_meta(shared)
+            if meta is not None and (rebuild == "always" or (rebuild == "foreign" and cls._foreign(meta, tokenizer_id))):
+                meta = None
+                envs.write(shared, lambda txn: _clear(shared.env, txn), lock_timeout=lock_timeout)
             if meta is None:
                 if readonly or not shared.writable:
                     raise StoreError(f"n-gram store at {shared.path} was never initialised; run `spd-lsp index`")
@@ -173,6 +185,10 @@ class NgramStore:
         for key, value in meta.items():
             txn.put(META + key.encode(), msgpack.packb(value))
         return meta
+
+    @staticmethod
+    def _foreign(meta: dict, tokenizer_id: TokenizerId) -> bool:
+        return meta.get("schema") != SCHEMA_VERSION or meta.get("tokenizer_fingerprint") != tokenizer_id.fingerprint
 
     @staticmethod
     def _check_meta(path: Path, meta: dict, tokenizer_id: TokenizerId) -> None:

@@ -6,6 +6,11 @@ file as it IS makes all of them one update. Only events that change content are
 handled (created, modified, closed-after-write, deleted, moved), so the indexer's
 own reads never trigger it. A burst of events (a `git checkout`, an unpacked
 archive) turns into one reconciling rescan.
+
+The watcher decides WHAT to write; `submit` decides WHERE: a process with other
+writers (the server's saves and indexing) passes its one writer queue, so every
+store write happens on one thread in order. A failed update is retried by a
+rescan after an exponentially growing delay, reported once per run of failures.
 """
 
 from __future__ import annotations
@@ -14,26 +19,49 @@ import logging
 import os
 import threading
 import time
+from concurrent.futures import CancelledError, Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
+from typing import Any, Callable
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
 
 from ngram_db.errors import StoreError
-from ngram_db.indexer import Indexer
+from ngram_db.indexer import IndexCancelled, Indexer
 
 log = logging.getLogger(__name__)
 
 _CONTENT_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 300.0
+JOIN_TIMEOUT_S = 5.0
+
+Submit = Callable[[Callable[[], Any]], "Future[Any]"]
+
+
+def run_here(work: Callable[[], Any]) -> "Future[Any]":
+    """The default `submit`: write on the watcher's own thread (a process with no other writer)."""
+    future: Future[Any] = Future()
+    try:
+        future.set_result(work())
+    except BaseException as error:  # noqa: BLE001 - handed to the waiting caller
+        future.set_exception(error)
+    return future
 
 
 class Watcher(FileSystemEventHandler):
-    """Watches the indexer's roots; start() returns at once, stop() joins."""
+    """Watches the indexer's roots; start() returns at once, stop() joins (bounded)."""
 
     def __init__(self, indexer: Indexer, debounce_s: float = 0.2, storm_paths: int = 500,
-                 poll_interval_s: float = 1.0) -> None:
+                 poll_interval_s: float = 1.0, *, submit: Submit = run_here,
+                 on_failure: Callable[[str], None] | None = None) -> None:
         self.indexer = indexer
+        self.submit = submit
+        self.on_failure = on_failure  # told once per run of failures
+        self.failures = 0  # consecutive failed updates (0 after a success)
+        self.failures_total = 0
         self.debounce_s = debounce_s
         self.storm_paths = storm_paths
         self.poll_interval_s = poll_interval_s
@@ -66,15 +94,23 @@ class Watcher(FileSystemEventHandler):
             raise
         return observer
 
-    def stop(self) -> None:
+    def request_stop(self) -> None:
+        """Ask the watcher to stop (a rescan in progress stops at its next batch); returns at once."""
         with self._wake:
             self._stopping = True
             self._wake.notify()
+
+    def stop(self, timeout: float = JOIN_TIMEOUT_S) -> None:
+        """Stop watching and wait for the watcher's thread, at most ~`timeout`."""
+        self.request_stop()
+        deadline = time.monotonic() + timeout
         if self._observer is not None:
             self._observer.stop()
-            self._observer.join()
+            self._observer.join(timeout)
         if self._thread.is_alive():
-            self._thread.join()
+            self._thread.join(max(0.0, deadline - time.monotonic()))
+            if self._thread.is_alive():
+                log.warning("n-gram watcher: still finishing a write after %.0fs; leaving it", timeout)
 
     def idle(self) -> bool:
         """Nothing is waiting to be applied (for tests and status)."""
@@ -155,20 +191,44 @@ class Watcher(FileSystemEventHandler):
         return False, ready, moves
 
     def _apply(self, rescan: bool, paths: list[Path], moves: dict[Path, Path]) -> None:
-        try:
+        def write() -> None:
             if rescan:
-                self.indexer.index()
+                self.indexer.index(cancelled=lambda: self._stopping)
                 return
             for dest, source in moves.items():
                 self.indexer.move_path(source, dest)
             for path in paths:
                 if path not in moves:  # a moved-away source may have been written again (vim)
                     self.indexer.update_path(path)
-        except StoreError as error:
-            log.warning("n-gram watcher: %s; will rescan", error)
-            with self._wake:
-                self._rescan_at = time.monotonic() + max(1.0, self.debounce_s)
-        except Exception:  # noqa: BLE001 - a bad file must not stop the watcher
-            log.exception("n-gram watcher: update failed; will rescan")
-            with self._wake:
-                self._rescan_at = time.monotonic() + max(1.0, self.debounce_s)
+
+        future = self.submit(write)
+        try:
+            while True:
+                try:
+                    future.result(timeout=0.2)
+                    break
+                except FutureTimeout:
+                    if self._stopping:
+                        future.cancel()  # still queued: never runs; running: stops at its next batch
+                        return
+            self.failures = 0
+        except (CancelledError, IndexCancelled):
+            return
+        except Exception as error:  # noqa: BLE001 - a bad file or a busy store must not stop the watcher
+            self._failed(error)
+
+    def _failed(self, error: Exception) -> None:
+        """Retry with a full rescan after 1, 2, 4, ... 300 s; say so once per run of failures."""
+        self.failures += 1
+        self.failures_total += 1
+        delay = min(RETRY_MAX_S, max(RETRY_FIRST_S, self.debounce_s) * 2 ** (self.failures - 1))
+        if self.failures == 1:
+            detail = str(error) if isinstance(error, StoreError) else f"{type(error).__name__}: {error}"
+            message = f"n-gram watcher: updating the store failed ({detail}); retrying with growing delays"
+            log.warning(message, exc_info=not isinstance(error, StoreError))
+            if self.on_failure is not None:
+                self.on_failure(message)
+        else:
+            log.debug("n-gram watcher: failure %d (%s); next rescan in %.0fs", self.failures, error, delay)
+        with self._wake:
+            self._rescan_at = time.monotonic() + delay

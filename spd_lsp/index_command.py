@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
 import sys
 import sysconfig
 import time
@@ -17,7 +16,7 @@ from typing import Any
 
 from ngram_db.errors import StoreError, TokenizerMismatchError
 from ngram_db.indexer import IndexOptions, Indexer
-from ngram_db.paths import base_store_path, default_store_path
+from ngram_db.paths import base_store_path, broad_root, default_store_path
 from ngram_db.store import NgramStore
 
 
@@ -39,8 +38,15 @@ def _parser() -> argparse.ArgumentParser:
                         help="extra gitignore-style pattern to skip (repeatable)")
     parser.add_argument("--include-secrets", action="store_true",
                         help="also index files that look like secrets (.env, *.pem, id_rsa, ...); off by default")
+    parser.add_argument("--max-files", type=int, default=IndexOptions.max_files,
+                        help="refuse a tree with more indexable files than this (default: %(default)s)")
+    parser.add_argument("--max-total-bytes", type=int, default=IndexOptions.max_total_bytes,
+                        help="refuse a tree with more bytes of indexable files than this (default: %(default)s)")
+    parser.add_argument("--allow-broad-root", action="store_true",
+                        help="index even the filesystem root or a home directory (refused otherwise)")
     parser.add_argument("--rebuild", action="store_true",
-                        help="delete the store first (needed after changing the model's tokenizer)")
+                        help="empty the store first and count everything again (needed after changing the "
+                             "model's tokenizer); safe while a server has it open")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -52,6 +58,11 @@ def main(argv: list[str]) -> int:
     missing = [str(r) for r in roots if not r.is_dir()]
     if missing:
         print(f"spd-lsp index: not a directory: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    broad = [reason for root in roots if (reason := broad_root(root))]
+    if broad and not args.allow_broad_root:
+        print(f"spd-lsp index: {'; '.join(broad)}: not indexing it (pass a project folder, "
+              f"or --allow-broad-root if you mean it)", file=sys.stderr)
         return 2
     db = args.db or (base_store_path() if args.base else default_store_path(roots[0]))
     exclude = list(args.exclude)
@@ -65,10 +76,8 @@ def main(argv: list[str]) -> int:
     except ModelLoadError as error:
         print(f"spd-lsp index: {error}", file=sys.stderr)
         return 2
-    if args.rebuild and db.exists():
-        shutil.rmtree(db)
     try:
-        store = NgramStore.open(db, tokenizer_identity(tokenizer))
+        store = NgramStore.open(db, tokenizer_identity(tokenizer), rebuild="always" if args.rebuild else "no")
     except TokenizerMismatchError as error:
         print(f"spd-lsp index: {error} (or pass --rebuild)", file=sys.stderr)
         return 2
@@ -77,7 +86,8 @@ def main(argv: list[str]) -> int:
         return 2
     with store:
         options = IndexOptions(max_file_bytes=args.max_file_bytes, exclude=exclude,
-                               include_secrets=args.include_secrets)
+                               include_secrets=args.include_secrets, max_files=args.max_files,
+                               max_total_bytes=args.max_total_bytes)
         indexer = Indexer(store, lambda text: encode_texts(tokenizer, [text])[0], roots, options,
                           encode_batch=lambda texts: encode_texts(tokenizer, texts))
         try:

@@ -344,8 +344,8 @@ def build_server(loader: Loader = load_engine, *, max_message_bytes: int = DEFAU
         ls.session.close_document(params.text_document.uri)
 
     @server.feature(lsp.SHUTDOWN)
-    def shutdown(ls: SpdServer, *args: Any) -> None:
-        ls.session.close()
+    async def shutdown(ls: SpdServer, *args: Any) -> None:
+        await asyncio.to_thread(ls.session.close)  # bounded joins, but never on the event loop
 
     @server.command(ACCEPT)
     def accept(ls: SpdServer, *args: Any) -> None:

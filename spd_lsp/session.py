@@ -189,8 +189,9 @@ class Session:
             self._load(settings)
         if self._loaded is None:
             return
-        self.workspace.configure(self.roots, self._loaded.engine.tokenizer, settings.ngrams)
-        self._loaded.engine.set_ngrams(self.workspace.ngrams())
+        # Stores open on the index thread; the engine gets them when they are ready.
+        self.workspace.configure(self.roots, self._loaded.engine.tokenizer, settings.ngrams,
+                                 on_ready=self._loaded.engine.set_ngrams)
 
     def _load(self, settings: Settings) -> None:
         self._loaded, self._loaded_key = None, settings.model_key()

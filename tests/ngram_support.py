@@ -6,7 +6,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
+import pytest
+
 from ngram_db import TokenizerId
+from ngram_db.store import NgramStore
 
 BYTES = TokenizerId("utf-8 bytes", "bytes-v1")
 ORDERS = (2, 3, 4, 5, 6)
@@ -48,3 +51,15 @@ def assert_store_equals(store, sequences: Iterable[Sequence[int]]) -> None:
 def workspace_tokens(store, root: Path) -> dict[str, list[int]]:
     """The byte tokens of every file the store records, read from disk now."""
     return {p: encode(Path(p).read_text(encoding="utf-8")) for p in store.files()}
+
+
+@pytest.fixture
+def store(tmp_path):
+    """An empty byte-token store (a fixture: import it into a test module)."""
+    with NgramStore.open(tmp_path / "store", BYTES) as opened:
+        yield opened
+
+
+def stored_names(store, root: Path) -> set[str]:
+    """The store's files, relative to `root`."""
+    return {str(Path(p).relative_to(root)) for p in store.files()}

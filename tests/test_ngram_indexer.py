@@ -13,7 +13,7 @@ from ngram_db.indexer import IndexOptions, Indexer
 from ngram_db.paths import default_store_path
 from ngram_db.store import NgramStore
 
-from ngram_support import BYTES, assert_store_equals, encode, workspace_tokens
+from ngram_support import BYTES, assert_store_equals, encode, store, stored_names, workspace_tokens  # noqa: F401
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> None:
@@ -21,16 +21,6 @@ def write(root: Path, files: dict[str, str | bytes]) -> None:
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
-
-
-@pytest.fixture
-def store(tmp_path):
-    with NgramStore.open(tmp_path / "store", BYTES) as opened:
-        yield opened
-
-
-def indexed(store: NgramStore, root: Path) -> set[str]:
-    return {str(Path(p).relative_to(root)) for p in store.files()}
 
 
 def test_ignore_rules_and_secret_excludes(tmp_path, store):
@@ -55,7 +45,7 @@ def test_ignore_rules_and_secret_excludes(tmp_path, store):
     })
     indexer = Indexer(store, encode, [root], IndexOptions(max_file_bytes=2000, exclude=["*.cfg"]))
     indexer.index()
-    assert indexed(store, root) == {"main.py", "pkg/mod.py", ".gitignore", "keep.log", "pkg/.gitignore",
+    assert stored_names(store, root) == {"main.py", "pkg/mod.py", ".gitignore", "keep.log", "pkg/.gitignore",
                                     "pkg/local_ok.py", "sub/.gitignore", "sub/trace.log"}
     assert_store_equals(store, workspace_tokens(store, root).values())
     assert not indexer.is_indexable(root / ".env")
@@ -66,7 +56,7 @@ def test_secrets_only_with_the_explicit_option(tmp_path, store):
     root = tmp_path / "ws"
     write(root, {".env": "TOKEN=abc\n", "server.pem": "pem\n"})
     Indexer(store, encode, [root], IndexOptions(include_secrets=True)).index()
-    assert indexed(store, root) == {".env", "server.pem"}
+    assert stored_names(store, root) == {".env", "server.pem"}
 
 
 def test_rerun_skips_unchanged_files_and_drops_deleted_ones(tmp_path, store):
@@ -88,7 +78,7 @@ def test_store_inside_the_workspace_is_not_indexed(tmp_path):
     write(root, {"a.py": "a = 1\n"})
     with NgramStore.open(root / "store", BYTES) as store:
         Indexer(store, encode, [root]).index()
-        assert indexed(store, root) == {"a.py"}
+        assert stored_names(store, root) == {"a.py"}
 
 
 def test_progress_callback_reports_files_and_tokens(tmp_path, store):
@@ -120,3 +110,23 @@ def test_index_command_with_the_real_tokenizer(tmp_path):
     other = subprocess.run([sys.executable, "-m", "spd_lsp.cli", "index", str(tmp_path / "missing")],
                            capture_output=True, text=True, env=env, timeout=300)
     assert other.returncode == 2 and "not a directory" in other.stderr
+
+
+def test_index_rebuild_empties_in_place_under_an_open_store_and_refuses_broad_roots(tmp_path):
+    from spd_lsp.model import load_tokenizer, tokenizer_identity
+
+    root = tmp_path / "ws"
+    write(root, {"hello.py": "def hello():\n    return 'world'\n"})
+    env = dict(os.environ, SPD_LSP_CACHE=str(tmp_path / "cache"), HOME=str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    db = tmp_path / "db"
+    with NgramStore.open(db, tokenizer_identity(load_tokenizer(None))) as running:  # a server holding it open
+        running.add_file("/gone/old.py", [1, 2, 3], content_hash="h", size=3, mtime=0.0)
+        run = subprocess.run([sys.executable, "-m", "spd_lsp.cli", "index", str(root), "--db", str(db),
+                              "--rebuild", "--quiet"], capture_output=True, text=True, env=env, timeout=300)
+        assert run.returncode == 0, run.stderr
+        assert set(running.files()) == {str(root / "hello.py")}  # the open store sees the rebuilt one
+    for broad in ("/", str(tmp_path / "home")):
+        refused = subprocess.run([sys.executable, "-m", "spd_lsp.cli", "index", broad, "--db", str(db)],
+                                 capture_output=True, text=True, env=env, timeout=300)
+        assert refused.returncode == 2 and "not indexing it" in refused.stderr and "--allow-broad-root" in refused.stderr

@@ -152,3 +152,22 @@ def test_map_grows_when_full(tmp_path, monkeypatch):
         store.add_file("/big", sequence, content_hash="", size=0, mtime=0)
         assert store.count([100, 101, 102, 103, 104, 105]) == 1
         assert store._shared.env.info()["map_size"] > 256 * 1024
+
+
+def test_rebuild_empties_a_store_in_place_while_another_handle_reads_it(tmp_path):
+    other = TokenizerId("other", "other-v1")
+    reader = NgramStore.open(tmp_path, BYTES)
+    reader.add_file("/w/a.py", [1, 2, 3, 1, 2], content_hash="h", size=5, mtime=0.0)
+    try:
+        with pytest.raises(TokenizerMismatchError):
+            NgramStore.open(tmp_path, other, rebuild="no")
+        with NgramStore.open(tmp_path, BYTES, rebuild="foreign") as same:  # same tokenizer: kept
+            assert same.stats().files == 1
+        with NgramStore.open(tmp_path, other, rebuild="foreign", orders=(2, 3)) as rebuilt:
+            assert rebuilt.stats().files == 0 and rebuilt.orders == (2, 3)
+            rebuilt.add_file("/w/b.py", [7, 8, 9], content_hash="h", size=3, mtime=0.0)
+        assert (tmp_path / "data.mdb").exists()  # the directory was never deleted
+        with NgramStore.open(tmp_path, other, rebuild="always") as emptied:
+            assert emptied.stats().files == 0 and emptied.verify() == []
+    finally:
+        reader.close()

@@ -83,7 +83,7 @@ def test_event_storm_falls_back_to_a_rescan(watched):
     root, store, watcher = watched
     rescans = []
     original = watcher.indexer.index
-    watcher.indexer.index = lambda *args: rescans.append(1) or original(*args)
+    watcher.indexer.index = lambda *args, **kwargs: rescans.append(1) or original(*args, **kwargs)
     for i in range(400):  # like a `git checkout`: far more paths than storm_paths
         (root / "pkg" / f"m{i % 10}").mkdir(parents=True, exist_ok=True)
         (root / "pkg" / f"m{i % 10}" / f"f{i}.py").write_text(f"n = {i}\n")
@@ -130,3 +130,61 @@ def test_inotify_limit_falls_back_to_polling(tmp_path, monkeypatch, caplog):
             settle(watcher, store, root)
         finally:
             watcher.stop()
+
+
+def test_failures_back_off_exponentially_with_one_message(tmp_path, caplog):
+    from ngram_db.errors import StoreLockedError
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    told = []
+    with NgramStore.open(tmp_path / "store", BYTES) as store:
+        indexer = Indexer(store, encode, [root])
+        watcher = Watcher(indexer, debounce_s=0.05, on_failure=told.append)  # not started: drive it by hand
+
+        def locked(**kwargs):
+            raise StoreLockedError("n-gram store is being written by another process")
+
+        indexer.index = locked
+        delays = []
+        for _ in range(12):
+            before = time.monotonic()
+            watcher._apply(True, [], {})
+            delays.append(watcher._rescan_at - before)
+        assert watcher.failures == 12
+        assert delays[0] == pytest.approx(1.0, abs=0.2)
+        assert all(later >= 1.9 * earlier for earlier, later in zip(delays[:8], delays[1:9]))
+        assert max(delays) <= 300.5  # capped
+        assert len(told) == 1 and "another process" in told[0]
+        assert caplog.text.count("updating the store failed") == 1
+        indexer.index = lambda **kwargs: None  # recovers: the streak ends
+        watcher._apply(True, [], {})
+        assert watcher.failures == 0 and watcher.failures_total == 12
+
+
+def test_stop_ends_a_running_rescan_at_its_next_batch(tmp_path):
+    from ngram_db.indexer import IndexOptions
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    for i in range(60):
+        (root / f"f{i}.py").write_text(f"value_{i} = {i}\n")
+    encoded = []
+
+    def slow_encode(text):
+        encoded.append(text)
+        time.sleep(0.1)
+        return encode(text)
+
+    with NgramStore.open(tmp_path / "store", BYTES) as store:
+        watcher = Watcher(Indexer(store, slow_encode, [root], IndexOptions(batch_bytes=1)), debounce_s=0.01)
+        watcher.start()
+        try:
+            watcher._schedule_rescan()
+            while len(encoded) < 3:
+                time.sleep(0.01)
+        finally:
+            watcher.stop()
+        assert not watcher._thread.is_alive()
+        assert len(encoded) < 30  # the rescan stopped at a batch boundary, not after all 60 files
+        assert store.verify() == []

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
+from ngram_db.indexer import IndexOptions
 from ngram_db.layered import LayeredNgrams
 from ngram_db.paths import base_store_path
 from ngram_db.store import NgramStore
+from ngram_db.watcher import Watcher
 from spd_lsp.config import NgramSettings
 from spd_lsp.model import tokenizer_identity
 from spd_lsp.workspace import Workspace
@@ -102,7 +105,7 @@ def test_another_tokenizer_rebuilds_the_store(project: Path) -> None:
         workspace.configure([project], ByteTokenizer(0), NgramSettings())
         wait_until(indexed(workspace, 1))
         path = Path(workspace.status()[0]["path"])
-        workspace.configure([project], ByteTokenizer(1000), NgramSettings())
+        workspace.configure([project], ByteTokenizer(1000), NgramSettings()).result(10)
         wait_until(indexed(workspace, 1))
     finally:
         workspace.close()
@@ -114,12 +117,12 @@ def test_disabled_ngrams_and_unusable_stores_leave_no_source(project: Path, tmp_
     client = Recorder()
     workspace = Workspace(client)
     try:
-        workspace.configure([project], ByteTokenizer(), NgramSettings(enabled=False))
+        workspace.configure([project], ByteTokenizer(), NgramSettings(enabled=False)).result(10)
         assert workspace.ngrams() is None and workspace.status() == []
         broken = tmp_path / "broken"
         broken.mkdir()
         (broken / "data.mdb").write_bytes(b"not lmdb" * 512)
-        workspace.configure([project], ByteTokenizer(), NgramSettings(db=str(broken)))
+        workspace.configure([project], ByteTokenizer(), NgramSettings(db=str(broken))).result(10)
         assert workspace.ngrams() is None
         assert client.messages and client.messages[0][0] == "warning" and str(broken) in client.messages[0][1]
     finally:
@@ -132,11 +135,125 @@ def test_a_base_store_is_mixed_under_the_workspace(project: Path) -> None:
         base.add_file("/lib/x.py", tokenizer.encode("import os\n"), content_hash="h", size=10, mtime=0.0)
     workspace = Workspace(Recorder())
     try:
-        workspace.configure([project], tokenizer, NgramSettings())
-        mixed = workspace.ngrams()
+        workspace.configure([project], tokenizer, NgramSettings()).result(10)
+        mixed = workspace.ngrams().source  # guarded: a store error reads as unseen
         assert isinstance(mixed, LayeredNgrams)
         assert [weight for _, weight in mixed.layers] == pytest.approx([0.7, 0.3])
         context, candidates = tokenizer.encode("import o"), [tokenizer.encode("s")]
         assert mixed.p_ngram([context], candidates, {2: 0.5, 3: 0.5})[0][0] > 0  # seen only in the base
     finally:
         workspace.close()
+
+
+class SlowTokenizer(ByteTokenizer):
+    """Tokenizes slowly, so a reconfiguration lands in the middle of an index."""
+
+    def __call__(self, texts: list[str], add_special_tokens: bool = False) -> dict[str, list[list[int]]]:
+        time.sleep(0.05)
+        return super().__call__(texts, add_special_tokens)
+
+
+def many_files(project: Path, count: int) -> None:
+    for i in range(count):
+        (project / f"m{i:02d}.py").write_text(f"def f{i}():\n    return {i}\n")
+
+
+def test_switching_the_tokenizer_during_the_first_index_rebuilds_without_losing_the_store(project: Path) -> None:
+    many_files(project, 40)
+    client = Recorder()
+    workspace = Workspace(client)
+    workspace.options = IndexOptions(batch_bytes=1)  # one file per batch: many stopping points
+    try:
+        workspace.configure([project], SlowTokenizer(0), NgramSettings())
+        wait_until(lambda: bool(workspace.status()) and workspace.status()[0]["files"] >= 2)
+        workspace.configure([project], SlowTokenizer(1000), NgramSettings()).result(30)
+        wait_until(indexed(workspace, 41), timeout=60)
+        path = Path(workspace.status()[0]["path"])
+    finally:
+        workspace.close()
+    assert not [text for _, text in client.messages if "unusable" in text], client.messages
+    with NgramStore.open(path, tokenizer_identity(ByteTokenizer(1000)), readonly=True) as store:
+        assert store.stats().files == 41 and store.verify() == []
+
+
+def test_every_store_write_and_lifecycle_step_runs_on_the_index_thread(project: Path, monkeypatch) -> None:
+    threads: dict[str, set[str]] = {"apply": set(), "open": set(), "watch": set()}
+
+    def recording(name: str, original: Callable) -> Callable:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            threads[name].add(threading.current_thread().name)
+            return original(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(NgramStore, "apply", recording("apply", NgramStore.apply))
+    monkeypatch.setattr(NgramStore, "open", classmethod(recording("open", NgramStore.open.__func__)))
+    monkeypatch.setattr(Watcher, "start", recording("watch", Watcher.start))
+    workspace = Workspace(Recorder())
+    try:
+        workspace.configure([project], ByteTokenizer(), NgramSettings())
+        wait_until(indexed(workspace, 1))
+        (project / "watched.py").write_text("seen = 'by the watcher'\n")  # the watcher's write
+        wait_until(indexed(workspace, 2))
+        (project / "saved.py").write_text("saved = True\n")
+        workspace.saved(project / "saved.py").result(10)  # didSave's write
+        wait_until(indexed(workspace, 3))
+        store = workspace._roots[0].store
+    finally:
+        workspace.close()
+    assert threads == {"apply": {"spd-index"}, "open": {"spd-index"}, "watch": {"spd-index"}}
+    assert store._closed  # close() really closed it (it used to queue the close, then cancel it)
+
+
+def test_a_broad_root_is_neither_indexed_nor_watched(project: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HOME", str(project))
+    client = Recorder()
+    workspace = Workspace(client)
+    try:
+        workspace.configure([project], ByteTokenizer(), NgramSettings()).result(10)
+        assert workspace.status() == [] and not client.progress_log
+        assert "is your home directory: not indexing or watching it" in client.messages[0][1]
+    finally:
+        workspace.close()
+
+
+def test_a_root_whose_index_failed_is_not_watched(project: Path) -> None:
+    many_files(project, 5)
+    client = Recorder()
+    workspace = Workspace(client)
+    workspace.options = IndexOptions(max_files=3)
+    try:
+        workspace.configure([project], ByteTokenizer(), NgramSettings()).result(10)
+        wait_until(lambda: bool(client.progress_log) and client.progress_log[-1][0] == "end")
+        assert workspace.status()[0]["watching"] is False and workspace.status()[0]["files"] == 0
+        assert any("more than 3 files" in text for _, text in client.messages)
+    finally:
+        workspace.close()
+
+
+@pytest.mark.parametrize("db, why", [("relative/store", "relative path"), ("{project}", "workspace folder"),
+                                     ("{project}/.spd-store", "inside the workspace folder")])
+def test_bad_ngrams_db_locations_are_refused(project: Path, db: str, why: str) -> None:
+    client = Recorder()
+    workspace = Workspace(client)
+    try:
+        workspace.configure([project], ByteTokenizer(), NgramSettings(db=db.format(project=project))).result(10)
+        assert workspace.status() == [] and why in client.messages[0][1]
+        assert not (project / "data.mdb").exists() and not (project / ".spd-store").exists()
+    finally:
+        workspace.close()
+
+
+def test_an_explicit_store_of_another_tokenizer_is_rebuilt(project: Path, tmp_path: Path) -> None:
+    client = Recorder()
+    workspace = Workspace(client)
+    db = str(tmp_path / "explicit")
+    try:
+        workspace.configure([project], ByteTokenizer(0), NgramSettings(db=db)).result(10)
+        wait_until(indexed(workspace, 1))
+        workspace.configure([project], ByteTokenizer(1000), NgramSettings(db=db)).result(10)
+        wait_until(indexed(workspace, 1))
+    finally:
+        workspace.close()
+    assert not client.messages, client.messages
+    with NgramStore.open(db, tokenizer_identity(ByteTokenizer(1000)), readonly=True) as store:
+        assert store.stats().files == 1
