@@ -60,7 +60,7 @@ def _verify(engine: Engine, rows: list[list[int]], **options) -> list[Hypothesis
     logits, _ = engine.runner.prefill(prompt)
     hyps = [Hypothesis(tokens=tuple(r)) for r in rows]
     timings = Timings()
-    out = verify(engine.runner, logits, prompt, hyps, _rules(engine), DecodeOptions(**options), None, timings)
+    out = verify(engine.runner, logits, prompt, "", hyps, _rules(engine), DecodeOptions(**options), None, timings)
     assert timings.verify_s > 0
     assert engine.runner.cache.get_seq_length() == len(prompt)
     return out
@@ -109,3 +109,18 @@ def test_superposed_method_verifies_and_times_it(engine: Engine) -> None:
     assert 1 <= len(result.drafts) <= 3
     plain = engine.complete(PREFIX, DecodeOptions(k=3, max_tokens=5, verify_rounds=0))
     assert plain.timings.verify_s == 0
+
+
+def test_healed_first_tokens_are_judged_among_the_tokens_consistent_with_the_healed_text(engine: Engine) -> None:
+    healed = engine.healed_prompt("for name in names:\n    if name.endsw")
+    assert healed.remainder
+    prompt = healed.prompt_ids
+    logits, _ = engine.runner.prefill(prompt)
+    allowed = engine.table.consistent_with(healed.remainder)
+    first = int(allowed[logits[0, allowed].argmax()])
+    row = [first] + _greedy(engine, prompt + [first], 2)
+    timings = Timings()
+    options = DecodeOptions(verify_rounds=1, verify_top=1, verify_log_ratio=-50.0, verify_gate=None)
+    hyps = [Hypothesis(tokens=tuple(row))]  # finished drafts have no remainder left: verify is told it
+    out = verify(engine.runner, logits, prompt, healed.remainder, hyps, _rules(engine), options, None, timings)
+    assert [h.tokens for h in out] == [tuple(row)]

@@ -83,7 +83,7 @@ def superposed_decode(
         timings.steps += 1
     drafts = list(finished.by_text.values()) + hyps
     if options.verify_rounds:
-        drafts = verify(runner, first_logits, prompt_ids, drafts, rules, options, ngrams, timings)
+        drafts = verify(runner, first_logits, prompt_ids, remainder, drafts, rules, options, ngrams, timings)
     return drafts
 
 

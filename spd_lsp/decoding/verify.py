@@ -45,6 +45,10 @@ class Verdict:
                 return i
         return None
 
+    def cut(self, end: int | None) -> Verdict:
+        """The verdict on the first `end` tokens (None: all)."""
+        return Verdict(*(values[:end] for values in (self.tokens, self.logp, self.best, self.choice, self.rank)))
+
     def blended(self, top: int) -> bool:
         """A token the model ranks outside its top m: the blend metric's definition."""
         return any(rank >= top for rank in self.rank)
@@ -131,44 +135,51 @@ def verify(
     runner: ModelRunner,
     first_logits: torch.Tensor,
     prompt_ids: list[int],
+    remainder: str,
     hyps: list[Hypothesis],
     rules: DraftRules,
     options: DecodeOptions,
     ngrams: NgramSource | None,
     timings: Timings,
 ) -> list[Hypothesis]:
-    """Rank, cut or repair, and gate the drafts; the runner's cache is back at the prompt afterwards."""
+    """Rank, cut or repair, and gate the drafts; the runner's cache is back at the prompt afterwards.
+
+    `remainder` is the healed text every draft had to re-produce first.
+    """
     started = time.perf_counter()
-    remainder = hyps[0].remainder if hyps else ""
     rows = list(dict.fromkeys(tuple(h.tokens) for h in hyps if h.tokens))
     if not rows:
         return []
     runner.rewind(len(prompt_ids))  # drop the superposed positions
     cache = runner.fork(len(rows))
-    for round_ in range(options.verify_rounds):
-        verdicts = judge(runner, first_logits, cache, rows, remainder, rules)
-        repair = round_ < options.verify_rounds - 1
-        fixed = [_fix(v, options, rules, remainder, repair=repair) for v in verdicts]
-        if fixed == rows or not repair:
+    verdicts = judge(runner, first_logits, cache, rows, remainder, rules)
+    in_cache = list(range(len(rows)))  # which verdict each cache row belongs to
+    for _ in range(options.verify_rounds - 1):  # repair rounds: only the rows that need one run again
+        bad = [(i, b) for i, v in enumerate(verdicts) if (b := _first_bad(v, options)) is not None]
+        if not bad:
             break
-        rows = fixed  # a repair never empties a row: the batch keeps its size
-    kept = [(v, len(r)) for v, r in zip(verdicts, fixed) if r]
-    verdicts = [Verdict(*(field[:n] for field in (v.tokens, v.logp, v.best, v.choice, v.rank))) for v, n in kept]
+        if len(bad) < len(in_cache):
+            cache.reorder_cache(torch.tensor([in_cache.index(i) for i, _ in bad], dtype=torch.long))
+            in_cache = [i for i, _ in bad]
+        repaired = [_repaired(verdicts[i], b, rules, remainder) for i, b in bad]
+        for (i, _), verdict in zip(bad, judge(runner, first_logits, cache, repaired, remainder, rules)):
+            verdicts[i] = verdict
+    cut = [v.cut(_first_bad(v, options)) for v in verdicts]
+    verdicts = [v for v in cut if v.tokens]
     scores = _exact_scores(verdicts, prompt_ids, ngrams if options.alpha else None, options)
     out = [replace(replay(rules, remainder, v.tokens), score=s) for v, s in zip(verdicts, scores)]
     timings.verify_s += time.perf_counter() - started
     return gate(out, options.verify_gate)
 
 
-def _fix(verdict: Verdict, options: DecodeOptions, rules: DraftRules, remainder: str, *, repair: bool) -> tuple[int, ...]:
-    """The row cut before its first implausible token, or with the model's choice in its place."""
-    bad = verdict.first_implausible(options.verify_top, options.verify_log_ratio)
-    if bad is None:
-        return verdict.tokens
-    if not repair:
-        return verdict.tokens[:bad]
-    repaired = verdict.tokens[:bad] + (verdict.choice[bad],) + verdict.tokens[bad + 1:]
-    return replay(rules, remainder, repaired).tokens
+def _first_bad(verdict: Verdict, options: DecodeOptions) -> int | None:
+    return verdict.first_implausible(options.verify_top, options.verify_log_ratio)
+
+
+def _repaired(verdict: Verdict, bad: int, rules: DraftRules, remainder: str) -> tuple[int, ...]:
+    """The row with the model's choice in place of its first implausible token (the rest kept as a guess)."""
+    tokens = verdict.tokens[:bad] + (verdict.choice[bad],) + verdict.tokens[bad + 1:]
+    return replay(rules, remainder, tokens).tokens
 
 
 def gate(hyps: list[Hypothesis], margin: float | None) -> list[Hypothesis]:
