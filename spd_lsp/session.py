@@ -103,6 +103,7 @@ class Stats:
             "prefillMs": round(1000 * t.prefill_s, 1),
             "modelMs": round(1000 * t.model_s, 1),
             "ngramMs": round(1000 * t.ngram_s, 1),
+            "verifyMs": round(1000 * t.verify_s, 1),
             "engineMs": round(1000 * t.total_s, 1),
             "steps": t.steps,
             "prefillTokens": t.prefill_tokens,
@@ -115,6 +116,7 @@ class Stats:
             "prefill": [t.prefill_s for _, t, _ in self.latencies],
             "model": [t.model_s for _, t, _ in self.latencies],
             "ngram": [t.ngram_s for _, t, _ in self.latencies],
+            "verify": [t.verify_s for _, t, _ in self.latencies],
         }
         return {
             "requests": self.requests,

@@ -124,3 +124,12 @@ def test_healed_first_tokens_are_judged_among_the_tokens_consistent_with_the_hea
     hyps = [Hypothesis(tokens=tuple(row))]  # finished drafts have no remainder left: verify is told it
     out = verify(engine.runner, logits, prompt, healed.remainder, hyps, _rules(engine), options, None, timings)
     assert [h.tokens for h in out] == [tuple(row)]
+
+
+def test_status_reports_the_verification_cost() -> None:
+    from spd_lsp.session import Stats
+
+    stats = Stats()
+    stats.record(0.5, Timings(prefill_s=0.1, model_s=0.2, verify_s=0.05, total_s=0.4))
+    assert stats.last()["verifyMs"] == 50.0
+    assert "verify" in stats.summary()["latencyMs"]

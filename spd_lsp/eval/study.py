@@ -84,26 +84,30 @@ def run(args: argparse.Namespace) -> None:
     engine = Engine(loaded)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     done = _done(args.out)
+    stores, positions = {}, {}
     for package in args.packages:
         name = package.split("==")[0]
         root = fetch_packages([package], args.workdir / f"corpus-{name}").resolve()
         split = split_files(root)
-        store = workspace_store(args.workdir / f"ws-{name}", engine.tokenizer, root, split.indexed)
+        stores[name] = workspace_store(args.workdir / f"ws-{name}", engine.tokenizer, root, split.indexed)
         files = split.validation if args.split == "validation" else split.test
         for kind in KINDS:
-            positions = fitted(sample_positions(files, args.per_kind, args.seed, kinds=(kind,)), engine.tokenizer)
-            for index, position in enumerate(positions):
-                todo = [c for c in configs if (name, kind, index, c.name) not in done]
-                if not todo:
-                    continue
-                results = evaluate(engine, todo, [position], {"workspace": store})
-                with args.out.open("a") as out:
-                    for result in results:
-                        score = asdict(result.scores[0])
-                        record = {"corpus": name, "kind": kind, "index": index, "config": result.config.name,
-                                  "target": position.target, **score}
-                        out.write(json.dumps(record) + "\n")
-                _say(f"{name} {kind} {index + 1}/{len(positions)}")
+            sample = sample_positions(files, args.per_kind, args.seed, kinds=(kind,))
+            positions[name, kind] = fitted(sample, engine.tokenizer)
+    # Index-major: a run stopped early still covers every corpus and kind evenly.
+    for index in range(args.per_kind):
+        for (name, kind), sample in positions.items():
+            todo = [c for c in configs if (name, kind, index, c.name) not in done]
+            if index >= len(sample) or not todo:
+                continue
+            results = evaluate(engine, todo, [sample[index]], {"workspace": stores[name]})
+            with args.out.open("a") as out:
+                for result in results:
+                    record = {"corpus": name, "kind": kind, "index": index, "config": result.config.name,
+                              "target": sample[index].target, **asdict(result.scores[0])}
+                    out.write(json.dumps(record) + "\n")
+            _say(f"{name} {kind} {index + 1}/{len(sample)}")
+    for store in stores.values():
         store.close()
 
 
