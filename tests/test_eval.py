@@ -151,3 +151,25 @@ def test_blend_metric_flags_a_token_outside_the_models_top_m() -> None:
     drafts = [Draft(texts[top], [top], 0.0), Draft(texts[sixth], [sixth], -1.0)]
     shown = [texts[top].rstrip(), texts[sixth].rstrip()]
     assert blended(engine, prefix, "", options, drafts, shown) == [False, True]
+
+
+def test_study_report_compares_methods_on_the_positions_both_answered(tmp_path: Path) -> None:
+    from dataclasses import asdict
+
+    from spd_lsp.eval.study import report_on
+
+    lines = []
+    for index in range(6):
+        for config, drafts in (("greedy", ["found = []"]), ("spd", ["found = {}", "found = []"])):
+            score = score_request(drafts, "found = []" if index % 2 else "found = {}", 10.0, 20.0)
+            score.blended = [False] * len(drafts)
+            lines.append(json.dumps({"corpus": "c", "kind": "call", "index": index, "config": config, **asdict(score)}))
+    lines.append(json.dumps({"corpus": "c", "kind": "call", "index": 99, "config": "spd", **asdict(score)}))
+    path = tmp_path / "study.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    out = report_on(path)
+    assert out["positions"] == 6  # index 99 has no greedy answer
+    spd = next(r for r in out["all"] if r["name"] == "spd")
+    assert (spd["P@1"], spd["P@k"], spd["blend_1"]) == (0.5, 1.0, 0.0)
+    vs_greedy = next(r for r in out["paired"] if r["against"] == "greedy")
+    assert vs_greedy["P@3"].startswith("+0.500")
