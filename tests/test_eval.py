@@ -167,7 +167,7 @@ def test_study_report_compares_methods_on_the_positions_both_answered(tmp_path: 
     lines.append(json.dumps({"corpus": "c", "kind": "call", "index": 99, "config": "spd", **asdict(score)}))
     path = tmp_path / "study.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    out = report_on(path)
+    out = report_on([path])
     assert out["positions"] == 6  # index 99 has no greedy answer
     spd = next(r for r in out["all"] if r["name"] == "spd")
     assert (spd["P@1"], spd["P@k"], spd["blend_1"]) == (0.5, 1.0, 0.0)

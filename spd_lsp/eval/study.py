@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> None:
             sample = sample_positions(files, args.per_kind, args.seed, kinds=(kind,))
             positions[name, kind] = fitted(sample, engine.tokenizer)
     # Index-major: a run stopped early still covers every corpus and kind evenly.
-    for index in range(args.per_kind):
+    for index in range(args.start, args.per_kind):
         for (name, kind), sample in positions.items():
             todo = [c for c in configs if (name, kind, index, c.name) not in done]
             if index >= len(sample) or not todo:
@@ -111,11 +111,11 @@ def run(args: argparse.Namespace) -> None:
         store.close()
 
 
-def load(path: Path) -> dict[str, dict[tuple[str, str, int], RequestScore]]:
-    """config -> (corpus, kind, index) -> score."""
+def load(paths: list[Path]) -> dict[str, dict[tuple[str, str, int], RequestScore]]:
+    """config -> (corpus, kind, index) -> score, from the records of one or more runs."""
     by_config: dict[str, dict[tuple[str, str, int], RequestScore]] = {}
     fields = set(RequestScore.__dataclass_fields__)
-    for line in path.read_text().splitlines():
+    for line in (line for path in paths for line in path.read_text().splitlines()):
         r = json.loads(line)
         score = RequestScore(**{k: v for k, v in r.items() if k in fields})
         by_config.setdefault(r["config"], {})[(r["corpus"], r["kind"], r["index"])] = score
@@ -160,11 +160,11 @@ COMPARISON_COLUMNS = [("method", "config", "str"), ("vs", "against", "str"), ("�
                       ("ΔP@3", "P@3", "str"), ("chars best ×", "chars best", "str"), ("time ×", "time", "str")]
 
 
-def report_on(path: Path) -> dict[str, Any]:
-    scores = load(path)
+def report_on(paths: list[Path]) -> dict[str, Any]:
+    scores = load(paths)
     keys = sorted(set.intersection(*(set(v) for v in scores.values())))  # positions every config answered
     out: dict[str, Any] = {"positions": len(keys), "all": _summary_rows(scores, keys), "by_kind": {}}
-    print(f"## {path.name}: {len(keys)} positions answered by every configuration\n")
+    print(f"## {', '.join(p.name for p in paths)}: {len(keys)} positions answered by every configuration\n")
     print(report.simple_table(out["all"], SUMMARY_COLUMNS) + "\n")
     for kind in KINDS:
         subset = [k for k in keys if k[1] == kind]
@@ -190,8 +190,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--max-tokens", type=int, default=10)
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--start", type=int, default=0, help="first position index (a second process can take the rest)")
     s = sub.add_parser("report", help="tables and paired intervals from a run's JSON lines")
-    s.add_argument("path", type=Path)
+    s.add_argument("paths", type=Path, nargs="+")
     s.add_argument("--json", type=Path, help="also write the figures here")
     return p
 
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         run(args)
     else:
-        out = report_on(args.path)
+        out = report_on(args.paths)
         if args.json:
             args.json.write_text(json.dumps(out, indent=1))
     return 0
