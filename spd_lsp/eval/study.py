@@ -194,6 +194,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("report", help="tables and paired intervals from a run's JSON lines")
     s.add_argument("paths", type=Path, nargs="+")
     s.add_argument("--json", type=Path, help="also write the figures here")
+    s.add_argument("--plot", type=Path, help="also plot the blend rate by rank here (PNG)")
     return p
 
 
@@ -205,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         out = report_on(args.paths)
         if args.json:
             args.json.write_text(json.dumps(out, indent=1))
+        if args.plot:
+            report.plot_blend(out["all"], args.plot)
     return 0
 
 
