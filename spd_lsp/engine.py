@@ -13,7 +13,7 @@ import torch
 from ngram_db import NgramSource
 from spd_lsp.decoding.baselines import beam_decode, independent_decode
 from spd_lsp.decoding.drafts import DraftRules, Hypothesis, to_drafts
-from spd_lsp.decoding.healing import TokenTable, heal
+from spd_lsp.decoding.healing import HealedPrompt, TokenTable, heal
 from spd_lsp.decoding.lm import ModelRunner
 from spd_lsp.decoding.superposed import superposed_decode
 from spd_lsp.decoding.types import METHODS, CancelCheck, DecodeOptions, DecodeResult, Timings
@@ -52,8 +52,7 @@ class Engine:
         cancelled = cancelled or _never
         started = time.perf_counter()
         timings = Timings()
-        ids = self._prompt_ids(prefix)
-        healed = heal(ids, self.table, options.heal)
+        healed = self.healed_prompt(prefix, healing=options.heal)
         prompt = healed.prompt_ids
         rules = DraftRules(self.table, self.stop_ids, options.stop_at_newline)
         logits, timings.reused_tokens = self.runner.prefill(prompt)
@@ -66,6 +65,10 @@ class Engine:
         drafts = to_drafts(hyps, options.k, self.table, prompt, healed.remainder, options.stop_at_newline)
         timings.total_s = time.perf_counter() - started
         return DecodeResult(drafts, timings, options.method)
+
+    def healed_prompt(self, prefix: str, *, healing: bool = True) -> HealedPrompt:
+        """What the model is fed for `prefix`, and the text every draft must first re-produce."""
+        return heal(self._prompt_ids(prefix), self.table, healing)
 
     def _prompt_ids(self, prefix: str) -> list[int]:
         ids = self.encode(prefix)

@@ -118,6 +118,7 @@ class Stats:
             "prefillMs": round(1000 * t.prefill_s, 1),
             "modelMs": round(1000 * t.model_s, 1),
             "ngramMs": round(1000 * t.ngram_s, 1),
+            "verifyMs": round(1000 * t.verify_s, 1),
             "engineMs": round(1000 * t.total_s, 1),
             "steps": t.steps,
             "prefillTokens": t.prefill_tokens,
@@ -133,6 +134,7 @@ class Stats:
             "prefill": [t.prefill_s for _, t, _ in latencies],
             "model": [t.model_s for _, t, _ in latencies],
             "ngram": [t.ngram_s for _, t, _ in latencies],
+            "verify": [t.verify_s for _, t, _ in latencies],
         }
         return {
             **{name: counts.get(name, 0) for name in COUNTERS},

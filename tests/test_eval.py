@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import textwrap
 from pathlib import Path
 
@@ -106,3 +107,69 @@ def test_sweep_moves_only_when_a_value_scores_better() -> None:
     by_alpha = {r["value"]: r["objective"] for r in rows if r["axis"] == "alpha"}
     assert best.alpha == (0.2 if by_alpha[0.2] > by_alpha[start.alpha] else start.alpha)
     assert best.method == "superposed"
+
+
+def test_call_positions_carry_the_arguments_and_the_auto_paired_suffix(corpus: Path) -> None:
+    files = sorted(corpus.rglob("*.py"))
+    calls = sample_positions(files, 20, kinds=("call",))
+    assert calls
+    for p in calls:
+        line_prefix = p.prefix.rsplit("\n", 1)[-1]
+        assert p.kind == "call" and p.suffix == ")" and line_prefix.endswith("(")
+        assert any(line.startswith(line_prefix + p.target + ")") for line in p.path.read_text().splitlines())
+        assert p.target.count("(") == p.target.count(")")
+
+
+def test_paired_interval_tells_a_five_point_difference_from_noise() -> None:
+    from spd_lsp.eval.compare import paired
+
+    base = [float(i % 4 == 0) for i in range(300)]
+    better = [1.0 if i % 20 == 1 else b for i, b in enumerate(base)]  # +5 points, paired
+    shuffled = random.Random(1).sample(base, len(base))  # same rate, other positions
+    gain = paired(better, base)
+    assert gain.value == pytest.approx(0.05) and gain.low > 0
+    noise = paired(shuffled, base)
+    assert noise.low < 0 < noise.high
+    assert paired([2.0, 4.0, 6.0], [1.0, 2.0, 3.0], "ratio").value == pytest.approx(2.0)
+
+
+def test_blend_metric_flags_a_token_outside_the_models_top_m() -> None:
+    import torch
+
+    from spd_lsp.decoding.types import Draft
+    from spd_lsp.eval.blend import blended
+
+    engine = Engine(tiny_model("llama"))
+    prefix = "for name in names:\n    if name"
+    options = DecodeOptions(heal=False, max_tokens=3)
+    prompt = engine.healed_prompt(prefix, healing=False).prompt_ids
+    with torch.inference_mode():
+        logits = engine.loaded.model(input_ids=torch.tensor([prompt])).logits[0, -1]
+    order = torch.argsort(logits, descending=True).tolist()
+    texts = {t: engine.table.texts[t] for t in order}
+    top, sixth = (next(t for t in order[start:] if texts[t].strip() and "\n" not in texts[t]) for start in (0, 5))
+    drafts = [Draft(texts[top], [top], 0.0), Draft(texts[sixth], [sixth], -1.0)]
+    shown = [texts[top].rstrip(), texts[sixth].rstrip()]
+    assert blended(engine, prefix, "", options, drafts, shown) == [False, True]
+
+
+def test_study_report_compares_methods_on_the_positions_both_answered(tmp_path: Path) -> None:
+    from dataclasses import asdict
+
+    from spd_lsp.eval.study import report_on
+
+    lines = []
+    for index in range(6):
+        for config, drafts in (("greedy", ["found = []"]), ("spd", ["found = {}", "found = []"])):
+            score = score_request(drafts, "found = []" if index % 2 else "found = {}", 10.0, 20.0)
+            score.blended = [False] * len(drafts)
+            lines.append(json.dumps({"corpus": "c", "kind": "call", "index": index, "config": config, **asdict(score)}))
+    lines.append(json.dumps({"corpus": "c", "kind": "call", "index": 99, "config": "spd", **asdict(score)}))
+    path = tmp_path / "study.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    out = report_on([path])
+    assert out["positions"] == 6  # index 99 has no greedy answer
+    spd = next(r for r in out["all"] if r["name"] == "spd")
+    assert (spd["P@1"], spd["P@k"], spd["blend_1"]) == (0.5, 1.0, 0.0)
+    vs_greedy = next(r for r in out["paired"] if r["against"] == "greedy")
+    assert vs_greedy["P@3"].startswith("+0.500")

@@ -88,3 +88,9 @@ class ModelRunner:
         except (RuntimeError, ValueError):
             return False
         return True
+
+    @torch.inference_mode()
+    def score(self, cache: DynamicCache, ids: torch.Tensor) -> torch.Tensor:
+        """Append ids [B, T] to cache; return the logits at every position [B, T, V] in fp32 (verification)."""
+        out = self.model(input_ids=ids.to(self.device), **{self._cache_kwarg: cache, "use_cache": True})
+        return out.logits.float()

@@ -16,6 +16,7 @@ from spd_lsp.decoding.drafts import DraftRules, FinishedPool, Hypothesis, select
 from spd_lsp.decoding.interpolate import interpolate
 from spd_lsp.decoding.lm import ModelRunner
 from spd_lsp.decoding.types import CancelCheck, Cancelled, DecodeOptions, Timings
+from spd_lsp.decoding.verify import verify
 
 
 def superposition_weights(hyps: list[Hypothesis]) -> torch.Tensor:
@@ -54,6 +55,7 @@ def superposed_decode(
 ) -> list[Hypothesis]:
     """Run SPD from the prompt's last logits; returns finished and live drafts (unranked)."""
     alpha = options.alpha if ngrams is not None else 0.0
+    first_logits = logits
     finished = FinishedPool(options.k)
     hyps = [Hypothesis(remainder=remainder)]
     steps = options.step_budget(remainder)
@@ -79,7 +81,10 @@ def superposed_decode(
             logits = runner.forward(runner.cache, embeds=superposed_embedding(runner, hyps))
         timings.model_s += time.perf_counter() - started
         timings.steps += 1
-    return list(finished.by_text.values()) + hyps
+    drafts = list(finished.by_text.values()) + hyps
+    if options.verify_rounds:
+        drafts = verify(runner, first_logits, prompt_ids, remainder, drafts, rules, options, ngrams, timings)
+    return drafts
 
 
 def reset_to_best(runner: ModelRunner, prompt_ids: list[int], hyps: list[Hypothesis]) -> torch.Tensor:

@@ -37,6 +37,13 @@ class DecodeOptions:
     top_p: float = 0.9  # nucleus baselines
     nucleus_temperature: float = 1.0  # nucleus baselines sample at the model's own temperature
     seed: int | None = None
+    # Verification (superposed only, decoding/verify.py): one exact forward over the drafts.
+    # 0 = off; 1 = rank and cut each draft at its first implausible token; n > 1 = repair that
+    # token with the model's choice and re-verify, at most n - 1 times, then cut.
+    verify_rounds: int = 0
+    verify_top: int | None = 5  # a token outside the model's top m at its position is implausible
+    verify_log_ratio: float = -3.0  # ... and so is one with log p below the best token's + this
+    verify_gate: float | None = 1.5  # drop drafts this many nats/token below the best one; None = keep
 
     @property
     def pool(self) -> int:
@@ -54,6 +61,7 @@ class Timings:
     prefill_s: float = 0.0
     model_s: float = 0.0
     ngram_s: float = 0.0
+    verify_s: float = 0.0  # the verification forward(s) with their n-gram look-ups
     total_s: float = 0.0
     steps: int = 0
     prefill_tokens: int = 0

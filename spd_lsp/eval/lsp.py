@@ -67,7 +67,7 @@ async def _drafts(
         for index, position in enumerate(positions):
             uri = f"file:///spd-eval/held-out/{index}.py"
             client.text_document_did_open(lsp.DidOpenTextDocumentParams(
-                lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=position.prefix)))
+                lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=position.prefix + position.suffix)))
             started = time.perf_counter()
             answer = await client.text_document_inline_completion_async(lsp.InlineCompletionParams(
                 text_document=lsp.TextDocumentIdentifier(uri), position=_end(position.prefix),

@@ -23,6 +23,9 @@ class RequestScore:
     decode_ms: float  # request time without the prompt's prefill (shared by every method)
     total_ms: float
     perplexity: list[float] = field(default_factory=list)  # evaluator perplexity per draft rank
+    blended: list[bool] = field(default_factory=list)  # per draft rank: a token outside the model's top m
+    verify_ms: float = 0.0
+    drafts: list[str] = field(default_factory=list)
 
 
 def score_request(drafts: Sequence[str], target: str, decode_ms: float, total_ms: float) -> RequestScore:
@@ -107,7 +110,13 @@ def summarise(scores: Sequence[RequestScore]) -> dict[str, float]:
         "self_bleu": statistics.mean(bleus) if bleus else float("nan"),
         "decode_ms": statistics.median(s.decode_ms for s in scores),
         "total_ms": statistics.median(s.total_ms for s in scores),
+        "verify_ms": statistics.median(s.verify_ms for s in scores),
+        "shown": statistics.mean(len(s.blended) for s in scores),
+        "blend_any": statistics.mean(any(s.blended) for s in scores),
     }
+    for rank in range(max((len(s.blended) for s in scores), default=0)):
+        flags = [s.blended[rank] for s in scores if len(s.blended) > rank]
+        out[f"blend_{rank + 1}"] = statistics.mean(flags)
     for rank in range(ranks):
         values = [s.perplexity[rank] for s in scores if len(s.perplexity) > rank]
         out[f"ppl_{rank + 1}"] = statistics.median(values) if values else float("nan")

@@ -15,7 +15,21 @@ class Position:
     path: Path
     prefix: str  # text before the cursor
     target: str  # the real rest of that line
-    kind: str = "line_start"  # "line_start" (after the indentation) or "mid_line"
+    kind: str = "line_start"  # "line_start" (after the indentation), "mid_line" or "call"
+    suffix: str = ""  # text after the cursor on its line, as the editor has it (the auto-paired ")")
+
+
+def _calls(rest: str) -> list[tuple[int, int]]:
+    """(open, close) of the same-line parentheses of `rest` with at least 3 characters inside."""
+    found, stack = [], []
+    for i, char in enumerate(rest):
+        if char == "(":
+            stack.append(i)
+        elif char == ")" and stack:
+            start = stack.pop()
+            if i - start > 3:
+                found.append((start, i))
+    return found
 
 
 def _line_positions(path: Path, text: str, prefix_chars: int, rng: random.Random) -> list[Position]:
@@ -33,6 +47,10 @@ def _line_positions(path: Path, text: str, prefix_chars: int, rng: random.Random
                 cut = rng.choice(breaks)
                 cursor += cut
                 found.append(Position(path, text[max(0, cursor - prefix_chars):cursor], rest[cut:], "mid_line"))
+            if calls := _calls(rest):
+                start, end = rng.choice(calls)
+                cursor = offset + indent + start + 1  # just after "(": the editor has auto-paired ")"
+                found.append(Position(path, text[max(0, cursor - prefix_chars):cursor], rest[start + 1:end], "call", ")"))
         offset += len(line)
     return found
 
@@ -43,7 +61,9 @@ def sample_positions(
     """`count` positions of the given kinds, drawn evenly over every candidate in `files`.
 
     line_start: just after an indented line's indentation (the hardest case for healing);
-    mid_line: after a space or punctuation inside such a line.
+    mid_line: after a space or punctuation inside such a line;
+    call: just after a "(" whose ")" closes on that line; the target is the arguments and the
+    suffix the auto-paired ")" an editor would already show after the cursor.
     """
     rng = random.Random(seed)
     candidates = [

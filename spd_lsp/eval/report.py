@@ -85,3 +85,17 @@ def plot_lift(rows: Sequence[dict[str, Any]], path: Path) -> None:
     ax.set_ylabel("%")
     ax.set_title("SPD n-gram lift as the workspace store grows")
     _save(fig, ax, path)
+
+
+def plot_blend(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """rows: {"name", "blend_1", "blend_2", "blend_3", "verify_ms"}: blend rate by draft rank per method."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / 3
+    for rank in (1, 2, 3):
+        values = [100 * (0.0 if math.isnan(r[f"blend_{rank}"]) else r[f"blend_{rank}"]) for r in rows]
+        ax.bar([x + (rank - 2) * width for x in range(len(rows))], values, width=width, label=f"rank {rank}")
+    labels = [f"{r['name']}\nverify {r['verify_ms']:.0f} ms" if r["verify_ms"] else r["name"] for r in rows]
+    ax.set_xticks(list(range(len(rows))), labels, fontsize=8)
+    ax.set_ylabel("shown drafts with a token outside the model's top 5 (%)")
+    ax.set_title("Blends by draft rank (held-out positions)")
+    _save(fig, ax, path)

@@ -10,6 +10,7 @@ from spd_lsp.config import CPU_PREFIX_TOKENS
 from spd_lsp.context import fit_prefix
 from spd_lsp.decoding.types import DecodeOptions
 from spd_lsp.engine import Engine
+from spd_lsp.eval.blend import blended
 from spd_lsp.eval.evaluator import PerplexityEvaluator
 from spd_lsp.eval.metrics import RequestScore, score_request
 from spd_lsp.eval.positions import Position
@@ -52,12 +53,16 @@ def fitted(positions: Sequence[Position], tokenizer: Any, budget: int = CPU_PREF
     return [replace(p, prefix=fit_prefix(p.prefix, spans, budget)) for p in positions]
 
 
-def complete(engine: Engine, prefix: str, options: DecodeOptions) -> tuple[list[str], float, float]:
-    """Final drafts as the server would show them; (drafts, decode ms, total ms)."""
-    result = engine.complete(prefix, options)
-    drafts = finalize((d.text for d in result.drafts), "", not options.stop_at_newline, options.k)
+def complete(engine: Engine, position: Position, options: DecodeOptions) -> RequestScore:
+    """Score the drafts as the server would show them (cut before the line's suffix)."""
+    result = engine.complete(position.prefix, options)
+    drafts = finalize((d.text for d in result.drafts), position.suffix, not options.stop_at_newline, options.k)
     t = result.timings
-    return drafts, 1000 * (t.total_s - t.prefill_s), 1000 * t.total_s
+    score = score_request(drafts, position.target, 1000 * (t.total_s - t.prefill_s), 1000 * t.total_s)
+    score.verify_ms = 1000 * t.verify_s
+    score.blended = blended(engine, position.prefix, position.suffix, options, result.drafts, drafts)
+    score.drafts = drafts
+    return score
 
 
 def evaluate(
@@ -73,9 +78,9 @@ def evaluate(
     for index, position in enumerate(positions):
         for result in results:
             engine.set_ngrams(sources[result.config.ngrams] if result.config.ngrams else None)
-            drafts, decode_ms, total_ms = complete(engine, position.prefix, result.config.options)
-            result.drafts.append(drafts)
-            result.scores.append(score_request(drafts, position.target, decode_ms, total_ms))
+            score = complete(engine, position, result.config.options)
+            result.drafts.append(score.drafts)
+            result.scores.append(score)
         if evaluator is not None:
             everything = [d for r in results for d in r.drafts[-1]]
             ppl = iter(evaluator.perplexities(position.prefix, everything))

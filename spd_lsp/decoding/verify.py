@@ -1,0 +1,190 @@
+"""Verification of superposed drafts: one exact forward over all of them on the prompt cache.
+
+SPD feeds a superposition of the drafts' tokens, so a draft's later tokens are chosen
+from a distribution that mostly follows the top draft: the other drafts get blends
+(`if args.path isexists():`). Here every draft's real tokens run as one batch on a
+fork of the prompt cache (right-padded; causal attention keeps padding invisible),
+which gives every token's exact log-probability under the model. With it:
+
+- rank: a draft's score is the sum of its exact log-probabilities, mixed with the
+  n-grams exactly as during decoding;
+- cut or repair: at the first token outside the model's top m, or far below the best
+  token there, the draft is cut; a repair round first puts the model's own choice in
+  its place and verifies the rest again (Jacobi-style, bounded rounds);
+- gate: drafts far below the best one (per token) are not returned.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import torch
+from transformers import DynamicCache
+
+from ngram_db import NgramSource
+from spd_lsp.decoding.drafts import DraftRules, Hypothesis
+from spd_lsp.decoding.interpolate import interpolate
+from spd_lsp.decoding.lm import ModelRunner
+from spd_lsp.decoding.types import DecodeOptions, Timings
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the model says about each token of one draft, position by position."""
+
+    tokens: tuple[int, ...]
+    logp: tuple[float, ...]  # exact log p of the token (renormalised over healing-consistent tokens)
+    best: tuple[float, ...]  # log p of the model's choice at that position
+    choice: tuple[int, ...]  # the model's choice
+    rank: tuple[int, ...]  # 0 = the token is the model's choice
+
+    def first_implausible(self, top: int | None, log_ratio: float) -> int | None:
+        for i, (logp, best, rank) in enumerate(zip(self.logp, self.best, self.rank)):
+            if (top is not None and rank >= top) or logp < best + log_ratio:
+                return i
+        return None
+
+    def cut(self, end: int | None) -> Verdict:
+        """The verdict on the first `end` tokens (None: all)."""
+        return Verdict(*(values[:end] for values in (self.tokens, self.logp, self.best, self.choice, self.rank)))
+
+    def blended(self, top: int) -> bool:
+        """A token the model ranks outside its top m: the blend metric's definition."""
+        return any(rank >= top for rank in self.rank)
+
+
+def _crop(cache: DynamicCache, length: int) -> None:
+    excess = cache.get_seq_length() - length
+    if excess > 0:
+        cache.crop(-excess)  # negative: "remove this many", in every transformers version
+
+
+def judge(
+    runner: ModelRunner,
+    first_logits: torch.Tensor,
+    cache: DynamicCache,
+    rows: list[tuple[int, ...]],
+    remainder: str,
+    rules: DraftRules,
+) -> list[Verdict]:
+    """One forward of every row (all non-empty) after the prompt in `cache` (batch len(rows)), cropped back after.
+
+    first_logits [1, V] are the prompt's last logits: the distribution of every row's first token.
+    """
+    width = max(len(r) for r in rows)
+    logits = first_logits.reshape(1, 1, -1).expand(len(rows), 1, -1)
+    if width > 1:
+        length = cache.get_seq_length()
+        ids = torch.zeros(len(rows), width - 1, dtype=torch.long)
+        for b, row in enumerate(rows):
+            ids[b, : len(row) - 1] = torch.tensor(row[:-1], dtype=torch.long)
+        logits = torch.cat([logits, runner.score(cache, ids).to(logits.device)], dim=1)
+        _crop(cache, length)
+    logp = torch.log_softmax(logits.float(), dim=-1).cpu()
+    return [_verdict(logp[b, : len(row)], row, remainder, rules) for b, row in enumerate(rows)]
+
+
+def _verdict(logp: torch.Tensor, row: tuple[int, ...], remainder: str, rules: DraftRules) -> Verdict:
+    """Per-position figures; while the healed text is not yet re-produced, only consistent tokens count."""
+    tokens = torch.tensor(row, dtype=torch.long)
+    token_logp = logp.gather(1, tokens[:, None]).squeeze(1)
+    best, choice = logp.max(dim=-1)
+    rank = (logp > token_logp[:, None]).sum(dim=-1)
+    state = Hypothesis(remainder=remainder)
+    for i, token in enumerate(row):
+        if state.remainder:
+            allowed = rules.table.consistent_with(state.remainder)
+            healed = torch.log_softmax(logp[i, allowed], dim=0)
+            mine = healed[allowed == token]
+            token_logp[i] = mine[0] if len(mine) else float("-inf")
+            best[i], top = healed.max(dim=0)
+            choice[i] = allowed[top]
+            rank[i] = int((healed > token_logp[i]).sum())
+        state = rules.extend(state, token, 0.0)
+    return Verdict(row, tuple(token_logp.tolist()), tuple(best.tolist()), tuple(choice.tolist()), tuple(rank.tolist()))
+
+
+def replay(rules: DraftRules, remainder: str, tokens: tuple[int, ...]) -> Hypothesis:
+    """The draft these tokens make, ended at its first stop (a repaired token may be a newline)."""
+    hyp = Hypothesis(remainder=remainder)
+    for token in tokens:
+        hyp = rules.extend(hyp, token, 0.0)
+        if hyp.finished:
+            break
+    return hyp
+
+
+def _exact_scores(
+    verdicts: list[Verdict], context: list[int], ngrams: NgramSource | None, options: DecodeOptions
+) -> list[float]:
+    """Sum over each draft of the exact log p mixed with the n-grams, as during decoding."""
+    logp = [torch.tensor(v.logp, dtype=torch.float32)[:, None] for v in verdicts]
+    if ngrams is None or options.alpha == 0.0:
+        return [float(x.sum()) for x in logp]
+    span = max(options.ngram_weights) - 1
+    tail = context[-span:]
+    contexts = [(tail + list(v.tokens[:i]))[-span:] for v in verdicts for i in range(len(v.tokens))]
+    candidates = [[t] for v in verdicts for t in v.tokens]
+    p = torch.tensor(ngrams.p_ngram(contexts, candidates, options.ngram_weights), dtype=torch.float32)
+    mixed = interpolate(torch.cat(logp), p, options.alpha, options.log_delta, drop_unsupported=False)
+    return [float(part.sum()) for part in torch.split(mixed[:, 0], [len(v.tokens) for v in verdicts])]
+
+
+def verify(
+    runner: ModelRunner,
+    first_logits: torch.Tensor,
+    prompt_ids: list[int],
+    remainder: str,
+    hyps: list[Hypothesis],
+    rules: DraftRules,
+    options: DecodeOptions,
+    ngrams: NgramSource | None,
+    timings: Timings,
+) -> list[Hypothesis]:
+    """Rank, cut or repair, and gate the drafts; the runner's cache is back at the prompt afterwards.
+
+    `remainder` is the healed text every draft had to re-produce first.
+    """
+    started = time.perf_counter()
+    rows = list(dict.fromkeys(tuple(h.tokens) for h in hyps if h.tokens))
+    if not rows:
+        return []
+    runner.rewind(len(prompt_ids))  # drop the superposed positions
+    cache = runner.fork(len(rows))
+    verdicts = judge(runner, first_logits, cache, rows, remainder, rules)
+    in_cache = list(range(len(rows)))  # which verdict each cache row belongs to
+    for _ in range(options.verify_rounds - 1):  # repair rounds: only the rows that need one run again
+        bad = [(i, b) for i, v in enumerate(verdicts) if (b := _first_bad(v, options)) is not None]
+        if not bad:
+            break
+        if len(bad) < len(in_cache):
+            cache.reorder_cache(torch.tensor([in_cache.index(i) for i, _ in bad], dtype=torch.long))
+            in_cache = [i for i, _ in bad]
+        repaired = [_repaired(verdicts[i], b, rules, remainder) for i, b in bad]
+        for (i, _), verdict in zip(bad, judge(runner, first_logits, cache, repaired, remainder, rules)):
+            verdicts[i] = verdict
+    cut = [v.cut(_first_bad(v, options)) for v in verdicts]
+    verdicts = [v for v in cut if v.tokens]
+    scores = _exact_scores(verdicts, prompt_ids, ngrams if options.alpha else None, options)
+    out = [replace(replay(rules, remainder, v.tokens), score=s) for v, s in zip(verdicts, scores)]
+    timings.verify_s += time.perf_counter() - started
+    return gate(out, options.verify_gate)
+
+
+def _first_bad(verdict: Verdict, options: DecodeOptions) -> int | None:
+    return verdict.first_implausible(options.verify_top, options.verify_log_ratio)
+
+
+def _repaired(verdict: Verdict, bad: int, rules: DraftRules, remainder: str) -> tuple[int, ...]:
+    """The row with the model's choice in place of its first implausible token (the rest kept as a guess)."""
+    tokens = verdict.tokens[:bad] + (verdict.choice[bad],) + verdict.tokens[bad + 1:]
+    return replay(rules, remainder, tokens).tokens
+
+
+def gate(hyps: list[Hypothesis], margin: float | None) -> list[Hypothesis]:
+    """Drafts within `margin` nats per token of the best one (None: all)."""
+    if margin is None or not hyps:
+        return hyps
+    best = max(h.normalised for h in hyps)
+    return [h for h in hyps if h.normalised >= best - margin]

@@ -1,0 +1,49 @@
+"""The blend metric: does a shown draft contain a token the model itself ranks outside its top m?
+
+Superposition grafts the top draft's continuation onto the others (`if args.path isexists():`);
+such a token is one the exact model would not have picked at that position. The check runs
+the model once over the shown drafts' own tokens (decoding/verify.py's judge).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from spd_lsp.decoding.drafts import DraftRules
+from spd_lsp.decoding.types import DecodeOptions, Draft
+from spd_lsp.decoding.verify import judge
+from spd_lsp.engine import Engine
+from spd_lsp.postprocess import cut
+
+BLEND_TOP = 5
+
+
+def _shown_tokens(engine: Engine, draft: Draft, shown: str, prompt: list[int], healed: str) -> tuple[int, ...]:
+    """The draft's tokens up to the end of what the editor shows of it."""
+    ids = draft.token_ids
+    for n in range(1, len(ids) + 1):
+        if len(engine.table.decode(ids[:n], prompt)) >= len(healed) + len(shown):
+            return tuple(ids[:n])
+    return tuple(ids)
+
+
+def blended(
+    engine: Engine, prefix: str, suffix: str, options: DecodeOptions, drafts: Sequence[Draft], shown: Sequence[str],
+    top: int = BLEND_TOP,
+) -> list[bool]:
+    """One flag per shown draft (in rank order): a token outside the model's top `top` at its position."""
+    healed = engine.healed_prompt(prefix, healing=options.heal)
+    by_text: dict[str, Draft] = {}
+    for draft in drafts:
+        by_text.setdefault(cut(draft.text, suffix, not options.stop_at_newline), draft)
+    prompt = healed.prompt_ids
+    rows = [_shown_tokens(engine, by_text[text], text, prompt, healed.remainder) for text in shown]
+    if not rows:
+        return []
+    rules = DraftRules(engine.table, engine.stop_ids, options.stop_at_newline)
+    logits, _ = engine.runner.prefill(prompt)
+    try:
+        verdicts = judge(engine.runner, logits, engine.runner.fork(len(rows)), rows, healed.remainder, rules)
+    finally:
+        engine.runner.rewind(len(prompt))
+    return [v.blended(top) for v in verdicts]
