@@ -20,11 +20,11 @@ from pygls.lsp.client import LanguageClient
 
 from spd_lsp.decoding.types import METHODS, DecodeOptions
 from spd_lsp.engine import Engine
-from spd_lsp.model import LoadedModel, ModelLoadError, load_model, resolve_source
+from spd_lsp.model import LoadedModel, ModelLoadError, load_model, pick_device, resolve_source
 from tests.tiny_models import ARCHITECTURES, tiny_model
 
 DEVICE = torch.device(os.environ.get("SPD_LSP_TEST_DEVICE", "cuda"))
-pytestmark = pytest.mark.skipif(DEVICE.type == "cuda" and not torch.cuda.is_available(), reason="no CUDA device")
+needs_device = pytest.mark.skipif(DEVICE.type == "cuda" and not torch.cuda.is_available(), reason="no CUDA device")
 PREFIX = "for name in names:\n    if name"  # ends mid-word: token healing runs, the path that broke on CUDA
 CODE = "import os\n\n\ndef list_python_files(root):\n    result = []\n    for name in os.listdir(root):\n        if name"
 MODEL = os.environ.get("SPD_LSP_GPU_MODEL") or None
@@ -35,6 +35,16 @@ def on_device(loaded: LoadedModel) -> LoadedModel:
     return LoadedModel(**{**vars(loaded), "model": loaded.model.to(DEVICE), "device": DEVICE})
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here")
+def test_a_device_that_is_not_here_is_one_clear_error() -> None:
+    with pytest.raises(ModelLoadError, match="sees no CUDA GPU"):
+        pick_device("cuda")
+    with pytest.raises(ModelLoadError, match="unknown device 'gpu'"):
+        pick_device("gpu")
+    assert pick_device("cpu") == torch.device("cpu")
+
+
+@needs_device
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
 def test_tiny_engine_on_the_device_gives_the_cpus_greedy_draft(architecture: str) -> None:
     options = DecodeOptions(method="greedy", k=1, stop_at_newline=False)
@@ -46,6 +56,7 @@ def test_tiny_engine_on_the_device_gives_the_cpus_greedy_draft(architecture: str
         assert drafts and all(d.text.strip() for d in drafts), method
 
 
+@needs_device
 def test_both_candidate_placements_give_the_same_drafts() -> None:
     engine = Engine(on_device(tiny_model("llama")))
     options = DecodeOptions(method="superposed", k=3, stop_at_newline=False)
@@ -64,6 +75,7 @@ def model_spec() -> str | None:
     return MODEL
 
 
+@needs_device
 def test_real_model_on_the_device_drafts_code(model_spec: str | None) -> None:
     loaded = load_model(model_spec, device=str(DEVICE))
     assert next(loaded.model.parameters()).device.type == DEVICE.type
@@ -106,6 +118,7 @@ async def serve_one_completion(model_spec: str | None, cache: Path) -> tuple[lis
         await client.stop()
 
 
+@needs_device
 def test_server_on_the_device_answers_with_drafts(model_spec: str | None, tmp_path: Path) -> None:
     items, status = asyncio.run(serve_one_completion(model_spec, tmp_path))
     assert status["model"] and status["model"]["device"].startswith(DEVICE.type), status
