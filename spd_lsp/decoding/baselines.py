@@ -35,7 +35,7 @@ def constrained_logp(lm_logp: torch.Tensor, hyps: list[Hypothesis], rules: Draft
     out = rules.without_special(lm_logp)
     if not any(h.remainder for h in hyps):
         return out  # healing done: nothing more to constrain
-    out = out.clone() if out is lm_logp else out
+    out = out.clone() if out is lm_logp else out  # index_fill has copied already
     for row, hyp in enumerate(hyps):
         if hyp.remainder:
             allowed = rules.table.consistent_with(hyp.remainder, device=out.device)
