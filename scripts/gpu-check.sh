@@ -11,12 +11,14 @@
 # The bundled GGUF (98 MB) cannot travel (64 MiB a call): where it is missing, the check
 # builds SmolLM2-135M's architecture with random weights from .gpu-model/. Its speed is the
 # real model's (same shapes and dtype); its drafts are noise. MODEL=random forces that,
-# MODEL=SPEC uses a given model. Logs: $OUT (device tool) or ./gpu-check-logs.
+# MODEL=SPEC uses a given model. STEPS="bench_server" reruns only the steps named.
+# Logs: $OUT (device tool) or ./gpu-check-logs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 DEVICE=${DEVICE:-cuda}
 LOGS=${OUT:-$ROOT/gpu-check-logs}
+STEPS=${STEPS:-tests bench_decoding bench_server}
 LIMIT=${LIMIT:-150}  # seconds per step: three steps and the set-up fit a 540 s call
 WHEELS=(lmdb==3.0.0 watchdog==7.1.0 platformdirs==4.14.8 pygls==2.1.1 lsprotocol==2025.0.0 cattrs==26.2.1
     attrs==26.1.0 typing_extensions==4.16.0)  # cattrs needs attrs>=25.4, typing-extensions>=4.14
@@ -62,6 +64,7 @@ STATUS=()
 step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $LOGS/NAME.log, remember the outcome
     local name=$1 limit=$2 started rc
     shift 2
+    [[ " $STEPS " == *" $name "* ]] || return 0
     echo "=== $name: $*"
     started=$(date +%s)
     timeout "$limit" "$@" 2>&1 | tee "$LOGS/$name.log"
@@ -79,10 +82,10 @@ check() {
             export PYTHONPATH=/tmp/site
         fi
         export SPD_LSP_MODEL_CACHE=${SPD_LSP_MODEL_CACHE:-/tmp/spd-gpu-check/models}
-        local repeats=5 code_tokens=1500 cold=5 warm=30
+        local repeats=5 code_tokens=1500 max_tokens=10 cold=5 warm=30
     else
         PY=${PYTHON:-.venv/bin/python}
-        local repeats=1 code_tokens=64 cold=1 warm=3
+        local repeats=1 code_tokens=64 max_tokens=3 cold=1 warm=3
     fi
     export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
     export SPD_LSP_CACHE=/tmp/spd-gpu-check/cache
@@ -100,9 +103,9 @@ check() {
     step tests "$LIMIT" env SPD_LSP_TEST_DEVICE="$DEVICE" SPD_LSP_GPU_MODEL="$model" \
         "$PY" -m pytest -q -p no:cacheprovider -rs tests/test_gpu.py
     step bench_decoding "$LIMIT" "$PY" bench/bench_decoding.py --device "$DEVICE" --placement both \
-        --repeats "$repeats" --code-tokens "$code_tokens" "${with_model[@]}"
+        --repeats "$repeats" --code-tokens "$code_tokens" --max-tokens "$max_tokens" "${with_model[@]}"
     step bench_server "$LIMIT" "$PY" bench/bench_server.py --device "$DEVICE" --cold "$cold" --warm "$warm" \
-        --prefix-tokens "$code_tokens" "${with_model[@]}"
+        --prefix-tokens "$code_tokens" --max-tokens "$max_tokens" "${with_model[@]}"
 
     printf '%s\n' "${STATUS[@]}" | tee "$LOGS/summary.log"
     ! grep -qv " rc=0 " "$LOGS/summary.log"
