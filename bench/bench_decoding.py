@@ -11,7 +11,8 @@ round), so a slow spell of a shared machine hits all of them alike; the table
 gives the fastest request (min), the median and the spread (max - min). The clock
 is read after the device has run its queued work (placement.device_sync).
 --placement both adds SPD and beam rows with each step's candidates kept on the
-device, against the default that brings them to the CPU (decoding/placement.py).
+device, against the default that brings them to the CPU (decoding/placement.py),
+and SPD k=3 rows with n-grams of the prefix (lookups on the CPU) in each placement.
 
     .venv/bin/python bench/bench_decoding.py [--repeats 5] [--device cuda] [--placement both] [--model SPEC]
 """
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ngram_db.memory import MemoryNgrams
 from spd_lsp.decoding.placement import CPU, device_sync
 from spd_lsp.decoding.types import DecodeOptions
 from spd_lsp.engine import Engine
@@ -38,6 +40,7 @@ class Row:
     method: str
     k: int
     candidate_device: torch.device | None = CPU
+    ngrams: bool = False  # SPD with an in-memory n-gram source built from the prefix
     totals: list[float] = field(default_factory=list)  # seconds per request
     steps: list[float] = field(default_factory=list)  # ms per forward step
 
@@ -78,12 +81,15 @@ def make_rows(placement: str) -> list[Row]:
         return [Row(r.name, r.method, r.k, None) for r in rows]
     if placement == "both":  # only SPD and beam choose among candidates
         rows += [Row(r.name + ON_DEVICE, r.method, r.k, None) for r in rows if r.method in ("superposed", "beam")]
+        rows += [Row("SPD k=3 + n-grams", "superposed", 3, CPU, True),
+                 Row("SPD k=3 + n-grams" + ON_DEVICE, "superposed", 3, None, True)]
     return rows
 
 
 def run_once(engine: Engine, prefix: str, row: Row, max_tokens: int) -> None:
     options = DecodeOptions(method=row.method, k=row.k, max_tokens=max_tokens, stop_at_newline=False, heal=False, seed=0)
     engine.candidate_device = row.candidate_device
+    engine.set_ngrams(MemoryNgrams.from_sequences([engine.encode(prefix)]) if row.ngrams else None)
     device_sync(engine.runner.device)
     started = time.perf_counter()
     result = engine.complete(prefix, options)
@@ -115,7 +121,7 @@ def cold_prefill(engine: Engine, prefix: str) -> float:
 
 def print_table(rows: list[Row]) -> None:
     greedy = rows[0].best
-    spd = {r.k: r.best for r in rows if r.method == "superposed" and not r.name.endswith(ON_DEVICE)}
+    spd = {r.k: r.best for r in rows if r.method == "superposed" and r.candidate_device is CPU and not r.ngrams}
     print("| method | min ms | median ms | spread ms | ms / step (min) | x greedy (min) | x SPD same k (min) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row in rows:
