@@ -121,7 +121,7 @@ def cold_prefill(engine: Engine, prefix: str) -> float:
 
 def print_table(rows: list[Row]) -> None:
     greedy = rows[0].best
-    spd = {r.k: r.best for r in rows if r.method == "superposed" and r.candidate_device is CPU and not r.ngrams}
+    spd = {r.k: r.best for r in rows if r.method == "superposed" and r.candidate_device == CPU and not r.ngrams}
     print("| method | min ms | median ms | spread ms | ms / step (min) | x greedy (min) | x SPD same k (min) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row in rows:
