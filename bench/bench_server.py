@@ -173,7 +173,7 @@ async def wait_indexed(bench: Bench, timeout: float) -> dict[str, Any]:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from spd_lsp.model import load_tokenizer
 
-    tokenizer = load_tokenizer(None)
+    tokenizer = load_tokenizer(args.model)
     text = corpus()
     cold_prefixes = prefixes(text, args.prefix_tokens, args.cold + 1, tokenizer)
     cache = tempfile.mkdtemp(prefix="spd-bench-")
@@ -192,6 +192,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         options["maxPrefixTokens"] = args.max_prefix_tokens
     if args.quantize:
         options["quantize"] = args.quantize
+    if args.model:
+        options["model"] = args.model
+    if args.device:
+        options["device"] = args.device
     await client.initialize_async(
         lsp.InitializeParams(
             capabilities=lsp.ClientCapabilities(),
@@ -244,6 +248,8 @@ def main() -> int:
     parser.add_argument("--prefix-tokens", type=int, default=1500)
     parser.add_argument("--max-prefix-tokens", type=int, default=None, help="server budget (default: its own)")
     parser.add_argument("--quantize", choices=["int8"], help="the server's `quantize` setting")
+    parser.add_argument("--model", help="the server's `model` setting (default: the bundled model)")
+    parser.add_argument("--device", help="the server's `device` setting (default: its own, auto)")
     parser.add_argument("-k", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=10)
     parser.add_argument("--json", type=Path, help="also write the raw samples here")

@@ -15,6 +15,7 @@ from spd_lsp.decoding.baselines import beam_decode, independent_decode
 from spd_lsp.decoding.drafts import DraftRules, Hypothesis, to_drafts
 from spd_lsp.decoding.healing import HealedPrompt, TokenTable, heal
 from spd_lsp.decoding.lm import ModelRunner
+from spd_lsp.decoding.placement import CPU, device_sync
 from spd_lsp.decoding.superposed import superposed_decode
 from spd_lsp.decoding.types import METHODS, CancelCheck, DecodeOptions, DecodeResult, Timings
 from spd_lsp.model import LoadedModel
@@ -32,6 +33,7 @@ class Engine:
         vocab_size = loaded.model.get_input_embeddings().weight.shape[0]
         self.table = TokenTable(self.tokenizer, vocab_size)
         self.stop_ids = frozenset(_eos_ids(loaded))
+        self.candidate_device: torch.device | None = CPU  # where each step's candidates live (placement.py)
         self.ngrams = ngrams
         self._warm_up()
 
@@ -54,21 +56,25 @@ class Engine:
         timings = Timings()
         healed = self.healed_prompt(prefix, healing=options.heal)
         prompt = healed.prompt_ids
-        rules = DraftRules(self.table, self.stop_ids, options.stop_at_newline)
+        rules = DraftRules(
+            table=self.table, stop_ids=self.stop_ids, stop_at_newline=options.stop_at_newline,
+            candidate_device=self.candidate_device,
+        )
         logits, timings.reused_tokens = self.runner.prefill(prompt)
+        device_sync(logits.device)
         timings.prefill_tokens = len(prompt) - timings.reused_tokens
         timings.prefill_s = time.perf_counter() - started
         try:
             hyps = self._run(options, logits, prompt, healed.remainder, rules, cancelled, timings)
         finally:
             self.runner.rewind(len(prompt))
-        drafts = to_drafts(hyps, options.k, self.table, prompt, healed.remainder, options.stop_at_newline)
+        drafts = to_drafts(hyps, options.k, self.table, prompt, healed.remainder, stop_at_newline=options.stop_at_newline)
         timings.total_s = time.perf_counter() - started
         return DecodeResult(drafts, timings, options.method)
 
     def healed_prompt(self, prefix: str, *, healing: bool = True) -> HealedPrompt:
         """What the model is fed for `prefix`, and the text every draft must first re-produce."""
-        return heal(self._prompt_ids(prefix), self.table, healing)
+        return heal(self._prompt_ids(prefix), self.table, enabled=healing)
 
     def _prompt_ids(self, prefix: str) -> list[int]:
         ids = self.encode(prefix)
@@ -87,21 +93,25 @@ class Engine:
         cancelled: CancelCheck,
         timings: Timings,
     ) -> list[Hypothesis]:
-        generator = torch.Generator().manual_seed(options.seed) if options.seed is not None else None
         runner = self.runner
+        seeded = options.seed is not None  # a generator on the model's device: sampling runs there
+        generator = torch.Generator(device=runner.device).manual_seed(options.seed) if seeded else None
         if options.method == "superposed":
             return superposed_decode(runner, logits, prompt, remainder, rules, options, self.ngrams, cancelled, timings)
-        if options.method == "greedy":
-            return independent_decode(runner, logits, remainder, rules, options, 1, False, None, cancelled, timings)
-        if options.method == "nucleus_batched":
+        if options.method in ("greedy", "nucleus_batched"):
+            sample = options.method == "nucleus_batched"
             return independent_decode(
-                runner, logits, remainder, rules, options, options.k, True, generator, cancelled, timings
+                runner, logits, remainder, rules, options, batch=options.k if sample else 1, sample=sample,
+                generator=generator, cancelled=cancelled, timings=timings,
             )
         if options.method == "beam":
             return beam_decode(runner, logits, remainder, rules, options, cancelled, timings)
         drafts: list[Hypothesis] = []  # nucleus: k sequential passes, as in the paper's baseline
         for _ in range(options.k):
-            drafts += independent_decode(runner, logits, remainder, rules, options, 1, True, generator, cancelled, timings)
+            drafts += independent_decode(
+                runner, logits, remainder, rules, options, batch=1, sample=True,
+                generator=generator, cancelled=cancelled, timings=timings,
+            )
             runner.rewind(len(prompt))
         return drafts
 

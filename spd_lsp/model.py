@@ -140,10 +140,21 @@ def local_directory(source: ModelSource) -> Path:
 
 
 def pick_device(device: str = "auto") -> Any:
+    """`auto`: CUDA, then MPS, then the CPU. A named device must be usable here: else one clear error."""
     import torch
 
     if device != "auto":
-        return torch.device(device)
+        try:
+            chosen = torch.device(device)
+        except RuntimeError as exc:
+            raise ModelLoadError(f"unknown device {device!r}: expected auto, cpu, cuda, cuda:N or mps") from exc
+        if chosen.type == "cuda" and not torch.cuda.is_available():
+            raise ModelLoadError(f"device {device!r} asked for, but torch {torch.__version__} sees no CUDA GPU here")
+        if chosen.type == "cuda" and (chosen.index or 0) >= torch.cuda.device_count():
+            raise ModelLoadError(f"device {device!r} asked for, but there are {torch.cuda.device_count()} CUDA GPUs")
+        if chosen.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise ModelLoadError(f"device {device!r} asked for, but MPS is not available here")
+        return chosen
     if torch.cuda.is_available():
         return torch.device("cuda")
     if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():

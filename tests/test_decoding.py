@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
 import torch
+from tokenizers import AddedToken
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
 
-from spd_lsp.decoding.drafts import Hypothesis, to_drafts
-from spd_lsp.decoding.healing import advance, heal
+from spd_lsp.decoding.baselines import constrained_logp
+from spd_lsp.decoding.drafts import DraftRules, Hypothesis, extension_totals, to_drafts
+from spd_lsp.decoding.healing import TokenTable, advance, heal
 from spd_lsp.decoding.interpolate import interpolate
+from spd_lsp.decoding.lm import ModelRunner
 from spd_lsp.decoding.superposed import superposed_embedding, superposition_weights
-from spd_lsp.decoding.types import Cancelled, DecodeOptions
+from spd_lsp.decoding.types import METHODS, Cancelled, DecodeOptions
 from spd_lsp.engine import Engine
+from spd_lsp.model import LoadedModel
 from tests.tiny_models import ARCHITECTURES, tiny_model
 
 PREFIX = "for name in names:\n    if name"
@@ -68,17 +75,14 @@ def test_k_distinct_drafts_ranked_by_score(engine: Engine, method: str) -> None:
     assert scores == sorted(scores, reverse=True)
 
 
-def test_stop_token_ends_draft(engine: Engine) -> None:
+def test_stop_token_ends_draft(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     free = engine.complete(PREFIX, DecodeOptions(method="greedy", k=1, **RAW)).drafts[0]
     stop = free.token_ids[2]
-    engine.stop_ids = frozenset({stop})
-    try:
-        for method in ("greedy", "superposed"):
-            stopped = engine.complete(PREFIX, DecodeOptions(method=method, k=1, alpha=0.0, **RAW)).drafts[0]
-            assert stopped.finished
-            assert stopped.token_ids == free.token_ids[: free.token_ids.index(stop) + 1]
-    finally:
-        engine.stop_ids = frozenset({engine.tokenizer.eos_token_id})
+    monkeypatch.setattr(engine, "stop_ids", frozenset({stop}))  # restores the engine's own set afterwards
+    for method in ("greedy", "superposed"):
+        stopped = engine.complete(PREFIX, DecodeOptions(method=method, k=1, alpha=0.0, **RAW)).drafts[0]
+        assert stopped.finished
+        assert stopped.token_ids == free.token_ids[: free.token_ids.index(stop) + 1]
 
 
 def test_interpolation_matches_hand_computation() -> None:
@@ -92,6 +96,9 @@ def test_interpolation_matches_hand_computation() -> None:
     # A row without any n-gram support keeps its LM candidates, penalised by delta.
     assert mixed[1].tolist() == pytest.approx([0.6 * math.log(p) - 200.0 for p in (0.6, 0.3, 0.1)], abs=1e-4)
     assert torch.equal(interpolate(lm, ngram, 0.0, log_delta), lm)
+    # A candidate the LM rules out stays out, even when only the n-grams count (alpha 1).
+    ruled_out = torch.tensor([[0.0, float("-inf")]])
+    assert interpolate(ruled_out, torch.tensor([[0.5, 0.5]]), 1.0, log_delta)[0].tolist() == pytest.approx([math.log(0.5), -math.inf])
     # The shipped rule: an unseen candidate is not vetoed, it pays log delta.
     soft = interpolate(lm, ngram, alpha, -1.5, drop_unsupported=False)
     assert soft[0, 1].item() == pytest.approx(0.6 * math.log(0.3) - 1.5, abs=1e-5)
@@ -136,9 +143,11 @@ def test_healing_backs_up_last_token_and_drafts_reproduce_it(engine: Engine) -> 
 
 
 def test_healing_tokens_cover_part_or_all_of_the_remainder(engine: Engine) -> None:
-    for token in engine.table.consistent_with("nam").tolist():
-        text = engine.table.texts[token]
-        assert text.startswith("nam") or "nam".startswith(text)
+    texts = engine.table.texts
+    expected = {i for i, text in enumerate(texts) if text and (text.startswith("nam") or "nam".startswith(text))}
+    found = engine.table.consistent_with("nam").tolist()
+    assert sorted(found) == sorted(expected)
+    assert {len(texts[i]) > 3 for i in found} == {True, False}  # both kinds: 'name' covers it all, 'n' part
     assert advance("name", "na") == ("me", "")
     assert advance("na", "names") == ("", "mes")
 
@@ -164,10 +173,22 @@ def test_cancellation_stops_decoding_and_leaves_the_cache_usable(engine: Engine)
     assert [d.token_ids for d in after.drafts] == [d.token_ids for d in before.drafts]
 
 
-def test_resets_keep_k_drafts(engine: Engine) -> None:
-    result = engine.complete(PREFIX, DecodeOptions(method="superposed", k=3, max_tokens=12, reset_every=4, **RAW))
+def test_resets_refeed_the_best_draft_and_keep_k_drafts(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    prefills: list[list[int]] = []
+    prefill = engine.runner.prefill
+    monkeypatch.setattr(engine.runner, "prefill", lambda ids: prefills.append(list(ids)) or prefill(ids))
+    options = DecodeOptions(method="superposed", k=3, max_tokens=12, reset_every=4, **RAW)
+    result = engine.complete(PREFIX, options)
+    prompt = prefills[0]
+    # The prompt, then a reset after steps 4 and 8 (none after the last step), each the prompt + a draft so far.
+    assert [len(ids) - len(prompt) for ids in prefills] == [0, 4, 8]
+    assert all(ids[: len(prompt)] == prompt for ids in prefills)
     assert len(result.drafts) == 3
     assert all(len(d.token_ids) == 12 for d in result.drafts)
+    # With one draft, superposition is the token itself: resets must not change what greedy picks.
+    one = engine.complete(PREFIX, DecodeOptions(method="superposed", k=1, max_tokens=12, reset_every=4, alpha=0.0, **RAW))
+    greedy = engine.complete(PREFIX, DecodeOptions(method="greedy", k=1, max_tokens=12, **RAW))
+    assert one.drafts[0].token_ids == greedy.drafts[0].token_ids
 
 
 def test_timings_are_reported(engine: Engine) -> None:
@@ -184,5 +205,72 @@ def test_draft_ends_before_a_character_cut_short_by_the_token_limit(engine: Engi
     emoji = engine.encode("😀")
     assert len(emoji) > 1  # byte-level: the emoji spans tokens
     tokens = tuple(engine.encode("x = '😀' + '") + emoji[:-1])
-    drafts = to_drafts([Hypothesis(tokens, -1.0)], 1, engine.table, engine.encode("a"), "", True)
+    drafts = to_drafts([Hypothesis(tokens, -1.0)], 1, engine.table, engine.encode("a"), "", stop_at_newline=True)
     assert drafts[0].text == "x = '😀' + '"
+
+
+class TensorDevices(TorchFunctionMode):
+    """Records the device of every tensor a torch function returns inside the block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: list[tuple[str, str]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", str(func))
+        self.made += [(name, t.device.type) for t in tree_leaves(result) if isinstance(t, torch.Tensor)]
+        return result
+
+
+def test_decode_steps_keep_their_tensors_on_the_logits_device() -> None:
+    """No GPU here: `meta` stands in for CUDA. A CPU tensor made inside a step is the device
+    mix that raised "indices should be either on cpu or on the same device" on CUDA."""
+    loaded = tiny_model("llama")
+    vocab = loaded.model.get_input_embeddings().weight.shape[0]
+    runner = ModelRunner(loaded.model.to("meta"), torch.device("meta"))
+    rules = DraftRules(
+        table=TokenTable(loaded.tokenizer, vocab), stop_ids=frozenset({loaded.tokenizer.eos_token_id}),
+        stop_at_newline=True, candidate_device=None,
+    )
+    hyps = [Hypothesis((5,), -0.5, remainder="nam"), Hypothesis((6,), -1.0)]
+    with TensorDevices() as devices:
+        for lm_logp in (torch.zeros(1, vocab, device="meta"), torch.zeros(2, vocab, device="meta")):
+            cand_ids, cand_logp = rules.propose(lm_logp, hyps, 6)
+            extension_totals(hyps, interpolate(cand_logp, torch.zeros_like(cand_logp), 0.5, -1.5))
+            constrained_logp(lm_logp, hyps, rules)
+        superposed_embedding(runner, hyps)
+    assert devices.made and {device for _, device in devices.made} == {"meta"}, devices.made
+
+
+SPECIAL = "<jupyter_start>"
+
+
+@pytest.fixture(scope="module")
+def special_engine() -> Engine:
+    """A model that always prefers an added special token, as SmolLM2 has them (not in all_special_ids)."""
+    loaded = tiny_model("llama")
+    tokenizer = copy.deepcopy(loaded.tokenizer)
+    tokenizer.add_tokens([AddedToken(SPECIAL, special=True)])
+    special = tokenizer.convert_tokens_to_ids(SPECIAL)
+    loaded.model.resize_token_embeddings(len(tokenizer))
+    loaded.model.get_output_embeddings().register_forward_hook(
+        lambda module, inputs, logits: logits.index_fill(-1, torch.tensor([special]), 100.0)
+    )
+    return Engine(LoadedModel(**{**vars(loaded), "tokenizer": tokenizer}))
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("heal_prefix", [False, True])
+def test_drafts_never_contain_special_tokens(special_engine: Engine, method: str, heal_prefix: bool) -> None:
+    special = special_engine.tokenizer.convert_tokens_to_ids(SPECIAL)
+    assert special not in special_engine.tokenizer.all_special_ids  # as SmolLM2's <jupyter_start>
+    special_engine.set_ngrams(TableNgrams(special))  # the n-grams back only the special token
+    try:
+        options = DecodeOptions(method=method, k=3, alpha=1.0, seed=0, stop_at_newline=False, heal=heal_prefix)
+        drafts = special_engine.complete(PREFIX, options).drafts
+    finally:
+        special_engine.set_ngrams(None)
+    assert drafts
+    for draft in drafts:
+        assert special not in draft.token_ids and SPECIAL not in draft.text

@@ -20,7 +20,7 @@ def engine() -> Engine:
 
 
 def _rules(engine: Engine) -> DraftRules:
-    return DraftRules(engine.table, frozenset(), stop_at_newline=False)  # no stops: rows keep their length
+    return DraftRules(table=engine.table, stop_ids=frozenset(), stop_at_newline=False)  # no stops: rows keep their length
 
 
 @torch.inference_mode()

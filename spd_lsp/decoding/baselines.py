@@ -7,12 +7,11 @@ cache and apply the same token healing and stop rules.
 
 from __future__ import annotations
 
-import time
-
 import torch
 
-from spd_lsp.decoding.drafts import DraftRules, FinishedPool, Hypothesis, select
+from spd_lsp.decoding.drafts import DraftRules, FinishedPool, Hypothesis, extension_totals, select
 from spd_lsp.decoding.lm import ModelRunner
+from spd_lsp.decoding.placement import model_step
 from spd_lsp.decoding.types import CancelCheck, Cancelled, DecodeOptions, Timings
 
 
@@ -31,13 +30,15 @@ def sample_rows(logp: torch.Tensor, top_p: float, generator: torch.Generator | N
 
 
 def constrained_logp(lm_logp: torch.Tensor, hyps: list[Hypothesis], rules: DraftRules) -> torch.Tensor:
-    """Full-vocabulary log-probs per row, renormalised over tokens consistent with each healing remainder."""
+    """Full-vocabulary log-probs per row without special tokens, renormalised over tokens
+    consistent with each healing remainder."""
+    out = rules.without_special(lm_logp)
     if not any(h.remainder for h in hyps):
-        return lm_logp  # healing done: nothing to constrain, nothing to copy
-    out = lm_logp.clone()
+        return out  # healing done: nothing more to constrain
+    out = out.clone() if out is lm_logp else out  # index_fill has copied already
     for row, hyp in enumerate(hyps):
         if hyp.remainder:
-            allowed = rules.table.consistent_with(hyp.remainder)
+            allowed = rules.table.consistent_with(hyp.remainder, device=out.device)
             masked = torch.full_like(out[row], float("-inf"))
             masked[allowed] = torch.log_softmax(out[row, allowed], dim=0)
             out[row] = masked
@@ -50,6 +51,7 @@ def independent_decode(
     remainder: str,
     rules: DraftRules,
     options: DecodeOptions,
+    *,
     batch: int,
     sample: bool,
     generator: torch.Generator | None,
@@ -76,10 +78,8 @@ def independent_decode(
         ]
         if all(h.finished for h in hyps) or step == steps - 1:
             break
-        started = time.perf_counter()
-        logits = runner.forward(cache, ids=tokens[:, None])
-        timings.model_s += time.perf_counter() - started
-        timings.steps += 1
+        with model_step(timings, runner.device):
+            logits = runner.forward(cache, ids=tokens[:, None])
     return hyps
 
 
@@ -101,16 +101,13 @@ def beam_decode(
         if cancelled():
             raise Cancelled()
         cand_ids, cand_logp = rules.propose(torch.log_softmax(logits, dim=-1), hyps, options.pool)
-        totals = torch.tensor([h.score for h in hyps])[:, None] + cand_logp
-        hyps, parents = select(hyps, cand_ids, totals, options.k, rules, finished)
+        hyps, parents = select(hyps, cand_ids, extension_totals(hyps, cand_logp), options.k, rules, finished)
         if not hyps or finished.saturated(hyps) or step == steps - 1:
             break
-        started = time.perf_counter()
-        if cache is None:  # first step: every beam's parent is the prompt
-            cache = runner.fork(len(hyps))
-        else:
-            cache.reorder_cache(torch.tensor(parents, dtype=torch.long))
-        logits = runner.forward(cache, ids=torch.tensor([[h.tokens[-1]] for h in hyps]))
-        timings.model_s += time.perf_counter() - started
-        timings.steps += 1
+        with model_step(timings, runner.device):
+            if cache is None:  # first step: every beam's parent is the prompt
+                cache = runner.fork(len(hyps))
+            else:
+                cache.reorder_cache(torch.tensor(parents, dtype=torch.long, device=runner.device))
+            logits = runner.forward(cache, ids=torch.tensor([[h.tokens[-1]] for h in hyps], device=runner.device))
     return list(finished.by_text.values()) + hyps

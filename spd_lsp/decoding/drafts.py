@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from spd_lsp.decoding.healing import TokenTable, advance
+from spd_lsp.decoding.placement import CPU, move_pair
 from spd_lsp.decoding.types import Draft
 
 INCOMPLETE_CHARACTER = "\ufffd"  # how a tokenizer decodes a partial UTF-8 sequence
@@ -29,13 +30,14 @@ class Hypothesis:
         return f"{self.remainder}\0{self.text}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DraftRules:
-    """How a token extends a draft: healing progress, stop tokens, end of line."""
+    """How a token extends a draft: healing progress, stop tokens, end of line, no special tokens."""
 
     table: TokenTable
     stop_ids: frozenset[int]
     stop_at_newline: bool
+    candidate_device: torch.device | None = CPU  # where proposed candidates go (placement.py); None: stay
 
     def extend(self, parent: Hypothesis, token: int, score: float) -> Hypothesis:
         remainder, new_text = advance(parent.remainder, self.table.texts[token])
@@ -45,18 +47,26 @@ class DraftRules:
             text, finished = text.split("\n", 1)[0], True
         return Hypothesis(parent.tokens + (token,), score, remainder, text, finished)
 
+    def without_special(self, lm_logp: torch.Tensor) -> torch.Tensor:
+        """lm_logp with special tokens other than the stop tokens at -inf: no draft may contain one."""
+        banned = self.table.banned(self.stop_ids, device=lm_logp.device)
+        return lm_logp.index_fill(-1, banned, float("-inf")) if len(banned) else lm_logp
+
     def propose(self, lm_logp: torch.Tensor, hyps: list[Hypothesis], pool: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Top `pool` candidates per draft [P, C], restricted to tokens consistent with its remainder.
 
-        lm_logp is [1, V] (SPD: one distribution shared by all drafts) or [P, V].
+        lm_logp is [1, V] (SPD: one distribution shared by all drafts) or [P, V]. The work
+        runs on lm_logp's device; the result goes to `candidate_device` in one copy.
         """
-        ids = torch.zeros(len(hyps), pool, dtype=torch.long)
-        logp = torch.full((len(hyps), pool), float("-inf"))
+        lm_logp = self.without_special(lm_logp)
+        device = lm_logp.device
+        ids = torch.zeros(len(hyps), pool, dtype=torch.long, device=device)
+        logp = torch.full((len(hyps), pool), float("-inf"), device=device)
         shared = torch.topk(lm_logp[0], pool) if lm_logp.shape[0] == 1 else None
         for row, hyp in enumerate(hyps):
             dist = lm_logp[0 if shared is not None else row]
             if hyp.remainder:
-                allowed = self.table.consistent_with(hyp.remainder)
+                allowed = self.table.consistent_with(hyp.remainder, device=device)
                 if len(allowed) == 0:
                     continue
                 allowed_logp = torch.log_softmax(dist[allowed], dim=0)  # condition on consistency
@@ -66,7 +76,7 @@ class DraftRules:
             else:
                 top = shared if shared is not None else torch.topk(dist, pool)
                 ids[row], logp[row] = top.indices, top.values
-        return ids, logp
+        return move_pair(ids, logp, self.candidate_device)
 
 
 class FinishedPool:
@@ -91,6 +101,12 @@ class FinishedPool:
         return all(h.normalised < kth for h in active)
 
 
+def extension_totals(parents: list[Hypothesis], cand_logp: torch.Tensor) -> torch.Tensor:
+    """Score of every (parent, candidate) extension [P, C]: parent score + the candidate's log p."""
+    scores = torch.tensor([h.score for h in parents], dtype=cand_logp.dtype, device=cand_logp.device)
+    return scores[:, None] + cand_logp
+
+
 def select(
     parents: list[Hypothesis],
     cand_ids: torch.Tensor,
@@ -99,19 +115,21 @@ def select(
     rules: DraftRules,
     finished: FinishedPool,
 ) -> tuple[list[Hypothesis], list[int]]:
-    """Best k live (parent, token) extensions with distinct texts; finished ones go to the pool."""
-    flat = totals.flatten()
-    order = torch.argsort(flat, descending=True).tolist()
-    width = cand_ids.shape[1]
+    """Best k live (parent, token) extensions with distinct texts; finished ones go to the pool.
+
+    Reads the tensors into Python first: the ranking of a few dozen numbers is Python's job.
+    """
+    values, tokens = totals.flatten().tolist(), cand_ids.flatten().tolist()
+    order = sorted(range(len(values)), key=values.__getitem__, reverse=True)
     active: list[Hypothesis] = []
     parent_rows: list[int] = []
     seen: set[str] = set()
     for index in order:
-        total = float(flat[index])
+        total = values[index]
         if total == float("-inf") or len(active) == k:
             break
-        row, col = divmod(index, width)
-        child = rules.extend(parents[row], int(cand_ids[row, col]), total)
+        row = index // cand_ids.shape[1]
+        child = rules.extend(parents[row], tokens[index], total)
         if child.finished:
             finished.add(child)
         elif child.key not in seen:
@@ -122,19 +140,19 @@ def select(
 
 
 def to_drafts(
-    hyps: list[Hypothesis], k: int, table: TokenTable, anchor: list[int], healed: str, stop_at_newline: bool
+    hyps: list[Hypothesis], k: int, table: TokenTable, anchor: list[int], healed: str, *, stop_at_newline: bool
 ) -> list[Draft]:
     """Final drafts: decoded text without the healed part, distinct, best normalised score first."""
     best: dict[str, Hypothesis] = {}
     for hyp in hyps:
-        text = _final_text(hyp, table, anchor, healed, stop_at_newline)
+        text = _final_text(hyp, table, anchor, healed, stop_at_newline=stop_at_newline)
         if text.strip() and (text not in best or hyp.normalised > best[text].normalised):
             best[text] = replace(hyp, text=text)
     ranked = sorted(best.values(), key=lambda h: h.normalised, reverse=True)[:k]
     return [Draft(h.text, list(h.tokens), h.normalised, h.finished) for h in ranked]
 
 
-def _final_text(hyp: Hypothesis, table: TokenTable, anchor: list[int], healed: str, stop_at_newline: bool) -> str:
+def _final_text(hyp: Hypothesis, table: TokenTable, anchor: list[int], healed: str, *, stop_at_newline: bool) -> str:
     """Decode all tokens at once (multi-byte characters span tokens), then drop the healed text.
 
     A last character whose bytes the token limit cut short decodes as U+FFFD: the draft ends before it.

@@ -12,34 +12,36 @@ import time
 import torch
 
 from ngram_db import NgramSource
-from spd_lsp.decoding.drafts import DraftRules, FinishedPool, Hypothesis, select
+from spd_lsp.decoding.drafts import DraftRules, FinishedPool, Hypothesis, extension_totals, select
 from spd_lsp.decoding.interpolate import interpolate
 from spd_lsp.decoding.lm import ModelRunner
+from spd_lsp.decoding.placement import CPU, model_step
 from spd_lsp.decoding.types import CancelCheck, Cancelled, DecodeOptions, Timings
 from spd_lsp.decoding.verify import verify
 
 
-def superposition_weights(hyps: list[Hypothesis]) -> torch.Tensor:
+def superposition_weights(hyps: list[Hypothesis], *, device: torch.device = CPU) -> torch.Tensor:
     """gamma_i = p_i / sum_j p_j, with p_i the draft's probability (softmax of log scores)."""
-    return torch.softmax(torch.tensor([h.score for h in hyps], dtype=torch.float32), dim=0)
+    return torch.softmax(torch.tensor([h.score for h in hyps], dtype=torch.float32, device=device), dim=0)
 
 
 def superposed_embedding(runner: ModelRunner, hyps: list[Hypothesis]) -> torch.Tensor:
     """A gather of k embedding rows and a weighted sum; shared last tokens add their weights."""
-    last = torch.tensor([h.tokens[-1] for h in hyps], dtype=torch.long)
+    last = torch.tensor([h.tokens[-1] for h in hyps], dtype=torch.long, device=runner.device)
     rows = runner.embed(last)  # [k, H]
-    gamma = superposition_weights(hyps).to(rows.device, rows.dtype)
+    gamma = superposition_weights(hyps, device=rows.device).to(rows.dtype)
     return (gamma[:, None] * rows).sum(dim=0)[None, None, :]  # [1, 1, H]
 
 
 def ngram_probabilities(
     ngrams: NgramSource, context: list[int], hyps: list[Hypothesis], cand_ids: torch.Tensor, options: DecodeOptions
 ) -> torch.Tensor:
-    """p_ngram for every (draft, candidate); contexts are prompt + draft tokens."""
+    """p_ngram for every (draft, candidate), on cand_ids' device; contexts are prompt + draft tokens."""
     span = max(options.ngram_weights) - 1
     tail = context[-span:]  # never copy the whole prompt per draft and step
     contexts = [(tail + list(h.tokens))[-span:] for h in hyps]
-    return torch.tensor(ngrams.p_ngram(contexts, cand_ids.tolist(), options.ngram_weights), dtype=torch.float32)
+    p = ngrams.p_ngram(contexts, cand_ids.tolist(), options.ngram_weights)
+    return torch.tensor(p, dtype=torch.float32, device=cand_ids.device)
 
 
 def superposed_decode(
@@ -69,18 +71,15 @@ def superposed_decode(
             started = time.perf_counter()
             p_ngram = ngram_probabilities(ngrams, prompt_ids, hyps, cand_ids, options)
             timings.ngram_s += time.perf_counter() - started
-        parent_scores = torch.tensor([h.score for h in hyps])[:, None]
-        totals = parent_scores + interpolate(cand_lm, p_ngram, alpha, options.log_delta, options.drop_unsupported)
-        hyps, _ = select(hyps, cand_ids, totals, options.k, rules, finished)
+        mixed = interpolate(cand_lm, p_ngram, alpha, options.log_delta, drop_unsupported=options.drop_unsupported)
+        hyps, _ = select(hyps, cand_ids, extension_totals(hyps, mixed), options.k, rules, finished)
         if not hyps or finished.saturated(hyps) or step == steps - 1:
             break
-        started = time.perf_counter()
-        if options.reset_every and (step + 1) % options.reset_every == 0:
-            logits = reset_to_best(runner, prompt_ids, hyps)
-        else:
-            logits = runner.forward(runner.cache, embeds=superposed_embedding(runner, hyps))
-        timings.model_s += time.perf_counter() - started
-        timings.steps += 1
+        with model_step(timings, runner.device):
+            if options.reset_every and (step + 1) % options.reset_every == 0:
+                logits = reset_to_best(runner, prompt_ids, hyps)
+            else:
+                logits = runner.forward(runner.cache, embeds=superposed_embedding(runner, hyps))
     drafts = list(finished.by_text.values()) + hyps
     if options.verify_rounds:
         drafts = verify(runner, first_logits, prompt_ids, remainder, drafts, rules, options, ngrams, timings)

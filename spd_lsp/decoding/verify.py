@@ -87,14 +87,14 @@ def judge(
 
 def _verdict(logp: torch.Tensor, row: tuple[int, ...], remainder: str, rules: DraftRules) -> Verdict:
     """Per-position figures; while the healed text is not yet re-produced, only consistent tokens count."""
-    tokens = torch.tensor(row, dtype=torch.long)
+    tokens = torch.tensor(row, dtype=torch.long, device=logp.device)
     token_logp = logp.gather(1, tokens[:, None]).squeeze(1)
     best, choice = logp.max(dim=-1)
     rank = (logp > token_logp[:, None]).sum(dim=-1)
     state = Hypothesis(remainder=remainder)
     for i, token in enumerate(row):
         if state.remainder:
-            allowed = rules.table.consistent_with(state.remainder)
+            allowed = rules.table.consistent_with(state.remainder, device=logp.device)
             healed = torch.log_softmax(logp[i, allowed], dim=0)
             mine = healed[allowed == token]
             token_logp[i] = mine[0] if len(mine) else float("-inf")

@@ -40,7 +40,7 @@ def blended(
     rows = [_shown_tokens(engine, by_text[text], text, prompt, healed.remainder) for text in shown]
     if not rows:
         return []
-    rules = DraftRules(engine.table, engine.stop_ids, options.stop_at_newline)
+    rules = DraftRules(table=engine.table, stop_ids=engine.stop_ids, stop_at_newline=options.stop_at_newline)
     logits, _ = engine.runner.prefill(prompt)
     try:
         verdicts = judge(engine.runner, logits, engine.runner.fork(len(rows)), rows, healed.remainder, rules)
