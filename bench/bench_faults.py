@@ -11,7 +11,7 @@
 
 Loopback only (stdio pipes). The bundled model is used unless `--model` says otherwise.
 
-    nice -n 10 .venv/bin/python bench/bench_faults.py [--rounds 12] [--storm-s 60] [--rate 20]
+    nice -n 10 .venv/bin/python -m bench.bench_faults [--rounds 12] [--storm-s 60] [--rate 20]
 """
 
 from __future__ import annotations
