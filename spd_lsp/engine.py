@@ -56,7 +56,7 @@ class Engine:
         healed = heal(ids, self.table, options.heal)
         prompt = healed.prompt_ids
         rules = DraftRules(self.table, self.stop_ids, options.stop_at_newline)
-        logits, timings.reused_tokens = self.runner.prefill(prompt)
+        logits, timings.reused_tokens = self.runner.prefill(prompt, cancelled)
         timings.prefill_tokens = len(prompt) - timings.reused_tokens
         timings.prefill_s = time.perf_counter() - started
         try:
