@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 import torch
 
+from spd_lsp import model
+from spd_lsp.decoding import lm
 from spd_lsp.decoding.lm import ModelRunner
 from spd_lsp.decoding.types import Cancelled, DecodeOptions
 from spd_lsp.engine import Engine
@@ -79,3 +81,41 @@ def test_a_failed_forward_leaves_no_belief_in_a_cache_it_lacks(loaded: Any, monk
     assert len(runner.cached_ids) <= (runner.cache.get_seq_length() if runner.cache is not None else 0)
     logits, _ = runner.prefill(PROMPT)
     torch.testing.assert_close(logits, fresh_logits(loaded, PROMPT), rtol=1e-4, atol=1e-4)
+
+
+def test_cuda_timings_wait_for_the_device(loaded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12.7: without a sync, a clock read after a CUDA forward measures kernel launches."""
+    synced: list[Any] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: synced.append(device))
+    lm.device_sync(torch.device("cuda", 0))
+    lm.device_sync(torch.device("cpu"))
+    assert synced == [torch.device("cuda", 0)]
+    monkeypatch.setattr(lm, "device_sync", synced.append)
+    ModelRunner(loaded.model, loaded.device).prefill(PROMPT[:8])
+    assert synced[1:] == [loaded.device]
+
+
+@pytest.mark.parametrize(
+    "flags, quantize, expected",
+    [
+        ({"fpu", "avx512f", "avx512_bf16"}, None, torch.bfloat16),
+        ({"fpu", "amx_bf16"}, None, torch.bfloat16),
+        ({"fp", "asimd", "bf16"}, None, torch.bfloat16),  # Arm
+        ({"fpu", "avx2", "avx512f"}, None, torch.float32),
+        ({"fpu", "avx512_bf16"}, "int8", torch.float32),  # int8 keeps its float parts in fp32
+    ],
+)
+def test_cpu_dtype_is_bf16_where_the_cpu_has_it(
+    flags: set[str], quantize: str | None, expected: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(model, "cpu_flags", lambda: frozenset(flags))
+    assert model.pick_dtype(torch.device("cpu"), quantize=quantize) is expected
+    assert model.pick_dtype(torch.device("cpu"), "float32") is torch.float32  # the setting still forces either
+    assert model.pick_dtype(torch.device("cpu"), "bfloat16") is torch.bfloat16
+
+
+def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Any) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx512_bf16\nvmx flags\t: ept\n\nFeatures\t: bf16 asimd\n")
+    assert model.cpu_flags(cpuinfo) == {"fpu", "avx512_bf16", "bf16", "asimd"}
+    assert model.cpu_flags(tmp_path / "missing") == frozenset()
