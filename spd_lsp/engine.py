@@ -46,13 +46,16 @@ class Engine:
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
 
-    def complete(self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None) -> DecodeResult:
+    def complete(
+        self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None, *, ids: list[int] | None = None
+    ) -> DecodeResult:
+        """Drafts continuing `prefix`; `ids`, where given, are its tokens (the caller tokenized it already)."""
         if options.method not in METHODS:
             raise ValueError(f"unknown decoding method {options.method!r}; expected one of {', '.join(METHODS)}")
         cancelled = cancelled or _never
         started = time.perf_counter()
         timings = Timings()
-        ids = self._prompt_ids(prefix)
+        ids = self._with_bos(self.encode(prefix) if ids is None else ids)
         healed = heal(ids, self.table, options.heal)
         prompt = healed.prompt_ids
         rules = DraftRules(self.table, self.stop_ids, options.stop_at_newline)
@@ -67,8 +70,7 @@ class Engine:
         timings.total_s = time.perf_counter() - started
         return DecodeResult(drafts, timings, options.method)
 
-    def _prompt_ids(self, prefix: str) -> list[int]:
-        ids = self.encode(prefix)
+    def _with_bos(self, ids: list[int]) -> list[int]:
         bos = self.tokenizer.bos_token_id
         if not ids or (bos is not None and getattr(self.tokenizer, "add_bos_token", False)):
             ids = [bos if bos is not None else self.tokenizer.eos_token_id] + ids

@@ -2,9 +2,14 @@
 
 The engine is not thread-safe and keeps one KV cache, so every model call goes
 through this single thread. Submitting a job under a key that already has one
-pending or running cancels the old one: a pending job's future is cancelled at
+pending or running stops the old one: a pending job's future is cancelled at
 once, a running one sees `cancelled()` turn true and raises `Cancelled` at its
-next decode step.
+next decode step (or prefill chunk).
+
+Except where the new job can use the running one's result (`keeps`): a fast
+typist's next request extends the prefix being decoded, so the decode finishes
+(its drafts answer the new request by type-through) even if its own requester
+has meanwhile given up.
 """
 
 from __future__ import annotations
@@ -21,19 +26,32 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+Keeps = Callable[[Any, Any], bool]
+"""keeps(running job's tag, new job's tag): the new job can use the running one's result."""
+
+
 class Job:
-    def __init__(self, key: Hashable, work: Callable[[CancelCheck], Any]) -> None:
+    def __init__(self, key: Hashable, work: Callable[[CancelCheck], Any], tag: Any = None) -> None:
         self.key = key
         self.work = work
+        self.tag = tag
         self.future: Future[Any] = Future()
-        self._cancelled = threading.Event()
+        self.kept = False  # a newer job relies on this one's result
+        self._abandoned = threading.Event()
+        self._stopped = threading.Event()
 
     def cancel(self) -> None:
-        self._cancelled.set()
+        """The requester gave up: stop, unless a newer job relies on the result."""
+        self._abandoned.set()
         self.future.cancel()  # succeeds only while pending; a running job stops itself
 
+    def stop(self) -> None:
+        """Nothing needs the result any more."""
+        self._stopped.set()
+        self.cancel()
+
     def cancelled(self) -> bool:
-        return self._cancelled.is_set()
+        return self._stopped.is_set() or (self._abandoned.is_set() and not self.kept)
 
 
 class Scheduler:
@@ -45,33 +63,46 @@ class Scheduler:
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, key: Hashable, work: Callable[[CancelCheck], T]) -> Job:
-        """Queue `work(cancelled)`; it supersedes any job under the same key."""
-        job = Job(key, work)
+    def submit(
+        self, key: Hashable, work: Callable[[CancelCheck], T], *, tag: Any = None, keeps: Keeps | None = None
+    ) -> Job:
+        """Queue `work(cancelled)`; it supersedes any job under the same key.
+
+        A running job under the key finishes instead when `keeps(its tag, tag)`.
+        """
+        job = Job(key, work, tag)
         with self._wake:
             if self._closed:
-                job.cancel()
+                job.stop()
                 return job
-            self.cancel(key)
+            running = self._running if self._running is not None and self._running.key == key else None
+            if running is not None and keeps is not None and keeps(running.tag, tag):
+                running.kept = True
+                running = None
+            self._stop(key, running=running)
             self._pending[key] = job
             self._wake.notify()
         return job
 
     def cancel(self, key: Hashable) -> None:
         with self._wake:
-            if (old := self._pending.pop(key, None)) is not None:
-                old.cancel()
-            if self._running is not None and self._running.key == key:
-                self._running.cancel()
+            running = self._running if self._running is not None and self._running.key == key else None
+            self._stop(key, running=running)
+
+    def _stop(self, key: Hashable, *, running: Job | None) -> None:
+        if (old := self._pending.pop(key, None)) is not None:
+            old.stop()
+        if running is not None:
+            running.stop()
 
     def close(self, timeout: float | None = 5.0) -> None:
         with self._wake:
             self._closed = True
             for job in self._pending.values():
-                job.cancel()
+                job.stop()
             self._pending.clear()
             if self._running is not None:
-                self._running.cancel()
+                self._running.stop()
             self._wake.notify()
         self._thread.join(timeout)
 

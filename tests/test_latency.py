@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
-from spd_lsp import model
+from spd_lsp import context, model
 from spd_lsp.decoding import lm
 from spd_lsp.decoding.lm import ModelRunner
 from spd_lsp.decoding.types import Cancelled, DecodeOptions
 from spd_lsp.engine import Engine
+from spd_lsp.session import Request, extends
+from tests.test_server_session import FakeEngine, make_session
 from tests.tiny_models import tiny_model
 
 PROMPT = list(range(5, 205))  # 200 tokens: several chunks of 64
@@ -119,3 +125,139 @@ def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Any) -> None:
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx512_bf16\nvmx flags\t: ept\n\nFeatures\t: bf16 asimd\n")
     assert model.cpu_flags(cpuinfo) == {"fpu", "avx512_bf16", "bf16", "asimd"}
     assert model.cpu_flags(tmp_path / "missing") == frozenset()
+
+
+# -- no per-request work proportional to the document ---------------------------------------
+
+
+def reference_line_start(text: str, line: int) -> int | None:
+    starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", text)]
+    return starts[line] if line < len(starts) else None
+
+
+@given(
+    st.lists(st.sampled_from(["a", "b ", "\n", "\r\n", "\r", "é"]), max_size=60),
+    st.lists(st.tuples(st.integers(0, 70), st.sampled_from(["", "x", "\n", "\r", "\r\n", "DEL"]), st.integers(0, 30))),
+)
+def test_line_index_agrees_with_a_full_scan_across_edits(pieces: list[str], edits: list[tuple[int, str, int]]) -> None:
+    text, lines = "".join(pieces), context.LineIndex()
+    for at, insert, line in edits:
+        at = min(at, len(text))
+        text = text[:at] + text[at + 1 :] if insert == "DEL" else text[:at] + insert + text[at:]
+        assert lines.start(text, line) == reference_line_start(text, line)
+
+
+def test_typing_near_the_cursor_scans_only_near_the_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12.5: every request scanned the document from its start for the cursor's line."""
+    text = "x = 1\n" * 100_000 + "value = "
+    lines = context.LineIndex()
+    assert lines.start(text, 100_000) == 600_000
+    scanned: list[tuple[int, int]] = []
+    skip = context.skip_lines
+    def recording(t: str, offset: int, count: int) -> int | None:
+        scanned.append((offset, count))
+        return skip(t, offset, count)
+
+    monkeypatch.setattr(context, "skip_lines", recording)
+    for typed in ("v", "va", "val"):  # new versions of the document, same line
+        cursor = context.locate(text + typed, 100_000, 8 + len(typed), "utf-16", lines)
+        assert cursor is not None and cursor.line_prefix == "value = " + typed
+    assert scanned == [(600_000, 0)] * 3
+    assert context.locate("y\n" + text, 100_001, 0, "utf-16", lines).offset == 600_002  # an edit above: rescanned
+
+
+# -- a window that keeps the cache ----------------------------------------------------------
+
+
+def word_ids(text: str) -> list[int]:
+    return [len(m.group()) for m in re.finditer(r"\w+|\W", text)]
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in re.finditer(r"\w+|\W", text)]
+
+
+def test_typing_moves_the_window_start_in_quarter_budget_jumps() -> None:
+    """Issue 12.3: a left cut recomputed per request moved on nearly every keystroke, invalidating the cache."""
+    source = "".join(f"    total_{i} = compute(value_{i}, {i})\n" for i in range(200))
+    budget, window, moves, requests = 256, None, 0, 0
+    for end in range(200, len(source), 3):  # a request every third character typed
+        prefix = source[:end]
+        new = context.fit_window(prefix, word_ids, word_spans, budget, window)
+        assert new.ids == word_ids(prefix[new.start :]) and len(new.ids) <= budget
+        assert context.is_line_start(prefix, new.start)
+        moves += window is not None and new.start != window.start
+        window, requests = new, requests + 1
+    typed_tokens = len(word_ids(source[200:]))
+    assert moves <= typed_tokens / (budget // 4) + 1
+    assert requests > 10 * moves  # almost every request keeps the cached prompt
+
+
+def test_a_fresh_window_fills_the_budget_like_fit_prefix() -> None:
+    prefix = "".join(f"line_{i} = {i}\n" for i in range(100)) + "x = "
+    window = context.fit_window(prefix, word_ids, word_spans, 50)
+    assert prefix[window.start :] == context.fit_prefix(prefix, word_spans, 50)
+
+
+def test_a_window_from_another_text_is_not_reused() -> None:
+    first = context.fit_window("a = 1\n" * 40 + "b", word_ids, word_spans, 32)
+    other = "zz = 9\n" * 40 + "c"
+    window = context.fit_window(other, word_ids, word_spans, 32, first)
+    assert window.ids == word_ids(other[window.start :]) and other[window.start :].startswith("zz")
+
+
+# -- a fast typist still gets drafts ---------------------------------------------------------
+
+LINE = "first line\nvalue = "
+
+
+@pytest.fixture
+def slow_session() -> Any:
+    engine = FakeEngine(["alpha()", "beta", "gamma"], steps=10, step_s=0.03)
+    session, _ = make_session(engine)
+    yield session, engine
+    session.close()
+
+
+def wait_for_decode(engine: FakeEngine) -> None:
+    while not engine.prefixes:
+        time.sleep(0.005)
+
+
+def test_typing_on_into_the_prefix_being_decoded_lets_the_decode_finish(slow_session: Any) -> None:
+    """Issue 12.6: each keystroke cancelled the decode in flight, so a fast typist never got drafts."""
+    session, engine = slow_session
+    first = session.complete("doc", LINE, 1, 8, "utf-16")
+    wait_for_decode(engine)
+    typed = [session.complete("doc", LINE + "alp"[:n], 1, 8 + n, "utf-16") for n in (1, 2, 3)]
+    first.cancel()  # the editor gave up on the first request: the newer ones still need its decode
+    answer = typed[-1].future.result(5)
+    assert [e.draft for e in answer.edits] == ["ha()"] and answer.timings is None  # by type-through
+    assert engine.finished == 1 and len(engine.prefixes) == 1
+    for superseded in typed[:-1]:
+        assert superseded.future.cancelled()
+
+
+def test_an_edit_that_contradicts_the_decode_still_cancels_it(slow_session: Any) -> None:
+    session, engine = slow_session
+    first = session.complete("doc", LINE + "xy", 1, 10, "utf-16")
+    wait_for_decode(engine)
+    deleted = session.complete("doc", LINE + "x", 1, 9, "utf-16")  # backspace
+    with pytest.raises(Cancelled):
+        first.future.result(5)
+    assert deleted.future.result(5).timings is not None and engine.finished == 1
+
+
+@pytest.mark.parametrize(
+    "running, new, expected",
+    [
+        (Request(1, 8, LINE, selected=False, offset=19), Request(1, 9, LINE + "a", selected=False), True),
+        (Request(1, 8, LINE, selected=False, offset=19), Request(1, 8, LINE, selected=False), False),  # nothing typed
+        (Request(1, 8, LINE, selected=False, offset=19), Request(2, 0, LINE + "\n", selected=False), False),
+        (Request(1, 8, LINE, selected=False, offset=19), Request(1, 9, "X" + LINE, selected=False), False),
+        (Request(1, 8, LINE, selected=False), Request(1, 9, LINE + "a", selected=False), False),  # not located yet
+        (Request(1, 8, LINE, selected=True, offset=19), Request(1, 9, LINE + "a", selected=False), False),
+    ],
+)
+def test_which_requests_extend_the_running_one(running: Request, new: Request, expected: bool) -> None:
+    assert extends(running, new) is expected

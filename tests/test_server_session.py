@@ -20,6 +20,9 @@ class FakeTokenizer:
     def __call__(self, text: str, **_: Any) -> dict[str, list[tuple[int, int]]]:
         return {"offset_mapping": [m.span() for m in re.finditer(r"\w+|\W", text)]}
 
+    def encode(self, text: str, **_: Any) -> list[int]:
+        return [len(m.group()) for m in re.finditer(r"\w+|\W", text)]
+
 
 class FakeEngine:
     """Drafts are fixed strings; each decode step takes `step_s` and honours cancellation."""
@@ -34,7 +37,9 @@ class FakeEngine:
     def set_ngrams(self, ngrams: Any) -> None:
         self.ngrams = ngrams
 
-    def complete(self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None) -> DecodeResult:
+    def complete(
+        self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None, **_: Any
+    ) -> DecodeResult:
         self.prefixes.append(prefix)
         for _ in range(self.steps):
             if cancelled and cancelled():
