@@ -57,6 +57,7 @@ class Job:
 class Scheduler:
     def __init__(self, name: str = "spd-model") -> None:
         self._pending: OrderedDict[Hashable, Job] = OrderedDict()
+        self._background: OrderedDict[Hashable, Job] = OrderedDict()  # run only when nothing else waits
         self._running: Job | None = None
         self._closed = False
         self._wake = threading.Condition()
@@ -64,43 +65,52 @@ class Scheduler:
         self._thread.start()
 
     def submit(
-        self, key: Hashable, work: Callable[[CancelCheck], T], *, tag: Any = None, keeps: Keeps | None = None
+        self,
+        key: Hashable,
+        work: Callable[[CancelCheck], T],
+        *,
+        tag: Any = None,
+        keeps: Keeps | None = None,
+        background: bool = False,
     ) -> Job:
         """Queue `work(cancelled)`; it supersedes any job under the same key.
 
-        A running job under the key finishes instead when `keeps(its tag, tag)`.
+        A running job under the key finishes instead when `keeps(its tag, tag)`. A
+        background job runs only while no other job is waiting.
         """
         job = Job(key, work, tag)
         with self._wake:
             if self._closed:
                 job.stop()
                 return job
-            running = self._running if self._running is not None and self._running.key == key else None
-            if running is not None and keeps is not None and keeps(running.tag, tag):
-                running.kept = True
-                running = None
-            self._stop(key, running=running)
-            self._pending[key] = job
+            self._supersede(key, tag, keeps)
+            (self._background if background else self._pending)[key] = job
             self._wake.notify()
         return job
 
-    def cancel(self, key: Hashable) -> None:
+    def cancel(self, key: Hashable, *, tag: Any = None, keeps: Keeps | None = None) -> None:
+        """Stop the jobs under `key`, except a running one whose result `keeps(its tag, tag)`."""
         with self._wake:
-            running = self._running if self._running is not None and self._running.key == key else None
-            self._stop(key, running=running)
+            self._supersede(key, tag, keeps)
 
-    def _stop(self, key: Hashable, *, running: Job | None) -> None:
-        if (old := self._pending.pop(key, None)) is not None:
-            old.stop()
-        if running is not None:
-            running.stop()
+    def _supersede(self, key: Hashable, tag: Any, keeps: Keeps | None) -> None:
+        running = self._running
+        if running is not None and running.key == key:
+            if keeps is not None and keeps(running.tag, tag):
+                running.kept = True
+            else:
+                running.stop()
+        for queue in (self._pending, self._background):
+            if (old := queue.pop(key, None)) is not None:
+                old.stop()
 
     def close(self, timeout: float | None = 5.0) -> None:
         with self._wake:
             self._closed = True
-            for job in self._pending.values():
-                job.stop()
-            self._pending.clear()
+            for queue in (self._pending, self._background):
+                for job in queue.values():
+                    job.stop()
+                queue.clear()
             if self._running is not None:
                 self._running.stop()
             self._wake.notify()
@@ -108,10 +118,10 @@ class Scheduler:
 
     def _next(self) -> Job | None:
         with self._wake:
-            self._wake.wait_for(lambda: self._pending or self._closed)
+            self._wake.wait_for(lambda: self._pending or self._background or self._closed)
             if self._closed:
                 return None
-            _, self._running = self._pending.popitem(last=False)
+            _, self._running = (self._pending or self._background).popitem(last=False)
             return self._running
 
     def _loop(self) -> None:

@@ -117,6 +117,11 @@ def extends(running: Any, new: Any) -> bool:
     )
 
 
+def accepts(anticipated: Any, new: Any) -> bool:
+    """`new` is the document as the precomputation foresaw it: the top draft accepted."""
+    return isinstance(anticipated, Request) and isinstance(new, Request) and new.text == anticipated.text
+
+
 @dataclass
 class Suggestions:
     edits: list[LineEdit]
@@ -190,8 +195,10 @@ def token_ids(tokenizer: Any) -> Encode:
 
 
 class Session:
-    def __init__(self, client: Client, loader: Loader = load_engine) -> None:
+    def __init__(self, client: Client, loader: Loader = load_engine, *, anticipate: bool = True) -> None:
+        """`anticipate`: precompute the drafts after the top draft while idle (off: only on request)."""
         self.client = client
+        self.anticipate = anticipate
         self.loader = loader
         self.settings = Settings()
         self.scheduler = Scheduler()
@@ -205,6 +212,7 @@ class Session:
         self._shown: dict[str, Shown] = {}
         self._windows: dict[str, Window] = {}
         self._lines: dict[str, LineIndex] = {}
+        self._ahead: dict[str, Shown] = {}  # drafts for the document with the top draft accepted
 
     # -- configuration -------------------------------------------------------
     def configure(self, settings: Settings, warnings: Sequence[str] = (), roots: Sequence[Path] | None = None) -> Job:
@@ -245,6 +253,7 @@ class Session:
         self.stats.requests += 1
         settings = self.settings
         request = Request(line, character, text, selected=selection is not None)
+        self.scheduler.cancel(("ahead", key), tag=request, keeps=accepts)  # any other edit drops it
         return self.scheduler.submit(
             key,
             lambda cancelled: self._complete(key, settings, request, encoding, selection, cancelled),
@@ -277,22 +286,46 @@ class Session:
         shown = self._shown.get(key)
         timings = None
         drafts = shown.follow(cursor.prefix, cursor.line_suffix) if shown else []
-        if not drafts:  # only a model call needs the prefix cut to its token budget
-            tokenizer = loaded.engine.tokenizer
-            budget = settings.prefix_budget(loaded.device_type)
-            previous = self._windows.get(key)
-            window = fit_window(cursor.prefix, token_ids(tokenizer), token_spans(tokenizer), budget, previous)
-            self._windows[key] = window
-            prefix = cursor.prefix[window.start :]
-            if not prefix.strip():
-                return Suggestions([])
-            result = loaded.engine.complete(prefix, settings.decode_options(), cancelled, ids=window.ids)
-            drafts = finalize((d.text for d in result.drafts), cursor.line_suffix, settings.multiline, settings.k)
-            timings = result.timings
+        if not drafts and (ahead := self._ahead.pop(key, None)) and _foresaw(ahead, cursor):
+            drafts = list(ahead.drafts)  # the user accepted the top draft: computed while idle
+            self._shown[key] = ahead
+        if not drafts:
+            drafts, timings = self._decode(key, settings, loaded, cursor, cancelled)
             self._shown[key] = Shown.of(cursor.prefix, cursor.line_suffix, drafts)
+            if drafts and self.anticipate:
+                self._anticipate(key, settings, cursor, drafts[0])
         replaced = text[line_start:end]
         self.stats.record(time.perf_counter() - started, timings)
         return Suggestions(line_edits(drafts, cursor, line, replaced, encoding), timings)
+
+    def _decode(
+        self, key: str, settings: Settings, loaded: Loaded, cursor: Cursor, cancelled: CancelCheck
+    ) -> tuple[list[str], Timings | None]:
+        """Drafts from the model, the prompt cut to its budget by the document's window."""
+        tokenizer = loaded.engine.tokenizer
+        budget = settings.prefix_budget(loaded.device_type)
+        previous = self._windows.get(key)
+        window = fit_window(cursor.prefix, token_ids(tokenizer), token_spans(tokenizer), budget, previous)
+        self._windows[key] = window
+        prefix = cursor.prefix[window.start :]
+        if not prefix.strip():
+            return [], None
+        result = loaded.engine.complete(prefix, settings.decode_options(), cancelled, ids=window.ids)
+        drafts = finalize((d.text for d in result.drafts), cursor.line_suffix, settings.multiline, settings.k)
+        return drafts, result.timings
+
+    def _anticipate(self, key: str, settings: Settings, cursor: Cursor, draft: str) -> None:
+        """While the model is idle, the drafts that follow `draft` once accepted (as llama.vim does)."""
+        accepted = with_selection(cursor, cursor.offset, cursor.offset, draft)
+        tag = Request(-1, -1, accepted.text, selected=False)
+
+        def work(cancelled: CancelCheck) -> None:
+            if self._loaded is not None:
+                drafts, _ = self._decode(key, settings, self._loaded, accepted, cancelled)
+                self._ahead[key] = Shown.of(accepted.prefix, accepted.line_suffix, drafts)
+
+        self._ahead.pop(key, None)
+        self.scheduler.submit(("ahead", key), work, tag=tag, background=True)
 
     def close_document(self, key: str) -> None:
         self.scheduler.cancel(key)
@@ -300,7 +333,7 @@ class Session:
 
     def _forget(self, key: str | None = None) -> None:
         """Drop a document's (None: every document's) shown drafts, window and line index."""
-        for per_document in (self._shown, self._windows, self._lines):
+        for per_document in (self._shown, self._windows, self._lines, self._ahead):
             if key is None:
                 per_document.clear()
             else:
@@ -333,6 +366,11 @@ class Session:
     def close(self) -> None:
         self.scheduler.close()
         self.workspace.close()
+
+
+def _foresaw(ahead: Shown, cursor: Cursor) -> bool:
+    prefix = cursor.prefix
+    return (ahead.prefix_length, ahead.suffix) == (len(prefix), cursor.line_suffix) and ahead.prefix_hash == hash(prefix)
 
 
 def _apply_selection(

@@ -261,3 +261,43 @@ def test_an_edit_that_contradicts_the_decode_still_cancels_it(slow_session: Any)
 )
 def test_which_requests_extend_the_running_one(running: Request, new: Request, expected: bool) -> None:
     assert extends(running, new) is expected
+
+
+# -- the next suggestion, precomputed ---------------------------------------------------------
+
+
+@pytest.fixture
+def anticipating() -> Any:
+    engine = FakeEngine(["alpha()", "beta", "gamma"], steps=3, step_s=0.01)
+    session, _ = make_session(engine, anticipate=True)
+    yield session, engine
+    session.close()
+
+
+def wait_until(condition: Any) -> None:
+    deadline = time.monotonic() + 5
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
+def test_accepting_the_top_draft_is_answered_from_the_idle_precomputation(anticipating: Any) -> None:
+    """Issue 12.4: accept -> next ghost text waited for a full decode."""
+    session, engine = anticipating
+    shown = session.complete("doc", LINE, 1, 8, "utf-16").future.result(5)
+    assert shown.edits[0].draft == "alpha()"
+    wait_until(lambda: engine.finished == 2)  # the idle worker decoded the accepted state
+    assert engine.prefixes == [LINE, LINE + "alpha()"]
+    accepted = session.complete("doc", LINE + "alpha()", 1, 15, "utf-16").future.result(5)
+    assert accepted.timings is None and [e.draft for e in accepted.edits] == ["alpha()", "beta", "gamma"]
+    assert accepted.edits[0].new_text == "value = alpha()alpha()"
+
+
+def test_any_other_edit_drops_the_precomputation(anticipating: Any) -> None:
+    session, engine = anticipating
+    engine.step_s = 0.2
+    first = session.complete("doc", LINE, 1, 8, "utf-16")
+    wait_until(lambda: len(engine.prefixes) == 2)  # the precomputation runs
+    other = session.complete("doc", LINE + "z", 1, 9, "utf-16")
+    assert first.future.result(5).edits and other.future.result(5).timings is not None
+    assert engine.prefixes[:3] == [LINE, LINE + "alpha()", LINE + "z"] and engine.finished == 2  # it was stopped

@@ -61,9 +61,9 @@ class RecordingClient:
         raise AssertionError("no workspace folders in these tests")
 
 
-def make_session(engine: FakeEngine) -> tuple[Session, RecordingClient]:
+def make_session(engine: FakeEngine, *, anticipate: bool = False) -> tuple[Session, RecordingClient]:
     client = RecordingClient()
-    session = Session(client, loader=lambda settings: Loaded(engine, {"name": "fake"}, "cpu"))
+    session = Session(client, loader=lambda settings: Loaded(engine, {"name": "fake"}, "cpu"), anticipate=anticipate)
     session.configure(
         Settings(ngrams=parse_settings({"ngrams": {"enabled": False}})[0].ngrams), roots=[]
     ).future.result(5)
