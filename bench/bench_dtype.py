@@ -8,7 +8,10 @@ of k) as means with 95% bootstrap intervals, and the paired bf16 - fp32 differen
 with its interval (bf16 is "unchanged" where that interval holds 0). Speed: the
 median per-request ratio bf16/fp32 of prefill, decode and total time.
 
-    nice -n 10 .venv/bin/python bench/bench_dtype.py --per-kind 150
+    nice -n 10 .venv/bin/python bench/bench_dtype.py --per-kind 150 --samples /tmp/dtype.jsonl
+
+Samples are appended to `--samples` as they come (a rerun resumes there); `--report`
+prints the tables of the samples so far without running anything.
 """
 
 from __future__ import annotations
@@ -78,9 +81,17 @@ def main() -> int:
     parser.add_argument("--per-kind", type=int, default=150, help="test positions of each kind")
     parser.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "eval")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", type=Path, help="write every sample here")
+    parser.add_argument("--samples", type=Path, required=True, help="JSON lines of samples: appended, resumed")
+    parser.add_argument("--report", action="store_true", help="only print the tables of the samples so far")
     args = parser.parse_args()
+    done = [json.loads(line) for line in args.samples.read_text().splitlines()] if args.samples.exists() else []
+    if not args.report:
+        done = measure(args, done)
+    report(done)
+    return 0
 
+
+def measure(args: argparse.Namespace, done: list[dict[str, Any]]) -> list[dict[str, Any]]:
     root = fetch_packages(list(DEFAULT_PACKAGES), args.workdir / "corpus").resolve()
     split = split_files(root)
     engines = {dtype: Engine(load_model(dtype=dtype)) for dtype in DTYPES}
@@ -88,19 +99,25 @@ def main() -> int:
     store = workspace_store(args.workdir / "ws-dtype", tokenizer, root, split.indexed)
     for engine in engines.values():
         engine.set_ngrams(store)
-    positions = [
-        p for kind in KINDS for p in fitted(sample_positions(split.test, args.per_kind, args.seed, kinds=(kind,)), tokenizer)
-    ]
+    by_kind = [fitted(sample_positions(split.test, args.per_kind, args.seed, kinds=(kind,)), tokenizer) for kind in KINDS]
+    positions = [p for pair in zip(*by_kind) for p in pair]  # kinds alternate: a partial run has both
     options = replace(DecodeOptions(), method="superposed", k=3)
-    samples: list[dict[str, Any]] = []
+    samples = list(done)
     started = time.perf_counter()
-    for index, position in enumerate(positions):
-        order = DTYPES if index % 2 == 0 else DTYPES[::-1]  # alternate who runs first
-        row = {"kind": position.kind, **{d: run_one(engines[d], position.prefix, position.target, options) for d in order}}
-        samples.append(row)
-        if (index + 1) % 20 == 0:
-            print(f"[{time.perf_counter() - started:.0f} s] {index + 1}/{len(positions)}", file=sys.stderr, flush=True)
+    with args.samples.open("a") as out:
+        for index, position in enumerate(positions[len(done) :], start=len(done)):
+            order = DTYPES if index % 2 == 0 else DTYPES[::-1]  # alternate who runs first
+            runs = {d: run_one(engines[d], position.prefix, position.target, options) for d in order}
+            samples.append({"kind": position.kind, **runs})
+            out.write(json.dumps(samples[-1]) + "\n")
+            out.flush()
+            if (index + 1) % 10 == 0:
+                print(f"[{time.perf_counter() - started:.0f} s] {index + 1}/{len(positions)}", file=sys.stderr, flush=True)
+    return samples
 
+
+def report(samples: list[dict[str, Any]]) -> None:
+    options = DecodeOptions()
     counts = ", ".join(f"{kind}: {sum(s['kind'] == kind for s in samples)}" for kind in KINDS)
     print(f"SPD + workspace n-grams, k=3, {options.max_tokens} tokens; {len(samples)} positions ({counts})")
     print("| kind | measure | fp32 | bf16 | bf16 - fp32 (paired) |")
@@ -122,9 +139,6 @@ def main() -> int:
         ratio = statistics.median(b / f for b, f in zip(bf16, fp32) if f > 0)
         print(f"| {phase} | {statistics.median(fp32):.0f} | {statistics.median(bf16):.0f} | {ratio:.2f} |")
     print(f"prompt tokens median {statistics.median(s['float32']['tokens'] for s in samples):.0f}")
-    if args.json:
-        args.json.write_text(json.dumps(samples, indent=1))
-    return 0
 
 
 if __name__ == "__main__":
