@@ -51,7 +51,8 @@ class ModelRunner:
     def __init__(self, model: Any, device: torch.device, *, chunk_tokens: int | None = None):
         self.model = model
         self.device = device
-        self.chunk_tokens = chunk_tokens or (CPU_PREFILL_CHUNK if device.type == "cpu" else ACCELERATOR_PREFILL_CHUNK)
+        default_chunk = CPU_PREFILL_CHUNK if device.type == "cpu" else ACCELERATOR_PREFILL_CHUNK
+        self.chunk_tokens = chunk_tokens or default_chunk
         self.embedding = model.get_input_embeddings()
         parameters = inspect.signature(model.forward).parameters
         self._keep_last = "logits_to_keep" in parameters
