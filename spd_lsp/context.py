@@ -65,6 +65,19 @@ def skip_lines(text: str, offset: int, count: int) -> int | None:
     return offset
 
 
+BACK_STEPS = 64  # lines LineIndex walks back before rescanning from the start
+
+
+def lines_back(text: str, offset: int, count: int) -> int:
+    """Offset of the line start `count` lines before the line start `offset` (at most the first line)."""
+    for _ in range(count):
+        if offset == 0:
+            break
+        end = offset - 2 if offset >= 2 and text.startswith("\r\n", offset - 2) else offset - 1  # its EOL
+        offset = max(text.rfind("\n", 0, end), text.rfind("\r", 0, end)) + 1
+    return offset
+
+
 def line_start(text: str, line: int) -> int | None:
     """Offset where a line begins; None when the document has fewer lines."""
     return skip_lines(text, 0, line)
@@ -101,8 +114,11 @@ class LineIndex:
         self.offset = 0
 
     def start(self, text: str, line: int) -> int | None:
-        if line < self.line or not (is_line_start(text, self.offset) and eol_count(text, self.offset) == self.line):
+        if not (is_line_start(text, self.offset) and eol_count(text, self.offset) == self.line):
             self.line, self.offset = 0, 0
+        if line < self.line:  # a few lines up: step back; far up: from the start
+            back = self.line - line
+            self.line, self.offset = (line, lines_back(text, self.offset, back)) if back <= BACK_STEPS else (0, 0)
         offset = skip_lines(text, self.offset, line - self.line)
         if offset is not None:
             self.line, self.offset = line, offset
