@@ -32,6 +32,10 @@ CACHE_ENV = "SPD_LSP_MODEL_CACHE"
 # Never contact a model hub: every load is from local files.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# No progress bars: on a language server's stderr editors log each redraw as an error
+# (Neovim's lsp.log); the load time is logged once instead.
+os.environ.setdefault("TQDM_DISABLE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 class ModelLoadError(RuntimeError):

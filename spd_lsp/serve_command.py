@@ -18,6 +18,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     transport.add_argument("--tcp", action="store_true", help="serve over TCP")
     parser.add_argument("--host", default="127.0.0.1", help="TCP address to bind (default: loopback only)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
+    parser.add_argument(
+        "--max-message-mb", type=float, default=64, help="skip (and log) LSP messages larger than this (default 64)"
+    )
     parser.add_argument("--log-file", help="write the log here instead of stderr")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--version", action="version", version=f"spd-lsp {__version__}")
@@ -39,7 +42,7 @@ def main(argv: list[str]) -> int:
     configure_logging(args.log_file, args.log_level)
     from spd_lsp.server import build_server
 
-    server = build_server()
+    server = build_server(max_message_bytes=int(args.max_message_mb * 1024 * 1024))
     if args.tcp:
         server.start_tcp(args.host, args.port)
         return 0

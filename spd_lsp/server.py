@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+import sys
+import threading
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Generator
 from urllib.parse import unquote
 
+import attrs
+import cattrs
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcMethodNotFound
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
+from pygls.protocol import LanguageServerProtocol, default_converter
 from pygls.protocol.json_rpc import JsonRPCNotification
+from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
-from spd_lsp import __version__
+from spd_lsp import __version__, transport
+from spd_lsp.framing import DEFAULT_MAX_BYTES, FrameReader, encode
 from spd_lsp.config import parse_settings, settings_from_configuration
+from spd_lsp.context import EOL, index_of
 from spd_lsp.decoding.types import Cancelled
 from spd_lsp.postprocess import LineEdit
 from spd_lsp.session import Loader, Selection, Session, load_engine
@@ -30,18 +39,51 @@ STATUS = "spd.status"
 MESSAGE_TYPES = {"error": lsp.MessageType.Error, "warning": lsp.MessageType.Warning, "info": lsp.MessageType.Info}
 
 
+def strict_converter() -> cattrs.Converter:
+    """pygls' converter, but an LSP integer must be one: 1.5, "3" and true are invalid params."""
+    converter = default_converter()
+
+    def integer(value: Any, _type: type) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise TypeError(f"{value!r} is not an integer")
+        return int(value)
+
+    converter.register_structure_hook(int, integer)
+    converter.register_structure_hook(bool, lambda value, _type: bool(value))  # bool subclasses int: as before
+    return converter
+
+
 class SpdProtocol(LanguageServerProtocol):
-    """Answers requests whose params do not deserialize (pygls alone drops them)."""
+    """Answers every request: bad params (-32602), unknown commands (-32601), and
+    notifications sent with an id (handled, then answered `null`); pygls alone drops them."""
 
     def structure_message(self, data: dict[str, Any]) -> Any:
+        if _is_request(data) and self._is_notification(data["method"]):
+            log.warning("%s is a notification but came with id %r: handled, answered null", data["method"], data["id"])
+            self._send_response(data["id"], result=None)
+            data = {key: value for key, value in data.items() if key != "id"}
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:
-            if "id" not in data or "method" not in data or "result" in data or "error" in data:
+            if not _is_request(data):
                 raise
             error = JsonRpcInvalidParams(f"invalid params for {data['method']}: {exc.__cause__ or exc}")
             self._send_response(data["id"], error=error.to_response_error())
             return JsonRPCNotification(method="$/spd/answered", jsonrpc="2.0", params=None)
+
+    def _is_notification(self, method: Any) -> bool:
+        message_type = self.get_message_type(method) if isinstance(method, str) else None
+        return message_type is not None and attrs.has(message_type) and "id" not in attrs.fields_dict(message_type)
+
+    @lsp_method(lsp.WORKSPACE_EXECUTE_COMMAND)
+    def lsp_workspace__execute_command(self, params: lsp.ExecuteCommandParams) -> Generator[Any, Any, Any]:
+        if params.command not in self.fm.commands:
+            raise JsonRpcMethodNotFound(f"unknown command {params.command!r}")
+        return (yield from super().lsp_workspace__execute_command(params))
+
+
+def _is_request(data: Any) -> bool:
+    return isinstance(data, dict) and "id" in data and "method" in data and "result" not in data and "error" not in data
 
 
 class LspProgress:
@@ -102,10 +144,56 @@ class LspClient:
 
 
 class SpdServer(LanguageServer):
-    def __init__(self, loader: Loader = load_engine) -> None:
-        super().__init__("spd-lsp", __version__, protocol_cls=SpdProtocol)
+    def __init__(self, loader: Loader = load_engine, *, max_message_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        super().__init__("spd-lsp", __version__, protocol_cls=SpdProtocol, converter_factory=strict_converter)
         self.client = LspClient(self)
         self.session = Session(self.client, loader)
+        self.max_message_bytes = max_message_bytes
+        self._connected = False
+
+    # -- transports: our framing (`spd_lsp.transport`) instead of pygls' reader --
+    def start_io(self, stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> None:
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+
+        async def run() -> None:
+            stream = transport.stdin_stream(stdin or sys.stdin.buffer, asyncio.get_running_loop())
+            await self._serve(stream)
+
+        try:
+            asyncio.run(run())
+        except BrokenPipeError:
+            log.error("the client closed the connection; shutting down")
+        finally:
+            self.shutdown()
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """One client per server: a second connection is refused with an error, never served."""
+        self._stop_event = threading.Event()
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if self._connected:
+                await refuse(reader, writer)
+                return
+            self._connected = True
+            self.protocol.set_writer(writer)  # type: ignore[arg-type]
+            await self._serve(reader)
+            self.shutdown()
+
+        async def serve() -> None:
+            self._server = await asyncio.start_server(connection, host, port)
+            log.info("serving on %s", ", ".join(str(s.getsockname()) for s in self._server.sockets))
+            async with self._server:
+                await self._server.serve_forever()
+
+        try:
+            asyncio.run(serve())
+        except asyncio.CancelledError:
+            log.debug("TCP server stopped")
+
+    async def _serve(self, reader: asyncio.StreamReader) -> None:
+        assert self._stop_event is not None
+        await transport.serve(reader, self.protocol, stop=self._stop_event, max_bytes=self.max_message_bytes)
 
     @property
     def encoding(self) -> str:
@@ -122,13 +210,34 @@ class SpdServer(LanguageServer):
             suggestions = await asyncio.wrap_future(job.future)
         except (asyncio.CancelledError, Cancelled):
             job.cancel()
-            self.session.stats.cancelled += 1
+            self.session.stats.count("cancelled")
             raise asyncio.CancelledError() from None
-        except Exception:  # noqa: BLE001 - a failed draft is no reason to show the user an error
+        except Exception as exc:  # noqa: BLE001 - a failed draft answers empty, counted and shown once
             log.exception("completion failed for %s", uri)
+            self.session.failed(exc)
             return []
-        self.session.stats.answered += 1
+        self.session.stats.count("answered")
         return suggestions.edits
+
+
+REFUSED = "spd-lsp serves one client per server and another client is connected; start another server"
+
+
+async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Tell a second TCP client why it gets nothing (answering its first request), then close."""
+    log.warning("refused a second TCP client: %s", writer.get_extra_info("peername"))
+    messages = [{"jsonrpc": "2.0", "method": "window/showMessage", "params": {"type": 1, "message": REFUSED}}]
+    try:
+        frame = await asyncio.wait_for(FrameReader(lambda: reader.read(transport.CHUNK)).next(), 5)
+        request = frame.message if frame else None
+        if _is_request(request):
+            messages.append({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32803, "message": REFUSED}})
+    except TimeoutError:
+        pass
+    for message in messages:
+        writer.write(encode(message))
+    await writer.drain()
+    writer.close()
 
 
 def accept_command(uri: str, rank: int, edit: LineEdit) -> lsp.Command:
@@ -137,6 +246,43 @@ def accept_command(uri: str, rank: int, edit: LineEdit) -> lsp.Command:
 
 def edit_range(edit: LineEdit) -> lsp.Range:
     return lsp.Range(start=lsp.Position(edit.line, 0), end=lsp.Position(edit.line, edit.end_character))
+
+
+WORD_END = re.compile(r"\w*\Z")
+
+
+def completion_items(uri: str, before: str, edits: list[LineEdit]) -> list[lsp.CompletionItem]:
+    """The completion-menu twin of the inline items, for clients without inline completion.
+
+    Each item inserts the word the cursor is in plus the draft's first line (`insertText`,
+    no `textEdit`): clients replace the word before the cursor with it, which is exact in
+    Neovim 0.11's `vim.lsp.omnifunc` (it keeps only the first word of a `textEdit.newText`)
+    and in VS Code. An edit that rewrites text before that word cannot be expressed so and
+    is left to the inline path; so is a draft's second line (Neovim's menu cannot insert
+    line breaks).
+    """
+    word = WORD_END.search(before).group()
+    items: list[lsp.CompletionItem] = []
+    for rank, edit in enumerate(edits):
+        if not edit.new_text.startswith(before):
+            continue
+        text = word + EOL.split(edit.new_text[len(before) :], maxsplit=1)[0]
+        if text == word or any(item.insert_text == text for item in items):
+            continue
+        items.append(
+            lsp.CompletionItem(
+                label=text,
+                kind=lsp.CompletionItemKind.Text,
+                detail="spd-lsp",
+                sort_text=f"{rank:03d}",
+                filter_text=text,
+                insert_text=text,
+                insert_text_format=lsp.InsertTextFormat.PlainText,
+                insert_text_mode=lsp.InsertTextMode.AsIs,
+                command=accept_command(uri, rank, edit),
+            )
+        )
+    return items
 
 
 def _selection(context: lsp.InlineCompletionContext) -> Selection | None:
@@ -156,8 +302,8 @@ def _roots(params: lsp.InitializeParams) -> list[Path]:
     return [Path(path) for uri in uris if (path := to_fs_path(uri))]
 
 
-def build_server(loader: Loader = load_engine) -> SpdServer:
-    server = SpdServer(loader)
+def build_server(loader: Loader = load_engine, *, max_message_bytes: int = DEFAULT_MAX_BYTES) -> SpdServer:
+    server = SpdServer(loader, max_message_bytes=max_message_bytes)
 
     @server.feature(lsp.INITIALIZE)
     def initialize(ls: SpdServer, params: lsp.InitializeParams) -> None:
@@ -188,21 +334,13 @@ def build_server(loader: Loader = load_engine) -> SpdServer:
 
     @server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(resolve_provider=False))
     async def completion(ls: SpdServer, params: lsp.CompletionParams) -> lsp.CompletionList:
-        uri = params.text_document.uri
-        edits = await ls.suggest(uri, params.position)
-        items = [
-            lsp.CompletionItem(
-                label=e.draft.strip(),
-                kind=lsp.CompletionItemKind.Text,
-                detail="spd-lsp",
-                sort_text=f"{i:03d}",
-                filter_text=e.new_text,
-                text_edit=lsp.TextEdit(range=edit_range(e), new_text=e.new_text),
-                command=accept_command(uri, i, e),
-            )
-            for i, e in enumerate(edits)
-        ]
-        return lsp.CompletionList(is_incomplete=True, items=items)
+        uri, position = params.text_document.uri, params.position
+        edits = await ls.suggest(uri, position)
+        document = ls.workspace.text_documents.get(unquote(uri))
+        lines = document.lines if document else []
+        line = lines[position.line].rstrip("\r\n") if position.line < len(lines) else ""
+        before = line[: index_of(line, position.character, ls.encoding)]
+        return lsp.CompletionList(is_incomplete=True, items=completion_items(uri, before, edits))
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE, lsp.SaveOptions(include_text=False))
     def did_save(ls: SpdServer, params: lsp.DidSaveTextDocumentParams) -> None:

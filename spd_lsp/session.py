@@ -8,9 +8,10 @@ model call runs on the scheduler's single worker thread.
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections import deque
-from dataclasses import dataclass, field
+from collections import Counter, deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
@@ -128,25 +129,39 @@ class Suggestions:
     timings: Timings | None = None
 
 
-@dataclass
 class Stats:
-    requests: int = 0
-    answered: int = 0
-    cancelled: int = 0
-    accepted: int = 0
-    typed_through: int = 0  # requests answered from drafts the user was typing into
-    latencies: deque[tuple[float, Timings, bool]] = field(default_factory=lambda: deque(maxlen=1000))
+    """Counters and recent latencies, written by the event loop and the model worker: one lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+        self._failures: Counter[str] = Counter()  # by exception class
+        self._latencies: deque[tuple[float, Timings, bool]] = deque(maxlen=1000)
+
+    def count(self, name: str) -> None:
+        """One more `requests`, `answered`, `cancelled` or `accepted`."""
+        with self._lock:
+            self._counts[name] += 1
+
+    def failed(self, kind: str) -> bool:
+        """Count a failed request of `kind`; True the first time this kind fails."""
+        with self._lock:
+            self._failures[kind] += 1
+            return self._failures[kind] == 1
 
     def record(self, total_s: float, timings: Timings | None) -> None:
         """`timings` None: answered from the drafts already shown, without the model."""
-        self.latencies.append((total_s, timings or Timings(), timings is not None))
-        self.typed_through += timings is None
+        with self._lock:
+            self._latencies.append((total_s, timings or Timings(), timings is not None))
+            self._counts["typedThrough"] += timings is None
 
     def last(self) -> dict[str, Any] | None:
         """The newest fully computed request, phase by phase (for benchmarks and debugging)."""
-        if not self.latencies:
+        with self._lock:
+            newest = self._latencies[-1] if self._latencies else None
+        if newest is None:
             return None
-        total, t, from_model = self.latencies[-1]
+        total, t, from_model = newest
         return {
             "source": "model" if from_model else "typedThrough",
             "totalMs": round(1000 * total, 1),
@@ -160,21 +175,25 @@ class Stats:
         }
 
     def summary(self) -> dict[str, Any]:
-        totals = [total for total, _, _ in self.latencies]
+        with self._lock:
+            latencies = list(self._latencies)
+            counts, failures = dict(self._counts), dict(self._failures)
         phases = {
-            "prefill": [t.prefill_s for _, t, _ in self.latencies],
-            "model": [t.model_s for _, t, _ in self.latencies],
-            "ngram": [t.ngram_s for _, t, _ in self.latencies],
+            "total": [total for total, _, _ in latencies],
+            "prefill": [t.prefill_s for _, t, _ in latencies],
+            "model": [t.model_s for _, t, _ in latencies],
+            "ngram": [t.ngram_s for _, t, _ in latencies],
         }
         return {
-            "requests": self.requests,
-            "answered": self.answered,
-            "cancelled": self.cancelled,
-            "accepted": self.accepted,
-            "typedThrough": self.typed_through,
-            "latencyMs": {name: _percentiles(values) for name, values in {"total": totals, **phases}.items()},
+            **{name: counts.get(name, 0) for name in COUNTERS},
+            "failed": sum(failures.values()),
+            "failures": failures,
+            "latencyMs": {name: _percentiles(values) for name, values in phases.items()},
             "last": self.last(),
         }
+
+
+COUNTERS = ("requests", "answered", "cancelled", "accepted", "typedThrough")
 
 
 def _percentiles(values: Sequence[float]) -> dict[str, float | None]:
@@ -250,7 +269,7 @@ class Session:
         self, key: str, text: str, line: int, character: int, encoding: str, selection: Selection | None = None
     ) -> Job:
         """Drafts for a document snapshot; supersedes the previous request for `key`."""
-        self.stats.requests += 1
+        self.stats.count("requests")
         settings = self.settings
         request = Request(line, character, text, selected=selection is not None)
         self.scheduler.cancel(("ahead", key), tag=request, keeps=accepts)  # any other edit drops it
@@ -347,7 +366,17 @@ class Session:
         return self.workspace.reindex()
 
     def accepted(self) -> None:
-        self.stats.accepted += 1
+        self.stats.count("accepted")
+
+    def failed(self, error: BaseException) -> None:
+        """A completion failed (answered empty): counted by kind, the first of each kind shown."""
+        kind = type(error).__name__
+        if self.stats.failed(kind):
+            self.client.show(
+                "error",
+                f"spd-lsp: a completion failed ({kind}: {error}); such requests answer nothing. "
+                "The log has the details; `spd.status` counts further failures.",
+            )
 
     def status(self) -> dict[str, Any]:
         loaded = self._loaded

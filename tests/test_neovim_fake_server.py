@@ -6,6 +6,8 @@ The fake server (tests/editors/fake_spd_server.py) answers each inline request w
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -14,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from editors.nvim_driver import FAKE_SERVER, NVIM, PLUGIN_DIR, Nvim
+from editors.nvim_driver import FAKE_SERVER, NVIM, Nvim
 
 pytestmark = [
     pytest.mark.e2e,
@@ -211,19 +213,28 @@ def test_unknown_setup_option_is_an_error(nvim: Nvim) -> None:
         nvim.lua("require('spd').setup({ maxTokens = 5 })")
 
 
-def test_spd_status_shows_model_device_store_and_latency(nvim: Nvim) -> None:
+def test_spd_status_shows_model_device_store_and_latency_as_plain_lines(nvim: Nvim) -> None:
     nvim.api.command("SpdStatus")
     text = nvim.wait_for(nvim.float_text, "the status window")
-    for expected in ("model.name: fake-model", "model.device: cpu", "latencyMs.total.p50: 12", "accepted: 0"):
+    for expected in ("model.name: fake-model", "model.device: cpu", "latencyMs.total.p50: 12", "accepted: 0",
+                     "stores[1].root: /tmp/fake", "stores[1].files: 0"):
         assert expected in text
+    assert "{" not in text, "no raw Lua tables"
+    height = nvim.lua("for _, w in ipairs(vim.api.nvim_list_wins()) do if vim.api.nvim_win_get_config(w).relative ~= '' "
+                      "then return vim.api.nvim_win_get_height(w) end end")
+    assert height == len(text.splitlines()), "every line shown"
 
 
-def test_spd_index_reports_progress_and_the_result(nvim: Nvim) -> None:
+def test_spd_index_reports_progress_and_what_the_store_holds(nvim: Nvim) -> None:
     nvim.api.command("SpdIndex")
-    text = nvim.wait_for(lambda: "3 files indexed" in (m := nvim.messages()) and m, "the end of indexing")
-    assert "SPD: Indexing workspace 3 files indexed" in text
-    assert "SPD: index workspace: started: true" in text
-    assert status(nvim)["stores"][0]["files"] == 3
+    totals = "SPD: /tmp/fake is indexed: 3 files, 120 tokens in the store"
+    text = nvim.wait_for(lambda: totals in (m := nvim.messages()) and m, "the end of indexing")
+    assert "SPD: Indexing workspace: this run: 3 files, 120 tokens" in text
+    assert "SPD: indexing the workspace" in text
+    nvim.api.command("messages clear")
+    nvim.api.command("SpdIndex")  # up to date: nothing changed, which must not read as nothing indexed
+    text = nvim.wait_for(lambda: totals in (m := nvim.messages()) and m, "the end of the second indexing")
+    assert text.index("this run: 0 files, 0 tokens") < text.index(totals)
 
 
 def test_spd_toggle_turns_ghost_text_off_and_on(nvim: Nvim) -> None:
@@ -261,18 +272,39 @@ def test_without_vim_lsp_config_as_on_0_10_the_plugin_starts_the_server_itself(w
         nvim.close()
 
 
-def test_plugin_layout_is_what_plugin_managers_expect() -> None:
-    for path in ("plugin/spd.lua", "lua/spd/init.lua", "lsp/spd_lsp.lua"):
-        assert (PLUGIN_DIR / path).is_file(), path
+def test_the_runtime_finds_every_piece_of_the_plugin_and_0_11_uses_the_ghost_path(workspace: Path) -> None:
+    """What a plugin manager gives: the directory on 'runtimepath', nothing else called."""
+    nvim = Nvim(None, workspace)
+    try:
+        assert nvim.lua("return vim.lsp.config['spd_lsp'].cmd") == ["spd-lsp", "--stdio"]
+        assert [nvim.lua(f"return vim.fn.exists(':{c}')") for c in ("SpdIndex", "SpdStatus", "SpdToggle")] == [2, 2, 2]
+        assert nvim.lua("return type(require('spd.health').check)") == "function"
+        assert nvim.lua("return vim.version().minor") == 11
+        assert nvim.lua("return require('spd.native').available()") is False
+        nvim.lua("require('spd').setup(...)", {"cmd": FAKE_CMD, "debounce_ms": 20})
+        nvim.open(workspace / "walk.py")
+        nvim.input("ix = foo")
+        assert nvim.wait_ghost()["text"] == "_alpha(x)", "0.11 draws with spd.ghost"
+    finally:
+        nvim.close()
 
 
 NATIVE_STUB = """
--- Stands in for Neovim 0.12's vim.lsp.inline_completion, recording how the plugin calls it.
+-- A STUB of Neovim 0.12's vim.lsp.inline_completion (no 0.12 binary here): it records how
+-- the plugin calls it and rejects calls outside the signatures the plugin was written for.
 _G.calls = {}
+local function check(ok, what) if not ok then error('spd called the 0.12 API wrongly: ' .. what) end end
 vim.lsp.inline_completion = {
-  enable = function(on, filter) table.insert(calls, { 'enable', on, filter.bufnr }) end,
-  select = function(opts) table.insert(calls, { 'select', opts.count }) end,
+  enable = function(on, filter)
+    check(type(on) == 'boolean' and type(filter) == 'table' and type(filter.bufnr) == 'number', 'enable')
+    table.insert(calls, { 'enable', on, filter.bufnr })
+  end,
+  select = function(opts)
+    check(type(opts) == 'table' and type(opts.count) == 'number', 'select')
+    table.insert(calls, { 'select', opts.count })
+  end,
   get = function(opts)
+    check(opts == nil or (type(opts) == 'table' and (opts.on_accept == nil or type(opts.on_accept) == 'function')), 'get')
     table.insert(calls, { 'get' })
     if opts and opts.on_accept then
       opts.on_accept({ insert_text = 'x = foo_alpha(x)', range = { start = { row = 0, col = 0 } } })
@@ -283,7 +315,8 @@ vim.lsp.inline_completion = {
 """
 
 
-def test_neovim_0_12_path_drives_the_builtin_inline_completion(workspace: Path) -> None:
+def test_neovim_0_12_path_against_a_stub_of_the_builtin_inline_completion(workspace: Path) -> None:
+    """Pins the calls the 0.12 path makes; whether real 0.12 accepts them is untested (no 0.12 here)."""
     nvim = Nvim(None, workspace)
     try:
         nvim.lua(NATIVE_STUB)
@@ -300,3 +333,57 @@ def test_neovim_0_12_path_drives_the_builtin_inline_completion(workspace: Path) 
         assert nvim.lua("return calls")[-1] == ["enable", False, buf]
     finally:
         nvim.close()
+
+
+def test_a_missing_server_gives_one_notification_naming_what_was_searched(workspace: Path) -> None:
+    nvim = Nvim({"debounce_ms": 20}, workspace)  # no cmd: .venv, venv, then $PATH
+    try:
+        nvim.api.command("edit a.py")
+        nvim.api.command("edit b.py")
+        nvim.lua("require('spd').setup({})")  # a second setup must not repeat it
+        text = nvim.messages()
+        assert text.count("spd: the spd-lsp server was not found") == 1, text
+        assert str(workspace / ".venv" / "bin" / "spd-lsp") in text and "spd-lsp on $PATH" in text
+        assert not nvim.lua("return #vim.lsp.get_clients()")
+        nvim.api.command("checkhealth spd")
+        assert "server executable not found" in "\n".join(nvim.lines())
+    finally:
+        nvim.close()
+
+
+def test_checkhealth_reports_server_version_model_device_and_stores(nvim: Nvim) -> None:
+    nvim.api.command("checkhealth spd")
+    report = nvim.wait_for(lambda: "model:" in (text := "\n".join(nvim.lines())) and text, "the health report")
+    for expected in (f"server: {sys.executable}", "version: fake-spd-lsp 0.0.1", "model: fake-model on cpu",
+                     "n-gram store for /tmp/fake: 0 files, 0 tokens"):
+        assert expected in report, report
+
+
+def test_a_crashed_server_restarts_and_every_buffer_reattaches(workspace: Path) -> None:
+    nvim = start(workspace)
+    try:
+        nvim.open(workspace / "other.py")
+        first = status(nvim)["pid"]
+        os.kill(first, signal.SIGKILL)
+        nvim.wait_for(lambda: "restarting in 0.5 s" in nvim.messages(), "the restart notice")
+        for name in ("walk.py", "other.py"):
+            nvim.api.command(f"buffer {name}")
+            nvim.wait_for(nvim.attached, f"{name} to reattach")
+        assert status(nvim)["pid"] != first
+        nvim.input("ix = bar")  # didChange reaches the new server: the draft continues "bar"
+        nvim.wait_ghost("_alpha(x)")
+        assert status(nvim)["requests"] >= 1
+    finally:
+        nvim.close()
+
+
+def test_restart_back_off_doubles_and_is_bounded(nvim: Nvim) -> None:
+    delays = nvim.lua("local c = require('spd.client'); return vim.tbl_map(c.restart_delay_ms, { 1, 2, 3, 8, 20 })")
+    assert delays == [500, 1000, 2000, 30000, 30000]
+
+
+def test_an_unnamed_buffer_gets_a_client(nvim: Nvim) -> None:
+    nvim.api.command("enew")
+    nvim.wait_for(nvim.attached, ":enew buffer to attach")
+    nvim.input("ix = foo")
+    assert nvim.wait_ghost()["text"] == "_alpha(x)"

@@ -78,3 +78,19 @@ def test_spd_status_reports_the_model_and_the_acceptance(nvim: Nvim) -> None:
     assert "model." in text
     assert "accepted: 1" in text
     assert "latencyMs.total.p50" in text
+
+
+def test_omnifunc_fallback_inserts_exactly_the_servers_item(nvim: Nvim) -> None:
+    """The completion-menu contract through the real server: the word before the cursor is replaced by the item."""
+    nvim.input("<Esc>")
+    nvim.api.command("SpdToggle")  # no ghost requests superseding the menu's (one document, one decode at a time)
+    nvim.api.command("normal! Go")
+    nvim.api.current.line = "            total = len"
+    nvim.input("A<C-x><C-o>")
+    items = nvim.wait_for(lambda: nvim.lua("return vim.fn.complete_info({ 'items' }).items"), "the items", timeout=120)
+    assert all(item["word"].startswith("len") for item in items), items
+    nvim.input("<C-y>")
+    nvim.wait_for(lambda: nvim.mode() == "i", "the completion to end")
+    assert nvim.line() == "            total = " + items[0]["word"]
+    nvim.input("<Esc>")
+    nvim.api.command("SpdToggle")

@@ -64,3 +64,29 @@ def test_neovim_gets_k_drafts(tmp_path: Path) -> None:
     assert all(
         item["insertText"].startswith(typed) and item["range"]["end"]["character"] == len(typed) for item in items
     )
+    # Neovim logs every line of a server's stderr as an error: loading the model must not draw progress bars there.
+    log = tmp_path / "state" / "nvim" / "lsp.log"  # absent when nothing was logged
+    errors = [line for line in (log.read_text() if log.exists() else "").splitlines() if "[ERROR]" in line]
+    assert not [line for line in errors if "it/s" in line or "%|" in line], errors[:3]
+
+
+def test_completion_items_insert_the_word_plus_the_draft_without_a_text_edit() -> None:
+    """Neovim 0.11's omnifunc keeps only the first word of a textEdit.newText; insertText it takes whole."""
+    from spd_lsp.postprocess import LineEdit
+    from spd_lsp.server import completion_items
+
+    before = "    naïve = load_"
+    edits = [
+        LineEdit(0, len(before), before + "rows(path, mode='r')", "rows(path, mode='r')"),
+        LineEdit(0, len(before), before + "rows(path, mode='r')\nnext", "rows(path, mode='r')\nnext"),  # same first line
+        LineEdit(0, len(before), "load_x", "x"),  # rewrites the typed text: left to the inline path
+        LineEdit(0, len(before), before + "all()", "all()"),
+    ]
+    items = completion_items("file:///a.py", before, edits)
+    assert [(i.insert_text, i.filter_text, i.label, i.text_edit) for i in items] == [
+        ("load_rows(path, mode='r')", "load_rows(path, mode='r')", "load_rows(path, mode='r')", None),
+        ("load_all()", "load_all()", "load_all()", None),
+    ]
+    assert [i.sort_text for i in items] == ["000", "003"]
+    assert items[1].command.arguments == ["file:///a.py", 3, "all()"]
+    assert completion_items("file:///a.py", "x = naïve", [LineEdit(0, 9, "x = naïve_ok", "_ok")])[0].insert_text == "naïve_ok"

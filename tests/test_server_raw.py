@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import queue
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -16,7 +18,7 @@ from test_server_e2e import server_env
 pytestmark = pytest.mark.e2e
 
 
-def frame(message: dict[str, Any]) -> bytes:
+def frame(message: Any) -> bytes:
     body = json.dumps(message).encode()
     return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
@@ -34,19 +36,42 @@ def read_frame(stream: IO[bytes]) -> dict[str, Any]:
 
 
 class RawServer:
-    def __init__(self, *args: str, env: dict[str, str]) -> None:
-        command = [sys.executable, "-m", "spd_lsp.cli", *args]
+    """A server subprocess; a thread reads its frames, so a deaf server fails a test instead of hanging it."""
+
+    def __init__(self, *args: str, env: dict[str, str], module: str = "spd_lsp.cli") -> None:
+        command = [sys.executable, "-m", module, *args]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.frames: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.notifications: list[dict[str, Any]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                self.frames.put(read_frame(self.process.stdout))
+        except (AssertionError, ValueError, OSError):
+            self.frames.put(None)  # the stream ended (or broke)
 
     def send(self, message: dict[str, Any]) -> None:
-        self.process.stdin.write(frame(message))
+        self.write(frame(message))
+
+    def write(self, data: bytes) -> None:
+        self.process.stdin.write(data)
         self.process.stdin.flush()
 
-    def response(self, msg_id: Any) -> dict[str, Any]:
-        while "id" not in (message := read_frame(self.process.stdout)) or message.get("method"):
-            pass  # notifications and server requests
-        assert message["id"] == msg_id, message
-        return message
+    def response(self, msg_id: Any, timeout: float = 60.0) -> dict[str, Any]:
+        """The next response (notifications and server requests are kept aside); it must be `msg_id`'s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                message = self.frames.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no answer to {msg_id!r} in {timeout} s") from None
+            assert message is not None, f"the stream ended before the answer to {msg_id!r}"
+            if "id" in message and not message.get("method"):
+                assert message["id"] == msg_id, message
+                return message
+            self.notifications.append(message)
 
     def close(self) -> int:
         self.send({"jsonrpc": "2.0", "id": "bye", "method": "shutdown"})
@@ -144,36 +169,112 @@ def listening_addresses(port: int) -> set[str]:
     return found
 
 
-def test_tcp_serves_loopback(tmp_path: Path) -> None:
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"capabilities": {}, "initializationOptions": {"model": "/nowhere.gguf"}},
+}
+
+
+@pytest.fixture
+def tcp_port(tmp_path: Path) -> Any:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = subprocess.Popen(
         [sys.executable, "-m", "spd_lsp.cli", "--tcp", "--port", str(port)], env=server_env(tmp_path)
     )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                connection = socket.create_connection(("127.0.0.1", port), timeout=30)
-                break
-            except ConnectionRefusedError:
-                assert time.monotonic() < deadline and process.poll() is None
-                time.sleep(0.1)
-        with connection, connection.makefile("rwb") as stream:
-            stream.write(
-                frame(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": 1,
-                        "method": "initialize",
-                        "params": {"capabilities": {}, "initializationOptions": {"model": "/nowhere.gguf"}},
-                    }
-                )
-            )
-            stream.flush()
-            assert "capabilities" in read_frame(stream)["result"]
-            assert listening_addresses(port) == {"0100007F"}  # 127.0.0.1 only
-    finally:
-        process.kill()
-        process.wait(10)
+    deadline = time.monotonic() + 60
+    while not listening_addresses(port):
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.1)
+    yield port
+    process.kill()
+    process.wait(10)
+
+
+def request(stream: IO[bytes], message: dict[str, Any]) -> dict[str, Any]:
+    """Send a request and read up to its answer (notifications before it are skipped)."""
+    stream.write(frame(message))
+    stream.flush()
+    while "id" not in (answer := read_frame(stream)):
+        pass
+    return answer
+
+
+def test_tcp_serves_loopback(tcp_port: int) -> None:
+    with socket.create_connection(("127.0.0.1", tcp_port), timeout=30) as connection:
+        with connection.makefile("rwb") as stream:
+            assert "capabilities" in request(stream, INITIALIZE)["result"]
+    assert listening_addresses(tcp_port) == {"0100007F"}  # 127.0.0.1 only
+
+
+def test_tcp_refuses_a_second_client_and_keeps_serving_the_first(tcp_port: int) -> None:
+    status = {"jsonrpc": "2.0", "id": "st", "method": "workspace/executeCommand", "params": {"command": "spd.status"}}
+    with socket.create_connection(("127.0.0.1", tcp_port), timeout=30) as first, first.makefile("rwb") as one:
+        assert "capabilities" in request(one, INITIALIZE)["result"]
+        with socket.create_connection(("127.0.0.1", tcp_port), timeout=30) as second:
+            with second.makefile("rwb") as two:
+                refused = request(two, {**INITIALIZE, "id": 2})
+                assert refused["id"] == 2 and "another client" in refused["error"]["message"]
+                assert two.read() == b""  # closed by the server
+        assert "requests" in request(one, status)["result"]  # the first client still gets its own answers
+
+
+STATUS_PARAMS = {"command": "spd.status"}
+
+
+@pytest.mark.parametrize(
+    "message, expected",
+    [
+        ({"jsonrpc": "2.0", "method": "workspace/didChangeConfiguration",
+          "params": {"settings": {"spd": {"model": "/nowhere/none.gguf"}}}}, "result"),
+        ({"method": "workspace/executeCommand", "params": STATUS_PARAMS}, -32600),  # no "jsonrpc"
+        ({"jsonrpc": "1.0", "method": "workspace/executeCommand", "params": STATUS_PARAMS}, -32600),
+        ({"jsonrpc": "2.0", "method": "workspace/executeCommand", "params": {"command": "spd.nothing"}}, -32601),
+        ({"jsonrpc": "2.0", "method": "textDocument/inlineCompletion",
+          "params": {"textDocument": DOC, "position": {"line": 1.5, "character": 0}, "context": {"triggerKind": 1}}},
+         -32602),
+        ({"jsonrpc": "2.0", "method": "textDocument/inlineCompletion",
+          "params": {"textDocument": DOC, "position": {"line": "3", "character": 0}, "context": {"triggerKind": 1}}},
+         -32602),
+    ],
+    ids=["notification-with-id", "no-jsonrpc", "jsonrpc-1.0", "unknown-command", "line-1.5", "line-string"],
+)
+def test_every_request_is_answered(server: RawServer, message: dict[str, Any], expected: Any) -> None:
+    msg_id = f"req-{time.monotonic_ns()}"
+    server.send({**message, "id": msg_id})
+    answer = server.response(msg_id, timeout=20)
+    if expected == "result":
+        assert "result" in answer and "error" not in answer, answer
+    else:
+        assert answer["error"]["code"] == expected, answer
+
+
+def test_invalid_utf8_is_replaced_and_answered(server: RawServer) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": "utf8", "method": "workspace/executeCommand",
+                       "params": {**STATUS_PARAMS, "note": "@@"}}).encode().replace(b"@@", b"\xff\xfe")
+    server.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    assert "requests" in server.response("utf8", timeout=20)["result"]
+    server.write(frame([1, 2]))  # a batch: not LSP
+    assert server.response(None, timeout=20)["error"]["code"] == -32600
+
+
+def test_failed_completions_are_counted_and_the_first_of_each_kind_shown(tmp_path: Path) -> None:
+    raw = RawServer(env=server_env(tmp_path), module="tests.failing_server")
+    raw.send({**INITIALIZE, "params": {"capabilities": {}, "initializationOptions": {"ngrams": {"enabled": False}}}})
+    raw.response(1)
+    text = {**DOC, "languageId": "python", "version": 1, "text": "value = 1\nx = val"}
+    raw.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": text}})
+    for msg_id in ("a", "b"):
+        position = {"line": 1, "character": 7}
+        raw.send({"jsonrpc": "2.0", "id": msg_id, "method": "textDocument/inlineCompletion",
+                  "params": {"textDocument": DOC, "position": position, "context": {"triggerKind": 2}}})
+        assert raw.response(msg_id)["result"] == {"items": []}
+    raw.send({"jsonrpc": "2.0", "id": "st", "method": "workspace/executeCommand", "params": STATUS_PARAMS})
+    status = raw.response("st")["result"]
+    assert status["failed"] == 2 and status["failures"] == {"RuntimeError": 2}
+    shown = [n["params"]["message"] for n in raw.notifications if n.get("method") == "window/showMessage"]
+    assert len(shown) == 1 and "RuntimeError: decode exploded" in shown[0], shown
+    assert raw.close() == 0

@@ -13,7 +13,7 @@ import pytest
 from spd_lsp.config import Settings, parse_settings
 from spd_lsp.decoding.types import CancelCheck, Cancelled, DecodeOptions, DecodeResult, Draft, Timings
 from spd_lsp.scheduler import Scheduler
-from spd_lsp.session import Loaded, Selection, Session
+from spd_lsp.session import Loaded, Selection, Session, Stats
 
 
 class FakeTokenizer:
@@ -179,3 +179,21 @@ def test_typing_into_a_draft_needs_no_decode(session: Session, engine: FakeEngin
     assert len(engine.prefixes) == 1 and session.status()["typedThrough"] == 1
     session.complete("doc", TEXT + "x", 1, 11, "utf-16").future.result(5)
     assert len(engine.prefixes) == 2 and session.status()["last"]["source"] == "model"
+
+
+def test_status_can_be_read_while_the_worker_records() -> None:
+    stats = Stats()
+    stop = threading.Event()
+
+    def worker() -> None:
+        while not stop.is_set():
+            stats.record(0.01, Timings(prefill_s=0.001))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        for _ in range(300):  # each summary walks the full deque while the worker appends to it
+            assert stats.summary()["latencyMs"]["total"]["p50"] is not None
+    finally:
+        stop.set()
+        thread.join()

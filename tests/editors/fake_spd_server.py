@@ -4,18 +4,30 @@ The editor tests drive real clients (Neovim, vscode-jsonrpc) against it so the
 client side can be checked without the model. It speaks the same contract as the
 real server: `textDocument/inlineCompletion` returns `k` items whose range starts
 at the word under the cursor (like a healed prefix), each with an `spd.accept`
-command; `spd.status` also reports what the server saw (settings, acceptances).
+command; `textDocument/completion` answers with the real server's own item builder
+(`spd_lsp.server.completion_items`); `spd.status` also reports what the server saw
+(settings, acceptances).
+
+`--drafts '["...", ...]'` replaces the "<word><suffix>" drafts by fixed continuations;
+`--reindent N` answers, on a line holding only whitespace, an edit of the whole line
+that re-indents the draft to N spaces (as the real server normalises indentation).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import sys
 from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+
+from spd_lsp.context import index_of, units
+from spd_lsp.postprocess import LineEdit
+from spd_lsp.server import completion_items
 
 SUFFIXES = ["_alpha(x)", "_beta(y, z)", "_gamma()", "_delta", "_epsilon", "_zeta"]
 MULTILINE_SUFFIX = "_block():\n    return 42"
@@ -28,9 +40,12 @@ class FakeSpdServer(LanguageServer):
         self.config_changes = 0
         self.accepted: list[Any] = []
         self.requests = 0
+        self.completions = 0
         self.cancelled = 0
         self.indexed = 0
         self.delay_s = 0.0  # --delay-ms: think time per request, to test cancellation
+        self.drafts: list[str] | None = None  # --drafts
+        self.reindent: int | None = None  # --reindent
 
 
 server = FakeSpdServer()
@@ -54,30 +69,55 @@ def did_change_configuration(ls: FakeSpdServer, params: types.DidChangeConfigura
     ls.config_changes += 1
 
 
+def _encoding(ls: FakeSpdServer) -> str:
+    encoding = ls.workspace.position_encoding or types.PositionEncodingKind.Utf16
+    return str(getattr(encoding, "value", encoding))
+
+
+def _before(ls: FakeSpdServer, uri: str, pos: types.Position) -> str:
+    """The cursor's line up to the cursor."""
+    doc = ls.workspace.get_text_document(uri)
+    line = doc.lines[pos.line].rstrip("\r\n") if pos.line < len(doc.lines) else ""
+    return line[: index_of(line, pos.character, _encoding(ls))]
+
+
+def _edits(ls: FakeSpdServer, before: str, pos: types.Position) -> list[LineEdit]:
+    """k edits of the cursor's line up to the cursor, as the real server makes them."""
+    drafts = ls.drafts if ls.drafts is not None else ([MULTILINE_SUFFIX] if ls.settings.get("multiline") else []) + SUFFIXES
+    reindent = ls.reindent is not None and not before.strip()
+    return [
+        LineEdit(pos.line, pos.character, " " * ls.reindent + draft.lstrip() if reindent else before + draft, draft)
+        for draft in drafts[: int(ls.settings.get("k", 3))]
+    ]
+
+
 @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
 async def inline_completion(ls: FakeSpdServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
+    """Items from the word's start (the whole line's when re-indenting) to the cursor."""
     ls.requests += 1
     try:
         await asyncio.sleep(ls.delay_s)
     except asyncio.CancelledError:
         ls.cancelled += 1
         raise
-    doc = ls.workspace.get_text_document(params.text_document.uri)
     pos = params.position
-    line = doc.lines[pos.line].rstrip("\r\n") if pos.line < len(doc.lines) else ""
-    start = _word_start(line, pos.character)
-    word = line[start : pos.character]
-    suffixes = ([MULTILINE_SUFFIX] if ls.settings.get("multiline") else []) + SUFFIXES
+    before = _before(ls, params.text_document.uri, pos)
+    start = 0 if ls.reindent is not None and not before.strip() else _word_start(before, len(before))
+    span = types.Range(types.Position(pos.line, units(before[:start], _encoding(ls))), pos)
     items = []
-    for index, suffix in enumerate(suffixes[: int(ls.settings.get("k", 3))]):
-        items.append(
-            types.InlineCompletionItem(
-                insert_text=word + suffix,
-                range=types.Range(types.Position(pos.line, start), pos),
-                command=types.Command(title="Accept", command="spd.accept", arguments=[{"draft": index, "text": word + suffix}]),
-            )
-        )
+    for index, edit in enumerate(_edits(ls, before, pos)):
+        text = edit.new_text[start:]
+        command = types.Command(title="Accept", command="spd.accept", arguments=[{"draft": index, "text": text}])
+        items.append(types.InlineCompletionItem(insert_text=text, range=span, command=command))
     return types.InlineCompletionList(items=items)
+
+
+@server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions())
+def completion(ls: FakeSpdServer, params: types.CompletionParams) -> types.CompletionList:
+    ls.completions += 1
+    uri, pos = params.text_document.uri, params.position
+    before = _before(ls, uri, pos)
+    return types.CompletionList(is_incomplete=True, items=completion_items(uri, before, _edits(ls, before, pos)))
 
 
 @server.command("spd.accept")
@@ -90,8 +130,10 @@ def status(ls: FakeSpdServer, *args: Any) -> dict[str, Any]:
     """The real server's shape (spd_lsp.session.Session.status) plus what the fake saw."""
     return {
         "model": {"name": "fake-model", "device": "cpu"},
-        "stores": [{"root": "/tmp/fake", "files": ls.indexed}],
+        "stores": [{"root": "/tmp/fake", "path": "/tmp/fake-store", "files": ls.indexed, "tokens": 40 * ls.indexed}],
+        "pid": os.getpid(),
         "requests": ls.requests,
+        "completions": ls.completions,
         "cancelled": ls.cancelled,
         "accepted": len(ls.accepted),
         "latencyMs": {"total": {"p50": 12.0, "p95": 20.0}},
@@ -103,18 +145,22 @@ def status(ls: FakeSpdServer, *args: Any) -> dict[str, Any]:
 
 @server.command("spd.indexWorkspace")
 async def index_workspace(ls: FakeSpdServer, *args: Any) -> dict[str, bool]:
-    token = "spd-index-fake"
+    token = f"spd-index-fake-{ls.indexed}-{ls.requests}-{os.urandom(4).hex()}"
     await ls.work_done_progress.create_async(token)
     ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title="Indexing workspace", percentage=0))
-    for done in range(1, 4):
+    changed = 3 - ls.indexed  # like the real indexer: a second run finds nothing changed
+    for done in range(1, changed + 1):
         ls.work_done_progress.report(token, types.WorkDoneProgressReport(message=f"{done}/3 files", percentage=done * 33))
     ls.indexed = 3
-    ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message="3 files indexed"))
+    ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=f"{changed} files, {40 * changed} tokens in 0.0 s"))
     return {"started": True}
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--delay-ms", type=float, default=0.0)
-    server.delay_s = parser.parse_args().delay_ms / 1000
+    parser.add_argument("--drafts", type=json.loads, default=None)
+    parser.add_argument("--reindent", type=int, default=None)
+    args = parser.parse_args()
+    server.delay_s, server.drafts, server.reindent = args.delay_ms / 1000, args.drafts, args.reindent
     server.start_io(sys.stdin.buffer, sys.stdout.buffer)

@@ -43,42 +43,116 @@ local function base_config()
   return dofile(file)
 end
 
---- Neovim 0.10 has no vim.lsp.config/enable: start the client on FileType ourselves,
---- resolving the root with the same function the config file declares.
-local function start_legacy(config)
-  local group = vim.api.nvim_create_augroup('spd.start', {})
-  local function start(bufnr)
-    if vim.bo[bufnr].buftype ~= '' or (config.filetypes and not vim.tbl_contains(config.filetypes, vim.bo[bufnr].filetype)) then
-      return
-    end
-    config.root_dir(bufnr, function(root)
-      vim.lsp.start(vim.tbl_extend('force', config, { name = M.name, root_dir = root }), { bufnr = bufnr })
+local resolved ---@type table? the client config setup() made: base file + options
+local buffers = {} ---@type table<integer, true> buffers that had a client, to reattach after a crash
+local crashes = 0 ---@type integer consecutive crashes, for the back-off
+local up_since = 0 ---@type integer uv.now() when the current server was started
+
+--- Attaches a buffer holding a file (or an unnamed `:enew` buffer) to the server,
+--- resolving the root with the function the config declares.
+function M.start_buffer(bufnr)
+  local config = resolved
+  if not config or not vim.api.nvim_buf_is_valid(bufnr) or vim.bo[bufnr].buftype ~= '' then
+    return
+  end
+  local filetype = vim.bo[bufnr].filetype
+  if config.filetypes and not vim.tbl_contains(config.filetypes, filetype) then
+    return
+  end
+  config.root_dir(bufnr, function(root)
+    vim.schedule(function()
+      if vim.api.nvim_buf_is_valid(bufnr) then
+        vim.lsp.start(vim.tbl_extend('force', config, { name = M.name, root_dir = root }), { bufnr = bufnr })
+      end
     end)
-  end
-  vim.api.nvim_create_autocmd('FileType', { group = group, callback = function(args) start(args.buf) end })
-  for _, bufnr in ipairs(vim.api.nvim_list_bufs()) do
-    if vim.api.nvim_buf_is_loaded(bufnr) and vim.bo[bufnr].filetype ~= '' then
-      start(bufnr)
-    end
-  end
+  end)
 end
 
+--- Back-off before the n-th restart in a row: 0.5 s, 1 s, 2 s ... at most 30 s.
+function M.restart_delay_ms(n)
+  return math.min(500 * 2 ^ (n - 1), 30000)
+end
+
+M.max_restarts = 8
+
+--- The server died (not a shutdown we asked for): start it again after the back-off and
+--- reattach every buffer it had; a server that ran a minute resets the count.
+local function on_exit(code, signal)
+  if (code == 0 and signal == 0) or vim.v.exiting ~= vim.NIL then
+    return
+  end
+  crashes = (vim.uv.now() - up_since > 60000) and 1 or crashes + 1
+  vim.schedule(function()
+    if crashes > M.max_restarts then
+      vim.notify(('spd: the spd-lsp server exited %d times in a row (last: code %d, signal %d); not restarting. See :checkhealth spd and %s')
+        :format(crashes - 1, code, signal, vim.lsp.get_log_path()), vim.log.levels.ERROR)
+      return
+    end
+    local delay = M.restart_delay_ms(crashes)
+    vim.notify(('spd: the spd-lsp server exited (code %d, signal %d); restarting in %.1f s'):format(code, signal, delay / 1000),
+      vim.log.levels.WARN)
+    vim.defer_fn(function()
+      for bufnr in pairs(buffers) do
+        if vim.api.nvim_buf_is_loaded(bufnr) and not M.get(bufnr) then
+          M.start_buffer(bufnr)
+        end
+      end
+    end, delay)
+  end)
+end
+
+--- Called on LspAttach of our client.
+function M.attached(bufnr)
+  buffers[bufnr] = true
+end
+
+M.missing = nil ---@type { cmd: string[], searched: string[] }? set when the server executable is not found
+
 --- Starts (0.11+: configures and enables) the server for matching buffers.
+--- A missing executable gives one notification naming what was searched, and no client.
 ---@param config table a resolved spd config
 function M.start(config)
-  local settings = require('spd.config').server_settings(config)
+  local config_mod = require('spd.config')
+  local settings = config_mod.server_settings(config)
+  local cmd, searched = config_mod.server_cmd(config, vim.fn.getcwd())
+  if vim.fn.executable(cmd[1]) == 0 then
+    M.missing = { cmd = cmd, searched = searched }
+    vim.notify_once(('spd: the spd-lsp server was not found (searched: %s). Install it (pip install -e . in the spd-lsp checkout) or set `cmd` in require("spd").setup{}.')
+      :format(table.concat(searched, '; ')), vim.log.levels.ERROR)
+    return
+  end
+  M.missing = nil
   local overrides = {
-    cmd = require('spd.config').server_cmd(config, vim.fn.getcwd()),
+    cmd = cmd,
     filetypes = config.filetypes,
     init_options = settings,
     settings = { spd = settings },
+    on_init = function() up_since = vim.uv.now() end,
+    on_exit = on_exit,
   }
+  resolved = vim.tbl_deep_extend('force', base_config(), overrides)
+  local group = vim.api.nvim_create_augroup('spd.start', {})
   if vim.lsp.config then
     vim.lsp.config(M.name, overrides)
     vim.lsp.enable(M.name)
   else
-    start_legacy(vim.tbl_deep_extend('force', base_config(), overrides))
+    -- Neovim 0.10 has no vim.lsp.config/enable: start the client on FileType ourselves.
+    vim.api.nvim_create_autocmd('FileType', { group = group, callback = function(args) M.start_buffer(args.buf) end })
+    for _, bufnr in ipairs(vim.api.nvim_list_bufs()) do
+      if vim.api.nvim_buf_is_loaded(bufnr) and vim.bo[bufnr].filetype ~= '' then
+        M.start_buffer(bufnr)
+      end
+    end
   end
+  -- No FileType event comes for an unnamed buffer (`:enew`): it gets a client when entered.
+  vim.api.nvim_create_autocmd('BufEnter', {
+    group = group,
+    callback = function(args)
+      if vim.api.nvim_buf_get_name(args.buf) == '' and vim.bo[args.buf].filetype == '' and not M.get(args.buf) then
+        M.start_buffer(args.buf)
+      end
+    end,
+  })
 end
 
 --- Sends changed settings to running clients (`workspace/didChangeConfiguration`).

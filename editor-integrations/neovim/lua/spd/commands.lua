@@ -3,21 +3,31 @@ local client_mod = require('spd.client')
 
 local M = {}
 
---- Flattens a result object into "a.b: value" lines, whatever its exact shape.
+local function scalar(value)
+  if value == vim.NIL or value == nil then
+    return 'none'
+  elseif type(value) == 'number' then
+    return value == math.floor(value) and tostring(value) or ('%.1f'):format(value)
+  end
+  return tostring(value)
+end
+
+--- Flattens a result into readable "a.b: value" lines whatever its shape: objects by key,
+--- lists of objects as `stores[1].root`, lists of plain values joined.
 ---@return string[]
 function M.format(value, prefix)
-  if type(value) ~= 'table' or vim.islist(value) then
-    return { ('%s: %s'):format(prefix or 'result', vim.inspect(value, { newline = ' ', indent = '' })) }
+  prefix = prefix or 'result'
+  if type(value) ~= 'table' then
+    return { ('%s: %s'):format(prefix, scalar(value)) }
+  end
+  if vim.islist(value) and not vim.iter(value):any(function(item) return type(item) == 'table' end) then
+    return { ('%s: %s'):format(prefix, #value == 0 and 'none' or table.concat(vim.tbl_map(scalar, value), ', ')) }
   end
   local lines = {}
-  for _, key in ipairs(vim.fn.sort(vim.tbl_keys(value))) do
-    local name = prefix and (prefix .. '.' .. key) or key
-    local item = value[key]
-    if type(item) == 'table' and not vim.islist(item) then
-      vim.list_extend(lines, M.format(item, name))
-    else
-      lines[#lines + 1] = ('%s: %s'):format(name, type(item) == 'string' and item or vim.inspect(item, { newline = ' ', indent = '' }))
-    end
+  local keys = vim.islist(value) and vim.fn.range(1, #value) or vim.fn.sort(vim.tbl_keys(value))
+  for _, key in ipairs(keys) do
+    local name = type(key) == 'number' and ('%s[%d]'):format(prefix, key) or (prefix == '' and key or prefix .. '.' .. key)
+    vim.list_extend(lines, M.format(value[key], name))
   end
   return lines
 end
@@ -38,21 +48,42 @@ local function run(command, on_result)
   end)
 end
 
---- Model, device, stores and latency percentiles, in a float (too long for the message area).
+--- Model, device, stores and latency percentiles, in a float sized to show every line.
 function M.status()
   run('spd.status', function(result)
-    vim.lsp.util.open_floating_preview(M.format(result), 'yaml', {
+    local lines = M.format(result, '')
+    local width = math.min(vim.o.columns - 4, math.max(unpack(vim.tbl_map(vim.fn.strdisplaywidth, lines))))
+    vim.lsp.util.open_floating_preview(lines, 'yaml', {
       border = 'rounded',
       title = ' SPD status ',
       focus_id = 'spd.status',
+      width = width,
+      height = math.min(#lines, vim.o.lines - 4),
+      wrap = false,
     })
+  end)
+end
+
+local indexing = false ---@type boolean an :SpdIndex whose end is still to be reported
+
+--- The store's totals once indexing ends: "0 files" from an up-to-date store means nothing
+--- changed, not nothing indexed.
+local function report_totals()
+  run('spd.status', function(result)
+    for _, store in ipairs(type(result) == 'table' and result.stores or {}) do
+      vim.api.nvim_echo({ { ('SPD: %s is indexed: %s files, %s tokens in the store'):format(store.root, scalar(store.files),
+        scalar(store.tokens)) } }, true, {})
+    end
   end)
 end
 
 --- Starts indexing; the server reports progress, echoed by on_progress.
 function M.index()
+  indexing = true -- the server may report the end before it answers
   run('spd.indexWorkspace', function(result)
-    vim.notify('SPD: index workspace: ' .. table.concat(M.format(result), ', '))
+    local started = type(result) == 'table' and result.started
+    indexing = indexing and started == true
+    vim.notify(started and 'SPD: indexing the workspace' or 'SPD: nothing to index (no workspace folder, or n-grams off)')
   end)
 end
 
@@ -68,16 +99,20 @@ function M.on_progress(args)
     return
   end
   titles[token] = value.title or titles[token] or 'working'
-  local parts = { 'SPD:', titles[token] }
-  if value.percentage then
+  local done = value.kind == 'end'
+  local parts = { 'SPD:', titles[token] .. ((done and indexing) and ': this run:' or '') }
+  if value.percentage and not done then
     parts[#parts + 1] = ('%d%%'):format(value.percentage)
   end
   parts[#parts + 1] = value.message
-  local done = value.kind == 'end'
+  vim.api.nvim_echo({ { table.concat(parts, ' ') } }, done, {})
   if done then
     titles[token] = nil
+    if indexing then
+      indexing = false
+      report_totals()
+    end
   end
-  vim.api.nvim_echo({ { table.concat(parts, ' ') } }, done, {})
 end
 
 return M

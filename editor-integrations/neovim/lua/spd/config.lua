@@ -15,7 +15,7 @@ M.defaults = {
   debounce_ms = 150,
   auto_trigger = true,
   keymaps = { accept = '<Tab>', accept_word = '<M-Right>', next = '<M-]>', prev = '<M-[>', dismiss = '<C-]>' },
-  hl_group = 'Comment',
+  hl_group = 'SpdGhost',
   counter_hl_group = 'NonText',
   -- Server settings (snake_case here, camelCase on the wire); nil leaves the server's default.
   k = 3,
@@ -67,21 +67,26 @@ function M.server_settings(config)
 end
 
 --- The server command: option, else a virtual environment in `dir` or above it
---- (the usual `pip install -e .` checkout), else spd-lsp on PATH.
+--- (the usual `pip install -e .` checkout), else spd-lsp on PATH; and, for a clear
+--- message when it is missing, what was searched.
 ---@param config table
 ---@param dir string
+---@return string[] cmd, string[] searched
 function M.server_cmd(config, dir)
   if config.cmd then
-    return config.cmd
+    return config.cmd, { ('cmd = %s'):format(config.cmd[1]) }
   end
+  local searched = {}
   for _, venv in ipairs({ '.venv', 'venv' }) do
     local root = vim.fs.root(dir, venv)
     local exe = root and vim.fs.joinpath(root, venv, 'bin', 'spd-lsp')
     if exe and vim.fn.executable(exe) == 1 then
-      return { exe, '--stdio' }
+      return { exe, '--stdio' }, { exe }
     end
+    searched[#searched + 1] = exe or vim.fs.joinpath(dir, venv, 'bin', 'spd-lsp') .. ' (and in every parent)'
   end
-  return { 'spd-lsp', '--stdio' }
+  searched[#searched + 1] = 'spd-lsp on $PATH'
+  return { 'spd-lsp', '--stdio' }, searched
 end
 
 return M

@@ -27,6 +27,7 @@ local state = {
   selected = nil, ---@type spd.GhostItem?
   pending = nil, ---@type { client: vim.lsp.Client, id: integer }?
   requested = nil, ---@type string? where the last request was made: "changedtick:row:col"
+  seen = nil, ---@type { tick: integer, row: integer, col: integer }? buffer and cursor at the last event
   seq = 0,
 }
 local timer = assert(vim.uv.new_timer())
@@ -98,7 +99,9 @@ local function render()
     virt_text = { { lines[1], config.hl_group } },
     virt_text_pos = 'inline',
     virt_lines = #virt_lines > 0 and virt_lines or nil,
-    hl_mode = 'combine',
+    -- 'replace': the ghost keeps its own colour where the cursor's bracket is matched
+    -- (MatchParen would otherwise combine into bold normal text).
+    hl_mode = 'replace',
   })
   if #drafts > 1 then
     api.nvim_buf_set_extmark(state.bufnr, M.namespace, row, 0, {
@@ -200,6 +203,12 @@ function M.clear()
   state.items, state.selected, state.requested = {}, nil, nil
 end
 
+--- Grey whatever the terminal: explicit gui and cterm colours (Comment has no cterm
+--- colour in many schemes), `default` so a colour scheme or the user can restyle it.
+function M.define_highlights()
+  api.nvim_set_hl(0, 'SpdGhost', { default = true, fg = '#808080', ctermfg = 244 })
+end
+
 ---@return { text: string, index: integer, count: integer, item: spd.GhostItem }? the draft on screen
 function M.current()
   local drafts, index = visible()
@@ -219,6 +228,8 @@ function M.accept()
   local item = draft.item
   local row, col = cursor()
   local end_col = math.min(col + item.tail, #api.nvim_get_current_line())
+  -- Its own undo step: `u` takes back the draft, not what was typed before it.
+  vim.go.undolevels = vim.go.undolevels
   text.replace(state.bufnr, item.row, item.col, row, end_col, item.text)
   local client = client_mod.get(state.bufnr)
   M.clear()
@@ -272,10 +283,23 @@ function M.set_enabled(value)
   end
 end
 
+--- Whether the cursor moved while the text stayed the same (an arrow key, a click):
+--- the drafts were made for the old place, so they go at once.
+local function moved_without_typing()
+  local row, col = cursor()
+  local now = { tick = api.nvim_buf_get_changedtick(0), row = row, col = col }
+  local before = state.seen
+  state.seen = now
+  return before ~= nil and before.tick == now.tick and (before.row ~= row or before.col ~= col)
+end
+
 --- Text or cursor moved: redraw what still fits, and unless the last request was made
 --- right here (autocommands fire once typeahead is done, after <M-]> may have asked),
 --- drop it as stale and ask again after the debounce.
 local function on_change()
+  if moved_without_typing() then
+    M.clear()
+  end
   render()
   if state.requested ~= here() then
     cancel_pending()
@@ -286,14 +310,16 @@ end
 ---@param opts table resolved config
 function M.setup(opts)
   config = opts
+  M.define_highlights()
   local group = api.nvim_create_augroup('spd.ghost', {})
+  api.nvim_create_autocmd('ColorScheme', { group = group, callback = M.define_highlights })
   api.nvim_create_autocmd({ 'InsertEnter', 'TextChangedI', 'CursorMovedI' }, {
     group = group,
     callback = function(args)
       if client_mod.get(args.buf) then
         if state.bufnr ~= args.buf then
           M.clear()
-          state.bufnr = args.buf
+          state.bufnr, state.seen = args.buf, nil
         end
         on_change()
       end

@@ -9,6 +9,7 @@ local M = {}
 local ui ---@type table? spd.native (Neovim >= 0.12) or spd.ghost
 local enabled = true
 local fallbacks = {} ---@type table<string, table> mappings our keys shadow
+local keys = {} ---@type { lhs: string, action: fun(): boolean, desc: string }[] our insert-mode keys
 
 local function feed(keys, remap)
   vim.api.nvim_feedkeys(keys, remap and 'im' or 'in', false)
@@ -34,42 +35,54 @@ local function fall_through(lhs)
   end
 end
 
-local function map(lhs, action, desc)
-  if not lhs then
-    return
-  end
-  local prev = vim.fn.maparg(lhs, 'i', false, true)
+local function map(key)
+  local prev = vim.fn.maparg(key.lhs, 'i', false, true)
   if not vim.tbl_isempty(prev) and not (prev.desc or ''):match('^spd: ') then
-    fallbacks[lhs] = prev
+    fallbacks[key.lhs] = prev
   end
-  vim.keymap.set('i', lhs, function()
-    if not (ui and action()) then
-      fall_through(lhs)
+  vim.keymap.set('i', key.lhs, function()
+    if not (ui and key.action()) then
+      fall_through(key.lhs)
     end
-  end, { desc = 'spd: ' .. desc, silent = true })
+  end, { desc = 'spd: ' .. key.desc, silent = true })
+end
+
+--- Turned off, the keys are the user's again: their own mappings, else Neovim's meaning
+--- (an unmapped <M-]> is <Esc>], not a `]` typed by us).
+local function unmap(key)
+  pcall(vim.keymap.del, 'i', key.lhs)
+  if fallbacks[key.lhs] then
+    vim.fn.mapset('i', false, fallbacks[key.lhs])
+  end
 end
 
 ---@param opts table? see spd.config.defaults
 function M.setup(opts)
   local config = require('spd.config').resolve(opts)
-  ui = vim.lsp.inline_completion and require('spd.native') or require('spd.ghost')
+  ui = require('spd.native').available() and require('spd.native') or require('spd.ghost')
   if ui.setup then
     ui.setup(config)
   end
-  local keys = config.keymaps
-  map(keys.accept, M.accept, 'accept the draft')
-  map(keys.accept_word, M.accept_word, 'accept the next word of the draft')
-  map(keys.next, M.next, 'next draft')
-  map(keys.prev, M.prev, 'previous draft')
-  map(keys.dismiss, M.dismiss, 'dismiss the draft')
+  local lhs = config.keymaps
+  keys = vim.tbl_filter(function(key) return key.lhs end, {
+    { lhs = lhs.accept, action = M.accept, desc = 'accept the draft' },
+    { lhs = lhs.accept_word, action = M.accept_word, desc = 'accept the next word of the draft' },
+    { lhs = lhs.next, action = M.next, desc = 'next draft' },
+    { lhs = lhs.prev, action = M.prev, desc = 'previous draft' },
+    { lhs = lhs.dismiss, action = M.dismiss, desc = 'dismiss the draft' },
+  })
+  vim.tbl_map(enabled and map or unmap, keys)
 
   local group = vim.api.nvim_create_augroup('spd', {})
   vim.api.nvim_create_autocmd('LspAttach', {
     group = group,
     callback = function(args)
       local client = vim.lsp.get_client_by_id(args.data.client_id)
-      if client and client.name == client_mod.name and ui.attach then
-        ui.attach(args.buf)
+      if client and client.name == client_mod.name then
+        client_mod.attached(args.buf)
+        if ui.attach then
+          ui.attach(args.buf)
+        end
       end
     end,
   })
@@ -105,6 +118,7 @@ function M.toggle()
   end
   enabled = not enabled
   ui.set_enabled(enabled)
+  vim.tbl_map(enabled and map or unmap, keys)
   vim.notify('SPD inline completions ' .. (enabled and 'on' or 'off'))
 end
 

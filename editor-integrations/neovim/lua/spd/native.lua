@@ -1,10 +1,23 @@
 --- Neovim >= 0.12: the built-in vim.lsp.inline_completion draws, cycles and accepts;
 --- this only enables it for spd_lsp buffers and adds accept-word and dismiss on top.
+---
+--- UNTESTED against a real Neovim 0.12: the tests run 0.11.4 and drive this module only
+--- through a stub of the API it expects (enable(on, {bufnr}), select({count}),
+--- get({on_accept})). Development versions of the module had other names (jump, no
+--- enable), so it is used only when every function it calls exists; else the ghost path.
 local api = vim.api
 local ic = vim.lsp.inline_completion
 local text = require('spd.text')
 
 local M = {}
+
+--- Whether this Neovim has the built-in module with the functions used here.
+function M.available()
+  ic = vim.lsp.inline_completion
+  return type(ic) == 'table' and vim.iter({ 'enable', 'select', 'get' }):all(function(name)
+    return type(ic[name]) == 'function'
+  end)
+end
 
 local enabled = true
 local buffers = {} ---@type table<integer, true>

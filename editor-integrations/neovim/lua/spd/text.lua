@@ -3,11 +3,14 @@ local M = {}
 
 --- What is left to show of a draft whose range begins before the cursor, once the text
 --- the buffer already holds between the range start and the cursor (`typed`) is taken
---- off; nil when the user typed something the draft does not continue.
+--- off; nil when the user typed something the draft does not continue. Leading
+--- whitespace may differ: the server re-indents a draft (accepting applies its edit,
+--- indentation included), and the client adds none of its own.
 ---@param draft string
 ---@param typed string
 ---@return string?
 function M.remainder(draft, typed)
+  draft, typed = draft:gsub('^%s+', ''), typed:gsub('^%s+', '')
   if draft:sub(1, #typed) ~= typed then
     return nil
   end

@@ -1,0 +1,23 @@
+"""`python -m tests.failing_server`: the real server over stdio, with an engine whose every decode raises."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spd_lsp.server import build_server
+from spd_lsp.session import Loaded
+
+
+class FailingEngine:
+    def tokenizer(self, text: str, **_: Any) -> dict[str, list[tuple[int, int]]]:
+        return {"offset_mapping": [(i, i + 1) for i in range(len(text))]}
+
+    def complete(self, prefix: str, options: Any, cancelled: Any = None) -> Any:
+        raise RuntimeError("decode exploded")
+
+    def set_ngrams(self, ngrams: Any) -> None:
+        pass
+
+
+if __name__ == "__main__":
+    build_server(lambda settings: Loaded(FailingEngine(), {"name": "failing"}, "cpu")).start_io()
