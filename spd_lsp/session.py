@@ -3,6 +3,12 @@
 Handlers in `server.py` call these methods with plain values (text, positions)
 and convert what comes back to LSP types; nothing here knows about pygls. Every
 model call runs on the scheduler's single worker thread.
+
+Latency: a keystroke into the drafts shown is answered from them (type-through);
+a keystroke that only extends the prefix being decoded lets that decode finish
+(`extends`); the prompt window keeps its start across requests so the KV cache is
+reused (`context.fit_window`); while idle, the drafts after the top draft are
+precomputed, so accepting it shows the next ones at once (`_anticipate`).
 """
 
 from __future__ import annotations
