@@ -31,10 +31,13 @@ Keeps = Callable[[Any, Any], bool]
 
 
 class Job:
-    def __init__(self, key: Hashable, work: Callable[[CancelCheck], Any], tag: Any = None) -> None:
+    def __init__(
+        self, key: Hashable, work: Callable[[CancelCheck], Any], tag: Any = None, *, background: bool = False
+    ) -> None:
         self.key = key
         self.work = work
         self.tag = tag
+        self.background = background
         self.future: Future[Any] = Future()
         self.kept = False  # a newer job relies on this one's result
         self._abandoned = threading.Event()
@@ -76,14 +79,18 @@ class Scheduler:
         """Queue `work(cancelled)`; it supersedes any job under the same key.
 
         A running job under the key finishes instead when `keeps(its tag, tag)`. A
-        background job runs only while no other job is waiting.
+        background job runs only while no other job is waiting, and any other job
+        stops it unless something keeps it.
         """
-        job = Job(key, work, tag)
+        job = Job(key, work, tag, background=background)
         with self._wake:
             if self._closed:
                 job.stop()
                 return job
             self._supersede(key, tag, keeps)
+            running = self._running
+            if not background and running is not None and running.background and not running.kept:
+                running.stop()
             (self._background if background else self._pending)[key] = job
             self._wake.notify()
         return job

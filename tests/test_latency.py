@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
 from typing import Any
 
@@ -16,6 +17,7 @@ from spd_lsp.decoding import lm
 from spd_lsp.decoding.lm import ModelRunner
 from spd_lsp.decoding.types import Cancelled, DecodeOptions
 from spd_lsp.engine import Engine
+from spd_lsp.scheduler import Scheduler
 from spd_lsp.session import Request, extends
 from tests.test_server_session import FakeEngine, make_session
 from tests.tiny_models import tiny_model
@@ -301,3 +303,23 @@ def test_any_other_edit_drops_the_precomputation(anticipating: Any) -> None:
     other = session.complete("doc", LINE + "z", 1, 9, "utf-16")
     assert first.future.result(5).edits and other.future.result(5).timings is not None
     assert engine.prefixes[:3] == [LINE, LINE + "alpha()", LINE + "z"] and engine.finished == 2  # it was stopped
+
+
+def test_a_request_for_another_document_stops_the_precomputation() -> None:
+    scheduler = Scheduler()
+    try:
+        started = threading.Event()
+
+        def idle_work(cancelled: Any) -> None:
+            started.set()
+            while not cancelled():
+                time.sleep(0.005)
+            raise Cancelled()
+
+        background = scheduler.submit(("ahead", "a.py"), idle_work, background=True)
+        started.wait(5)
+        assert scheduler.submit("b.py", lambda cancelled: "drafts").future.result(5) == "drafts"
+        with pytest.raises(Cancelled):
+            background.future.result(5)
+    finally:
+        scheduler.close()
