@@ -14,7 +14,17 @@ prefill, decode (model forward steps), n-gram lookups, the rest of the engine
 (healing, draft bookkeeping), the session (context, tokenizer, cut/de-dup) and
 the server (JSON-RPC, queueing, event loop) = client latency - session total.
 
+`--replay N` instead replays N keystrokes of typing into the middle of a real file
+(the project's sources, ~5,000 lines, cursor near line 4,000): characters typed,
+backspaces, cursor jumps to another line and back, and accepts (the shown top draft
+where it matches what the author wrote). Each keystroke waits for its answer;
+keystroke -> answer is reported split into type-through / reused cache (<= 32
+prompt tokens re-prefilled) / cold, with the share of each. `--storm S` types at
+`--rate` characters/s for S seconds without waiting, cancelling the previous request
+as an editor does, and counts drafts delivered per second.
+
     .venv/bin/python bench/bench_server.py [--cold 5] [--warm 30] [--max-prefix-tokens 2048]
+    nice .venv/bin/python bench/bench_server.py --replay 300 --storm 30
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -71,6 +82,11 @@ def prefixes(text: str, tokens: int, count: int, tokenizer: Any) -> list[str]:
 def end_position(text: str) -> lsp.Position:
     lines = text.split("\n")
     return lsp.Position(len(lines) - 1, len(lines[-1].encode("utf-16-le")) // 2)
+
+
+def position_at(text: str, offset: int) -> lsp.Position:
+    line_start = text.rfind("\n", 0, offset) + 1
+    return lsp.Position(text.count("\n", 0, offset), len(text[line_start:offset].encode("utf-16-le")) // 2)
 
 
 def rss_mb(pid: int) -> float:
@@ -127,6 +143,134 @@ class Bench:
                 content_changes=[lsp.TextDocumentContentChangePartial(range=lsp.Range(position, position), text=char)],
             )
         )
+
+
+class Document:
+    """An open document the bench edits the way an editor does: ranged didChange, versioned."""
+
+    def __init__(self, bench: Bench, uri: str, text: str) -> None:
+        self.bench, self.uri, self.text, self.version = bench, uri, text, 1
+        bench.open(uri, text)
+
+    def edit(self, start: int, end: int, new: str) -> None:
+        change = lsp.TextDocumentContentChangePartial(
+            range=lsp.Range(position_at(self.text, start), position_at(self.text, end)), text=new
+        )
+        self.version += 1
+        self.text = self.text[:start] + new + self.text[end:]
+        self.bench.client.text_document_did_change(
+            lsp.DidChangeTextDocumentParams(
+                text_document=lsp.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
+                content_changes=[change],
+            )
+        )
+
+
+def inline_params(uri: str, position: lsp.Position) -> lsp.InlineCompletionParams:
+    return lsp.InlineCompletionParams(
+        text_document=lsp.TextDocumentIdentifier(uri),
+        position=position,
+        context=lsp.InlineCompletionContext(trigger_kind=lsp.InlineCompletionTriggerKind.Automatic),
+    )
+
+
+REPLAY_KINDS = ("type-through", "reused cache", "cold")
+
+
+async def replay(bench: Bench, text: str, keystrokes: int, seed: int) -> list[dict[str, Any]]:
+    """Type `keystrokes` edits into the middle of `text`, waiting for each answer."""
+    rng = random.Random(seed)
+    lines = text.split("\n")
+    cursor = len("\n".join(lines[: min(4000, len(lines) * 4 // 5)])) + 1
+    to_type = text[cursor : cursor + 4 * keystrokes]
+    document = Document(bench, "file:///bench/replay.py", text[:cursor] + text[cursor + len(to_type) :])
+    samples: list[dict[str, Any]] = []
+    typed, shown = 0, ""  # characters of to_type in the document; the top draft shown last
+
+    async def ask(action: str, offset: int) -> None:
+        nonlocal shown
+        started = time.perf_counter()
+        params = inline_params(document.uri, position_at(document.text, offset))
+        result = await asyncio.wait_for(bench.client.text_document_inline_completion_async(params), TIMEOUT_S)
+        ms = 1000 * (time.perf_counter() - started)
+        last = (await bench.command("spd.status"))["last"]
+        kind = "type-through" if last["source"] == "typedThrough" else "reused cache"
+        kind = "cold" if kind != "type-through" and last["prefillTokens"] > 32 else kind
+        items = result.items if result else []
+        line_start = document.text.rfind("\n", 0, offset) + 1
+        shown = items[0].insert_text[offset - line_start :] if items else ""
+        samples.append({"action": action, "kind": kind, "ms": ms, "drafts": len(items), "prefill": last["prefillTokens"]})
+
+    while len(samples) < keystrokes and typed < len(to_type) - 8:
+        here = cursor + typed
+        roll = rng.random()
+        accepted = 0
+        upcoming = to_type[typed:].split("\n", 1)[0]
+        while accepted < min(len(shown), len(upcoming)) and shown[accepted] == upcoming[accepted]:
+            accepted += 1
+        if accepted >= 4 and roll < 0.5:
+            document.edit(here, here, to_type[typed : typed + accepted])
+            typed += accepted
+            await ask("accept", here + accepted)
+        elif roll < 0.05 and typed >= 3:
+            count = rng.randint(1, 3)
+            document.edit(here - count, here, "")
+            typed -= count
+            await ask("backspace", here - count)
+        elif roll < 0.07:
+            await ask("jump away", document.text.find("\n", rng.randrange(0, cursor)))  # a line's end
+            await ask("jump back", here)
+        else:
+            document.edit(here, here, to_type[typed])
+            typed += 1
+            await ask("type", here + 1)
+    return samples
+
+
+def replay_table(samples: list[dict[str, Any]]) -> str:
+    lines = [
+        "| keystroke -> answer | n | share | p50 | p95 | re-prefilled tokens p50 | with drafts |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for kind in ("all", *REPLAY_KINDS):
+        rows = [s for s in samples if kind in ("all", s["kind"])]
+        if rows:
+            ms = [s["ms"] for s in rows]
+            lines.append(
+                f"| {kind} | {len(rows)} | {len(rows) / len(samples):.0%} | {percentile(ms, 0.5):.0f} ms | "
+                f"{percentile(ms, 0.95):.0f} ms | {percentile([s['prefill'] for s in rows], 0.5):.0f} | "
+                f"{sum(s['drafts'] > 0 for s in rows) / len(rows):.0%} |"
+            )
+    decoded = [s["ms"] for s in samples if s["kind"] != "type-through"]
+    if decoded:
+        lines.append(f"| decoded (reused + cold) | {len(decoded)} | {len(decoded) / len(samples):.0%} | "
+                     f"{percentile(decoded, 0.5):.0f} ms | {percentile(decoded, 0.95):.0f} ms | | |")
+    return "\n".join(lines)
+
+
+async def storm(bench: Bench, text: str, seconds: float, rate: float) -> dict[str, Any]:
+    """Type at `rate` characters/s without waiting; each keystroke cancels the previous request."""
+    cursor = len("\n".join(text.split("\n")[:3000])) + 1
+    to_type = text[cursor : cursor + int(seconds * rate) + 1]
+    document = Document(bench, "file:///bench/storm.py", text[:cursor] + text[cursor + len(to_type) :])
+    protocol = bench.client.protocol
+    outstanding: list[tuple[str, asyncio.Future[Any]]] = []
+    started = time.perf_counter()
+    for i, char in enumerate(to_type):
+        await asyncio.sleep(max(0.0, started + i / rate - time.perf_counter()))
+        document.edit(cursor + i, cursor + i, char)
+        if outstanding:
+            protocol.notify("$/cancelRequest", lsp.CancelParams(id=outstanding[-1][0]))
+        msg_id = f"storm-{i}"
+        params = inline_params(document.uri, position_at(document.text, cursor + i + 1))
+        future = protocol.send_request_async(lsp.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=msg_id)
+        outstanding.append((msg_id, future))
+    typing_s = time.perf_counter() - started
+    results = await asyncio.gather(*(asyncio.wait_for(f, TIMEOUT_S) for _, f in outstanding), return_exceptions=True)
+    drafts = sum(1 for r in results if not isinstance(r, BaseException) and r and r.items)
+    cancelled = sum(1 for r in results if isinstance(r, BaseException))
+    return {"requests": len(results), "with drafts": drafts, "cancelled": cancelled, "seconds": typing_s,
+            "drafts per second": drafts / typing_s}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -209,8 +353,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     bench.open("file:///bench/warmup.py", cold_prefixes[-1])
     await bench.request("cold", "file:///bench/warmup.py", end_position(cold_prefixes[-1]))  # torch warm-up
     bench.rows["cold"].clear()
+    extra: dict[str, Any] = {}
+    if args.replay:
+        extra["replay"] = await replay(bench, text, args.replay, args.seed)
+    if args.storm:
+        extra["storm"] = await storm(bench, text, args.storm, args.rate)
 
-    for i, prefix in enumerate(cold_prefixes[: args.cold]):
+    for i, prefix in enumerate(cold_prefixes[: args.cold]):  # none where --cold 0
         uri = f"file:///bench/cold{i}.py"
         bench.open(uri, prefix)
         await bench.request("cold", uri, end_position(prefix))
@@ -237,6 +386,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "model": final["model"],
         "stores": final["stores"],
         "settings": options,
+        **extra,
     }
 
 
@@ -250,6 +400,10 @@ def main() -> int:
     parser.add_argument("--quantize", choices=["int8"], help="the server's `quantize` setting")
     parser.add_argument("--model", help="the server's `model` setting (default: the bundled model)")
     parser.add_argument("--device", help="the server's `device` setting (default: its own, auto)")
+    parser.add_argument("--replay", type=int, default=0, metavar="N", help="keystrokes of the typing replay")
+    parser.add_argument("--storm", type=float, default=0, metavar="S", help="seconds of typing without waiting")
+    parser.add_argument("--rate", type=float, default=20, help="characters per second in the storm")
+    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("-k", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=10)
     parser.add_argument("--json", type=Path, help="also write the raw samples here")
@@ -260,6 +414,10 @@ def main() -> int:
     print(f"model: {model['name']} on {model['device']} ({model['dtype']}), settings {result['settings']}")
     print(f"store: {result['stores']}")
     print(table(result["rows"]))
+    if "replay" in result:
+        print(replay_table(result["replay"]))
+    if "storm" in result:
+        print("typing storm:", {k: round(v, 2) if isinstance(v, float) else v for k, v in result["storm"].items()})
     print(f"server RSS after the run: {result['rss_mb']:.0f} MB; load average now {os.getloadavg()[0]:.2f}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

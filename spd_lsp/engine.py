@@ -48,19 +48,22 @@ class Engine:
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
 
-    def complete(self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None) -> DecodeResult:
+    def complete(
+        self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None, *, ids: list[int] | None = None
+    ) -> DecodeResult:
+        """Drafts continuing `prefix`; `ids`, where given, are its tokens (the caller tokenized it already)."""
         if options.method not in METHODS:
             raise ValueError(f"unknown decoding method {options.method!r}; expected one of {', '.join(METHODS)}")
         cancelled = cancelled or _never
         started = time.perf_counter()
         timings = Timings()
-        healed = self.healed_prompt(prefix, healing=options.heal)
+        healed = self.healed_prompt(prefix, healing=options.heal, ids=ids)
         prompt = healed.prompt_ids
         rules = DraftRules(
             table=self.table, stop_ids=self.stop_ids, stop_at_newline=options.stop_at_newline,
             candidate_device=self.candidate_device,
         )
-        logits, timings.reused_tokens = self.runner.prefill(prompt)
+        logits, timings.reused_tokens = self.runner.prefill(prompt, cancelled)
         device_sync(logits.device)
         timings.prefill_tokens = len(prompt) - timings.reused_tokens
         timings.prefill_s = time.perf_counter() - started
@@ -72,12 +75,11 @@ class Engine:
         timings.total_s = time.perf_counter() - started
         return DecodeResult(drafts, timings, options.method)
 
-    def healed_prompt(self, prefix: str, *, healing: bool = True) -> HealedPrompt:
-        """What the model is fed for `prefix`, and the text every draft must first re-produce."""
-        return heal(self._prompt_ids(prefix), self.table, enabled=healing)
+    def healed_prompt(self, prefix: str, *, healing: bool = True, ids: list[int] | None = None) -> HealedPrompt:
+        """What the model is fed for `prefix` (or its given token ids), and the text every draft must first re-produce."""
+        return heal(self._with_bos(self.encode(prefix) if ids is None else ids), self.table, enabled=healing)
 
-    def _prompt_ids(self, prefix: str) -> list[int]:
-        ids = self.encode(prefix)
+    def _with_bos(self, ids: list[int]) -> list[int]:
         bos = self.tokenizer.bos_token_id
         if not ids or (bos is not None and getattr(self.tokenizer, "add_bos_token", False)):
             ids = [bos if bos is not None else self.tokenizer.eos_token_id] + ids

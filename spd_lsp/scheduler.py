@@ -2,9 +2,14 @@
 
 The engine is not thread-safe and keeps one KV cache, so every model call goes
 through this single thread. Submitting a job under a key that already has one
-pending or running cancels the old one: a pending job's future is cancelled at
+pending or running stops the old one: a pending job's future is cancelled at
 once, a running one sees `cancelled()` turn true and raises `Cancelled` at its
-next decode step.
+next decode step (or prefill chunk).
+
+Except where the new job can use the running one's result (`keeps`): a fast
+typist's next request extends the prefix being decoded, so the decode finishes
+(its drafts answer the new request by type-through) even if its own requester
+has meanwhile given up.
 """
 
 from __future__ import annotations
@@ -21,66 +26,109 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+Keeps = Callable[[Any, Any], bool]
+"""keeps(running job's tag, new job's tag): the new job can use the running one's result."""
+
+
 class Job:
-    def __init__(self, key: Hashable, work: Callable[[CancelCheck], Any]) -> None:
+    def __init__(
+        self, key: Hashable, work: Callable[[CancelCheck], Any], tag: Any = None, *, background: bool = False
+    ) -> None:
         self.key = key
         self.work = work
+        self.tag = tag
+        self.background = background
         self.future: Future[Any] = Future()
-        self._cancelled = threading.Event()
+        self.kept = False  # a newer job relies on this one's result
+        self._abandoned = threading.Event()
+        self._stopped = threading.Event()
 
     def cancel(self) -> None:
-        self._cancelled.set()
+        """The requester gave up: stop, unless a newer job relies on the result."""
+        self._abandoned.set()
         self.future.cancel()  # succeeds only while pending; a running job stops itself
 
+    def stop(self) -> None:
+        """Nothing needs the result any more."""
+        self._stopped.set()
+        self.cancel()
+
     def cancelled(self) -> bool:
-        return self._cancelled.is_set()
+        return self._stopped.is_set() or (self._abandoned.is_set() and not self.kept)
 
 
 class Scheduler:
     def __init__(self, name: str = "spd-model") -> None:
         self._pending: OrderedDict[Hashable, Job] = OrderedDict()
+        self._background: OrderedDict[Hashable, Job] = OrderedDict()  # run only when nothing else waits
         self._running: Job | None = None
         self._closed = False
         self._wake = threading.Condition()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, key: Hashable, work: Callable[[CancelCheck], T]) -> Job:
-        """Queue `work(cancelled)`; it supersedes any job under the same key."""
-        job = Job(key, work)
+    def submit(
+        self,
+        key: Hashable,
+        work: Callable[[CancelCheck], T],
+        *,
+        tag: Any = None,
+        keeps: Keeps | None = None,
+        background: bool = False,
+    ) -> Job:
+        """Queue `work(cancelled)`; it supersedes any job under the same key.
+
+        A running job under the key finishes instead when `keeps(its tag, tag)`. A
+        background job runs only while no other job is waiting, and any other job
+        stops it unless something keeps it.
+        """
+        job = Job(key, work, tag, background=background)
         with self._wake:
             if self._closed:
-                job.cancel()
+                job.stop()
                 return job
-            self.cancel(key)
-            self._pending[key] = job
+            self._supersede(key, tag, keeps)
+            running = self._running
+            if not background and running is not None and running.background and not running.kept:
+                running.stop()
+            (self._background if background else self._pending)[key] = job
             self._wake.notify()
         return job
 
-    def cancel(self, key: Hashable) -> None:
+    def cancel(self, key: Hashable, *, tag: Any = None, keeps: Keeps | None = None) -> None:
+        """Stop the jobs under `key`, except a running one whose result `keeps(its tag, tag)`."""
         with self._wake:
-            if (old := self._pending.pop(key, None)) is not None:
-                old.cancel()
-            if self._running is not None and self._running.key == key:
-                self._running.cancel()
+            self._supersede(key, tag, keeps)
+
+    def _supersede(self, key: Hashable, tag: Any, keeps: Keeps | None) -> None:
+        running = self._running
+        if running is not None and running.key == key:
+            if keeps is not None and keeps(running.tag, tag):
+                running.kept = True
+            else:
+                running.stop()
+        for queue in (self._pending, self._background):
+            if (old := queue.pop(key, None)) is not None:
+                old.stop()
 
     def close(self, timeout: float | None = 5.0) -> None:
         with self._wake:
             self._closed = True
-            for job in self._pending.values():
-                job.cancel()
-            self._pending.clear()
+            for queue in (self._pending, self._background):
+                for job in queue.values():
+                    job.stop()
+                queue.clear()
             if self._running is not None:
-                self._running.cancel()
+                self._running.stop()
             self._wake.notify()
         self._thread.join(timeout)
 
     def _next(self) -> Job | None:
         with self._wake:
-            self._wake.wait_for(lambda: self._pending or self._closed)
+            self._wake.wait_for(lambda: self._pending or self._background or self._closed)
             if self._closed:
                 return None
-            _, self._running = self._pending.popitem(last=False)
+            _, self._running = (self._pending or self._background).popitem(last=False)
             return self._running
 
     def _loop(self) -> None:

@@ -3,6 +3,12 @@
 Handlers in `server.py` call these methods with plain values (text, positions)
 and convert what comes back to LSP types; nothing here knows about pygls. Every
 model call runs on the scheduler's single worker thread.
+
+Latency: a keystroke into the drafts shown is answered from them (type-through);
+a keystroke that only extends the prefix being decoded lets that decode finish
+(`extends`); the prompt window keeps its start across requests so the KV cache is
+reused (`context.fit_window`); while idle, the drafts after the top draft are
+precomputed, so accepting it shows the next ones at once (`_anticipate`).
 """
 
 from __future__ import annotations
@@ -16,7 +22,18 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 from spd_lsp.config import Settings
-from spd_lsp.context import Cursor, TokenSpans, fit_prefix, line_start, locate, offset_of, with_selection
+from spd_lsp.context import (
+    EOL,
+    Cursor,
+    Encode,
+    LineIndex,
+    TokenSpans,
+    Window,
+    fit_window,
+    locate,
+    offset_of,
+    with_selection,
+)
 from spd_lsp.decoding.types import CancelCheck, Timings
 from spd_lsp.postprocess import LineEdit, Shown, finalize, line_edits
 from spd_lsp.scheduler import Job, Scheduler
@@ -31,7 +48,9 @@ class EngineLike(Protocol):
 
     tokenizer: Any
 
-    def complete(self, prefix: str, options: Any, cancelled: CancelCheck | None = None) -> Any: ...
+    def complete(
+        self, prefix: str, options: Any, cancelled: CancelCheck | None = None, *, ids: list[int] | None = None
+    ) -> Any: ...
 
     def set_ngrams(self, ngrams: Any) -> None: ...
 
@@ -71,6 +90,43 @@ class Selection:
     end_line: int
     end_character: int
     text: str
+
+
+@dataclass
+class Request:
+    """A completion request as the scheduler's keep rule sees it; `offset` is set once located."""
+
+    line: int
+    character: int
+    text: str
+    selected: bool
+    offset: int | None = None
+
+
+CONTEXT_CHARS = 64  # around the cursor: enough to tell typing from other edits
+
+
+def extends(running: Any, new: Any) -> bool:
+    """`new` only types more characters at `running`'s cursor, on the same line: the running
+    decode's drafts may answer it by type-through, so it should finish. Looks at the text
+    near the cursor only; a wrong guess costs one finished decode, never a wrong answer."""
+    if not (isinstance(running, Request) and isinstance(new, Request)) or running.offset is None:
+        return False
+    if running.selected or new.selected or new.line != running.line:
+        return False
+    at, typed = running.offset, len(new.text) - len(running.text)
+    before = slice(max(0, at - CONTEXT_CHARS), at)
+    return (
+        0 < typed == new.character - running.character
+        and EOL.search(new.text[at : at + typed]) is None
+        and new.text[before] == running.text[before]
+        and new.text[at + typed : at + typed + CONTEXT_CHARS] == running.text[at : at + CONTEXT_CHARS]
+    )
+
+
+def accepts(anticipated: Any, new: Any) -> bool:
+    """`new` is the document as the precomputation foresaw it: the top draft accepted."""
+    return isinstance(anticipated, Request) and isinstance(new, Request) and new.text == anticipated.text
 
 
 @dataclass
@@ -161,9 +217,15 @@ def token_spans(tokenizer: Any) -> TokenSpans:
     return lambda text: tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"]
 
 
+def token_ids(tokenizer: Any) -> Encode:
+    return lambda text: tokenizer.encode(text, add_special_tokens=False)
+
+
 class Session:
-    def __init__(self, client: Client, loader: Loader = load_engine) -> None:
+    def __init__(self, client: Client, loader: Loader = load_engine, *, anticipate: bool = True) -> None:
+        """`anticipate`: precompute the drafts after the top draft while idle (off: only on request)."""
         self.client = client
+        self.anticipate = anticipate
         self.loader = loader
         self.settings = Settings()
         self.scheduler = Scheduler()
@@ -173,7 +235,11 @@ class Session:
         self._loaded: Loaded | None = None
         self._loaded_key: tuple[Any, ...] | None = None
         self._error: str | None = None
-        self._shown: dict[str, Shown] = {}  # per document, written by the worker only
+        # Per document, written by the worker only: drafts shown, the prompt window, line starts.
+        self._shown: dict[str, Shown] = {}
+        self._windows: dict[str, Window] = {}
+        self._lines: dict[str, LineIndex] = {}
+        self._ahead: dict[str, Shown] = {}  # drafts for the document with the top draft accepted
 
     # -- configuration -------------------------------------------------------
     def configure(self, settings: Settings, warnings: Sequence[str] = (), roots: Sequence[Path] | None = None) -> Job:
@@ -181,7 +247,7 @@ class Session:
         for warning in warnings:
             self.client.show("warning", f"spd-lsp settings: {warning}")
         self.settings = settings
-        self.scheduler.submit("forget all", lambda cancelled: self._shown.clear())  # drafts of old settings
+        self.scheduler.submit("forget all", lambda cancelled: self._forget())  # drafts of old settings
         if roots is not None:
             self.roots = list(roots)
         return self.scheduler.submit(SETUP, lambda cancelled: self._setup(settings))
@@ -214,50 +280,92 @@ class Session:
         """Drafts for a document snapshot; supersedes the previous request for `key`."""
         self.stats.count("requests")
         settings = self.settings
+        request = Request(line, character, text, selected=selection is not None)
+        self.scheduler.cancel(("ahead", key), tag=request, keeps=accepts)  # any other edit drops it
         return self.scheduler.submit(
-            key, lambda cancelled: self._complete(key, settings, text, line, character, encoding, selection, cancelled)
+            key,
+            lambda cancelled: self._complete(key, settings, request, encoding, selection, cancelled),
+            tag=request,
+            keeps=extends,
         )
 
     def _complete(
         self,
         key: str,
         settings: Settings,
-        text: str,
-        line: int,
-        character: int,
+        request: Request,
         encoding: str,
         selection: Selection | None,
         cancelled: CancelCheck,
     ) -> Suggestions:
         started = time.perf_counter()
         loaded = self._loaded
-        cursor = locate(text, line, character, encoding)
+        text, line = request.text, request.line
+        lines = self._lines.setdefault(key, LineIndex())
+        cursor = locate(text, line, request.character, encoding, lines)
         if loaded is None or cursor is None:
             return Suggestions([])
-        end = cursor.offset
+        request.offset = end = cursor.offset
+        line_start = cursor.line_start
         if selection is not None:
-            cursor, end = _apply_selection(cursor, line, selection, encoding)
+            cursor, end = _apply_selection(cursor, line, selection, encoding, lines)
         if not cursor.prefix.strip():
             return Suggestions([])
         shown = self._shown.get(key)
         timings = None
         drafts = shown.follow(cursor.prefix, cursor.line_suffix) if shown else []
-        if not drafts:  # only a model call needs the prefix cut to its token budget
-            budget = settings.prefix_budget(loaded.device_type)
-            prefix = fit_prefix(cursor.prefix, token_spans(loaded.engine.tokenizer), budget)
-            if not prefix.strip():
-                return Suggestions([])
-            result = loaded.engine.complete(prefix, settings.decode_options(), cancelled)
-            drafts = finalize((d.text for d in result.drafts), cursor.line_suffix, settings.multiline, settings.k)
-            timings = result.timings
+        if not drafts and (ahead := self._ahead.pop(key, None)) and _foresaw(ahead, cursor):
+            drafts = list(ahead.drafts)  # the user accepted the top draft: computed while idle
+            self._shown[key] = ahead
+        if not drafts:
+            drafts, timings = self._decode(key, settings, loaded, cursor, cancelled)
             self._shown[key] = Shown.of(cursor.prefix, cursor.line_suffix, drafts)
-        replaced = text[line_start(text, line) or 0 : end]
+            if drafts and self.anticipate:
+                self._anticipate(key, settings, cursor, drafts[0])
+        replaced = text[line_start:end]
         self.stats.record(time.perf_counter() - started, timings)
         return Suggestions(line_edits(drafts, cursor, line, replaced, encoding), timings)
 
+    def _decode(
+        self, key: str, settings: Settings, loaded: Loaded, cursor: Cursor, cancelled: CancelCheck
+    ) -> tuple[list[str], Timings | None]:
+        """Drafts from the model, the prompt cut to its budget by the document's window."""
+        tokenizer = loaded.engine.tokenizer
+        budget = settings.prefix_budget(loaded.device_type)
+        previous = self._windows.get(key)
+        window = fit_window(cursor.prefix, token_ids(tokenizer), token_spans(tokenizer), budget, previous)
+        self._windows[key] = window
+        prefix = cursor.prefix[window.start :]
+        if not prefix.strip():
+            return [], None
+        result = loaded.engine.complete(prefix, settings.decode_options(), cancelled, ids=window.ids)
+        drafts = finalize((d.text for d in result.drafts), cursor.line_suffix, settings.multiline, settings.k)
+        return drafts, result.timings
+
+    def _anticipate(self, key: str, settings: Settings, cursor: Cursor, draft: str) -> None:
+        """While the model is idle, the drafts that follow `draft` once accepted (as llama.vim does)."""
+        accepted = with_selection(cursor, cursor.offset, cursor.offset, draft)
+        tag = Request(-1, -1, accepted.text, selected=False)
+
+        def work(cancelled: CancelCheck) -> None:
+            if self._loaded is not None:
+                drafts, _ = self._decode(key, settings, self._loaded, accepted, cancelled)
+                self._ahead[key] = Shown.of(accepted.prefix, accepted.line_suffix, drafts)
+
+        self._ahead.pop(key, None)
+        self.scheduler.submit(("ahead", key), work, tag=tag, background=True)
+
     def close_document(self, key: str) -> None:
         self.scheduler.cancel(key)
-        self.scheduler.submit(("forget", key), lambda cancelled: self._shown.pop(key, None))
+        self.scheduler.submit(("forget", key), lambda cancelled: self._forget(key))
+
+    def _forget(self, key: str | None = None) -> None:
+        """Drop a document's (None: every document's) shown drafts, window and line index."""
+        for per_document in (self._shown, self._windows, self._lines, self._ahead):
+            if key is None:
+                per_document.clear()
+            else:
+                per_document.pop(key, None)
 
     # -- workspace, commands -------------------------------------------------
     def saved(self, path: Path) -> None:
@@ -298,10 +406,17 @@ class Session:
         self.workspace.close()
 
 
-def _apply_selection(cursor: Cursor, line: int, selection: Selection, encoding: str) -> tuple[Cursor, int]:
+def _foresaw(ahead: Shown, cursor: Cursor) -> bool:
+    prefix = cursor.prefix
+    return (ahead.prefix_length, ahead.suffix) == (len(prefix), cursor.line_suffix) and ahead.prefix_hash == hash(prefix)
+
+
+def _apply_selection(
+    cursor: Cursor, line: int, selection: Selection, encoding: str, lines: LineIndex
+) -> tuple[Cursor, int]:
     """The cursor after the popup's item, and the document offset the edit must reach."""
-    start = offset_of(cursor.text, selection.start_line, selection.start_character, encoding)
-    end = offset_of(cursor.text, selection.end_line, selection.end_character, encoding)
+    start = offset_of(cursor.text, selection.start_line, selection.start_character, encoding, lines)
+    end = offset_of(cursor.text, selection.end_line, selection.end_character, encoding, lines)
     if (
         start is None
         or end is None

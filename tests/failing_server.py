@@ -8,11 +8,18 @@ from spd_lsp.server import build_server
 from spd_lsp.session import Loaded
 
 
-class FailingEngine:
-    def tokenizer(self, text: str, **_: Any) -> dict[str, list[tuple[int, int]]]:
+class CharTokenizer:
+    def __call__(self, text: str, **_: Any) -> dict[str, list[tuple[int, int]]]:
         return {"offset_mapping": [(i, i + 1) for i in range(len(text))]}
 
-    def complete(self, prefix: str, options: Any, cancelled: Any = None) -> Any:
+    def encode(self, text: str, **_: Any) -> list[int]:
+        return [ord(c) for c in text]
+
+
+class FailingEngine:
+    tokenizer = CharTokenizer()
+
+    def complete(self, prefix: str, options: Any, cancelled: Any = None, **_: Any) -> Any:
         raise RuntimeError("decode exploded")
 
     def set_ngrams(self, ngrams: Any) -> None:

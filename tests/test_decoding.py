@@ -176,7 +176,7 @@ def test_cancellation_stops_decoding_and_leaves_the_cache_usable(engine: Engine)
 def test_resets_refeed_the_best_draft_and_keep_k_drafts(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     prefills: list[list[int]] = []
     prefill = engine.runner.prefill
-    monkeypatch.setattr(engine.runner, "prefill", lambda ids: prefills.append(list(ids)) or prefill(ids))
+    monkeypatch.setattr(engine.runner, "prefill", lambda ids, *rest: prefills.append(list(ids)) or prefill(ids, *rest))
     options = DecodeOptions(method="superposed", k=3, max_tokens=12, reset_every=4, **RAW)
     result = engine.complete(PREFIX, options)
     prompt = prefills[0]

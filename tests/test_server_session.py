@@ -20,6 +20,9 @@ class FakeTokenizer:
     def __call__(self, text: str, **_: Any) -> dict[str, list[tuple[int, int]]]:
         return {"offset_mapping": [m.span() for m in re.finditer(r"\w+|\W", text)]}
 
+    def encode(self, text: str, **_: Any) -> list[int]:
+        return [len(m.group()) for m in re.finditer(r"\w+|\W", text)]
+
 
 class FakeEngine:
     """Drafts are fixed strings; each decode step takes `step_s` and honours cancellation."""
@@ -34,7 +37,9 @@ class FakeEngine:
     def set_ngrams(self, ngrams: Any) -> None:
         self.ngrams = ngrams
 
-    def complete(self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None) -> DecodeResult:
+    def complete(
+        self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None, **_: Any
+    ) -> DecodeResult:
         self.prefixes.append(prefix)
         for _ in range(self.steps):
             if cancelled and cancelled():
@@ -56,9 +61,9 @@ class RecordingClient:
         raise AssertionError("no workspace folders in these tests")
 
 
-def make_session(engine: FakeEngine) -> tuple[Session, RecordingClient]:
+def make_session(engine: FakeEngine, *, anticipate: bool = False) -> tuple[Session, RecordingClient]:
     client = RecordingClient()
-    session = Session(client, loader=lambda settings: Loaded(engine, {"name": "fake"}, "cpu"))
+    session = Session(client, loader=lambda settings: Loaded(engine, {"name": "fake"}, "cpu"), anticipate=anticipate)
     session.configure(
         Settings(ngrams=parse_settings({"ngrams": {"enabled": False}})[0].ngrams), roots=[]
     ).future.result(5)

@@ -14,6 +14,12 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from spd_lsp.decoding.types import CancelCheck, Cancelled
+
+# Prompt tokens per prefill forward: a superseded request stops within one chunk.
+CPU_PREFILL_CHUNK = 64
+ACCELERATOR_PREFILL_CHUNK = 512
+
 
 def common_prefix_length(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
@@ -23,12 +29,30 @@ def common_prefix_length(a: list[int], b: list[int]) -> int:
     return n
 
 
-class ModelRunner:
-    """A model plus one batch-1 KV cache holding the last prompt, reused across calls."""
+def device_sync(device: torch.device) -> None:
+    """Wait for the device's queued kernels (as gpt-fast does), so a clock read after it is honest."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
 
-    def __init__(self, model: Any, device: torch.device):
+
+def _never() -> bool:
+    return False
+
+
+class ModelRunner:
+    """A model plus one batch-1 KV cache holding the last prompt, reused across calls.
+
+    `cached_ids` always names exactly what the cache holds: it grows only after a
+    forward succeeded, and a failed forward drops the cache.
+    """
+
+    def __init__(self, model: Any, device: torch.device, *, chunk_tokens: int | None = None):
         self.model = model
         self.device = device
+        default_chunk = CPU_PREFILL_CHUNK if device.type == "cpu" else ACCELERATOR_PREFILL_CHUNK
+        self.chunk_tokens = chunk_tokens or default_chunk
         self.embedding = model.get_input_embeddings()
         parameters = inspect.signature(model.forward).parameters
         self._keep_last = "logits_to_keep" in parameters
@@ -51,17 +75,34 @@ class ModelRunner:
             out = self.model(input_ids=ids.to(self.device), **kwargs)
         else:
             out = self.model(inputs_embeds=embeds, **kwargs)
-        return out.logits[:, -1, :].float()
+        logits = out.logits[:, -1, :].float()
+        device_sync(self.device)
+        return logits
 
-    def prefill(self, prompt_ids: list[int]) -> tuple[torch.Tensor, int]:
-        """Logits after prompt_ids, feeding only what the cache lacks; returns (logits, reused)."""
+    def prefill(self, prompt_ids: list[int], cancelled: CancelCheck = _never) -> tuple[torch.Tensor, int]:
+        """Logits after prompt_ids, feeding only what the cache lacks; returns (logits, reused).
+
+        The new tokens run in chunks of `chunk_tokens`; `cancelled()` is checked before
+        each, and raises `Cancelled` with the chunks already run kept in the cache.
+        """
         reused = common_prefix_length(self.cached_ids, prompt_ids)
         reused = min(reused, len(prompt_ids) - 1)  # at least one token must run for logits
         if reused <= 0 or not self._crop(reused):
             self.cache, reused = DynamicCache(config=self.model.config), 0
-        self.cached_ids = list(prompt_ids)
-        new = torch.tensor([prompt_ids[reused:]], dtype=torch.long)
-        return self.forward(self.cache, ids=new), reused
+        self.cached_ids = list(prompt_ids[:reused])
+        logits = None
+        for start in range(reused, len(prompt_ids), self.chunk_tokens):
+            if cancelled():
+                raise Cancelled()
+            end = min(start + self.chunk_tokens, len(prompt_ids))
+            try:
+                logits = self.forward(self.cache, ids=torch.tensor([prompt_ids[start:end]], dtype=torch.long))
+            except BaseException:
+                self.cache, self.cached_ids = None, []  # the layers may hold part of the chunk
+                raise
+            self.cached_ids = list(prompt_ids[:end])
+        assert logits is not None
+        return logits, reused
 
     def rewind(self, length: int) -> None:
         """Drop positions past `length` (superposed or draft tokens) so the prompt stays reusable."""
