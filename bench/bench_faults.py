@@ -28,23 +28,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 
 from bench.bench_server import rss_mb
+from bench.isolation import isolated_env
 from spd_lsp.framing import FrameReader, encode
 
 ANSWER_S = 60.0  # a request unanswered after this long counts as unanswered
 DOC = "file:///bench/hostile.py"
 PROGRAM = "import os\n\n\ndef walk(root):\n    for name in os.listdir(root):\n        path = os.path.join(root, na"
-
-
-def env(tmp: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "SPD_LSP_MODEL_CACHE": os.environ.get("SPD_LSP_MODEL_CACHE") or platformdirs.user_cache_dir("spd-lsp"),
-        "XDG_CACHE_HOME": str(tmp / "cache"),
-        "SPD_LSP_CACHE": str(tmp / "cache" / "spd-lsp"),
-    }
 
 
 class Server:
@@ -62,7 +53,7 @@ class Server:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "spd_lsp.cli", "--stdio", "--log-level", "ERROR",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-            env=env(tmp),
+            env=isolated_env(tmp),
         )
         return cls(process)
 

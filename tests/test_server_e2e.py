@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 import pytest
 import pytest_asyncio
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcRequestCancelled
 from pytest_lsp import ClientServerConfig, LanguageClient
+
+from bench.isolation import isolated_env
 from tests.code_samples import WALK_HEAD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
@@ -24,20 +24,10 @@ PROGRAM = WALK_HEAD + "            "
 WORKSPACE_FILE = "def frobnicate_widget(count):\n    return count * 42\n"
 
 
-def server_env(tmp: Path) -> dict[str, str]:
-    """Stores in a throw-away cache; the model's dequantised cache stays shared."""
-    return {
-        **os.environ,
-        "SPD_LSP_MODEL_CACHE": os.environ.get("SPD_LSP_MODEL_CACHE") or platformdirs.user_cache_dir("spd-lsp"),
-        "XDG_CACHE_HOME": str(tmp / "cache"),
-        "SPD_LSP_CACHE": str(tmp / "cache" / "spd-lsp"),
-    }
-
-
 def server_config(tmp: Path, *extra: str) -> ClientServerConfig:
     return ClientServerConfig(
         server_command=[sys.executable, "-m", "spd_lsp.cli", "--stdio", "--clientProcessId=1", *extra],
-        server_env=server_env(tmp),
+        server_env=isolated_env(tmp),
     )
 
 

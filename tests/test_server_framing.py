@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_server_e2e import server_env
+from bench.isolation import isolated_env as server_env
 from test_server_raw import RawServer, frame
 
 pytestmark = pytest.mark.e2e

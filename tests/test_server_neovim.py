@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_server_e2e import PROGRAM, server_env
+from bench.isolation import isolated_env as server_env
+from test_server_e2e import PROGRAM
 
 NVIM = Path(sys.executable).parent / "nvim"
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not NVIM.exists(), reason=f"no nvim at {NVIM}")]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator
 
 import pytest
-from test_server_e2e import server_env
+from bench.isolation import isolated_env as server_env
 from test_server_raw import frame, read_frame
 
 pytestmark = pytest.mark.e2e
