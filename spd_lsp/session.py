@@ -17,8 +17,9 @@ from typing import Any, Callable, Protocol, Sequence
 from spd_lsp.config import Settings
 from spd_lsp.context import Cursor, TokenSpans, fit_prefix, line_start, locate, offset_of, with_selection
 from spd_lsp.decoding.types import CancelCheck, Timings
-from spd_lsp.postprocess import LineEdit, Shown, finalize, line_edits
+from spd_lsp.postprocess import Fit, LineEdit, Shown, finalize, line_edits
 from spd_lsp.scheduler import Job, Scheduler
+from spd_lsp.syntax import language_of
 from spd_lsp.workspace import Client, Workspace
 
 log = logging.getLogger(__name__)
@@ -226,7 +227,8 @@ class Session:
             if not prefix.strip():
                 return Suggestions([])
             result = loaded.engine.complete(prefix, settings.decode_options(), cancelled)
-            drafts = finalize((d.text for d in result.drafts), cursor.line_suffix, settings.multiline, settings.k)
+            fit = Fit(cursor, language_of(key), multiline=settings.multiline)
+            drafts = finalize((d.text for d in result.drafts), fit, settings.k)
             timings = result.timings
             self._shown[key] = Shown.of(cursor.prefix, cursor.line_suffix, drafts)
         replaced = text[line_start(text, line) or 0 : end]

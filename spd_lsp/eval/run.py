@@ -7,13 +7,13 @@ from typing import Any, Callable, Sequence
 
 from ngram_db import NgramSource
 from spd_lsp.config import CPU_PREFIX_TOKENS
-from spd_lsp.context import fit_prefix
+from spd_lsp.context import Cursor, fit_prefix
 from spd_lsp.decoding.types import DecodeOptions
 from spd_lsp.engine import Engine
 from spd_lsp.eval.evaluator import PerplexityEvaluator
 from spd_lsp.eval.metrics import RequestScore, score_request
 from spd_lsp.eval.positions import Position
-from spd_lsp.postprocess import finalize
+from spd_lsp.postprocess import Fit, finalize
 from spd_lsp.session import token_spans
 
 
@@ -55,7 +55,8 @@ def fitted(positions: Sequence[Position], tokenizer: Any, budget: int = CPU_PREF
 def complete(engine: Engine, prefix: str, options: DecodeOptions) -> tuple[list[str], float, float]:
     """Final drafts as the server would show them; (drafts, decode ms, total ms)."""
     result = engine.complete(prefix, options)
-    drafts = finalize((d.text for d in result.drafts), "", not options.stop_at_newline, options.k)
+    fit = Fit(Cursor(prefix, len(prefix)), multiline=not options.stop_at_newline)
+    drafts = finalize((d.text for d in result.drafts), fit, options.k)
     t = result.timings
     return drafts, 1000 * (t.total_s - t.prefill_s), 1000 * t.total_s
 

@@ -1,0 +1,128 @@
+"""Does an insertion add a syntax error? Tree-sitter, on a window of lines around the cursor.
+
+The grammar comes from the document's file extension; the grammars ship inside
+the `tree-sitter-language-pack` wheel (< 1.0: later versions download them at
+run time). Languages without a grammar get no check here (only the bracket
+balance of `spd_lsp.postprocess`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import cache
+from pathlib import PurePosixPath
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+log = logging.getLogger(__name__)
+
+LINES_BEFORE = 60  # at most; the window starts at the nearest unindented line
+LINES_AFTER = 15
+
+GRAMMARS = {
+    ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",
+    ".jsx": "javascript", ".ts": "typescript", ".tsx": "tsx", ".rs": "rust", ".go": "go", ".lua": "lua",
+    ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".java": "java",
+    ".sh": "bash", ".bash": "bash", ".rb": "ruby", ".php": "php", ".cs": "csharp", ".kt": "kotlin",
+    ".swift": "swift", ".scala": "scala", ".json": "json", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml",
+}  # fmt: skip
+LINE_COMMENTS = {
+    "python": "#", "bash": "#", "ruby": "#", "toml": "#", "yaml": "#", "lua": "--",
+    "javascript": "//", "typescript": "//", "tsx": "//", "rust": "//", "go": "//", "c": "//", "cpp": "//",
+    "java": "//", "php": "//", "csharp": "//", "kotlin": "//", "swift": "//", "scala": "//",
+}  # fmt: skip
+
+
+def language_of(uri: str) -> str | None:
+    """The grammar name for a document URI (or path), from its extension."""
+    path = unquote(urlparse(uri).path) if "://" in uri else uri
+    return GRAMMARS.get(PurePosixPath(path).suffix.lower())
+
+
+def comment_marker(language: str | None) -> str | None:
+    return LINE_COMMENTS.get(language or "")
+
+
+@cache
+def _parser(language: str) -> Any:
+    try:
+        from tree_sitter_language_pack import get_parser
+
+        return get_parser(language)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - a missing grammar only means no syntax check
+        log.warning("no tree-sitter grammar for %s; drafts get the bracket check only", language)
+        return None
+
+
+@dataclass(frozen=True)
+class Errors:
+    count: int  # outermost ERROR and MISSING nodes
+    on_line: bool  # one of them touches the edited line
+
+
+def _errors(parser: Any, source: bytes, line_start: int, line_end: int) -> Errors:
+    root = parser.parse(source).root_node
+    count, on_line, pending = 0, False, [root] if root.has_error else []
+    while pending:
+        node = pending.pop()
+        flawed = [child for child in node.children if child.has_error or child.is_missing]
+        if node.is_error or node.is_missing or not flawed:  # no flawed child: a hidden MISSING token
+            count += 1
+            on_line = on_line or (node.start_byte <= line_end and node.end_byte >= line_start)
+        else:
+            pending.extend(flawed)
+    return Errors(count, on_line)
+
+
+def window(text: str, offset: int) -> tuple[int, int]:
+    """Offsets of the lines around `offset` worth parsing: back to an unindented line
+    (a top-level statement, at most LINES_BEFORE lines up), and LINES_AFTER lines on."""
+    start = text.rfind("\n", 0, offset) + 1
+    for _ in range(LINES_BEFORE):
+        if start == 0:
+            break
+        start = text.rfind("\n", 0, start - 1) + 1
+        if text[start : start + 1] not in (" ", "\t", "\n", "\r"):
+            break
+    end = offset
+    for _ in range(LINES_AFTER + 1):
+        found = text.find("\n", end)
+        end = len(text) if found < 0 else found + 1
+    return start, end
+
+
+class SyntaxCheck:
+    """Whether inserting a text at the cursor adds a syntax error to the lines around it.
+
+    Mid-line (`line_end` False) an insertion may add no error, nor any on its line.
+    At a line end an incomplete statement is normal while typing: there the check
+    only keeps a region that had no error free of them, and a blank line (a new
+    statement) is not checked.
+    """
+
+    def __init__(self, language: str | None, text: str, offset: int, *, line_end: bool) -> None:
+        line_head = text[text.rfind("\n", 0, offset) + 1 : offset]
+        self.parser = _parser(language) if language and (line_head.strip() or not line_end) else None
+        self.line_end = line_end
+        start, end = window(text, offset)
+        self.head = text[start:offset].encode()
+        self.tail = text[offset:end].encode()
+        self.line_start = len(self.head) - len(line_head.encode())
+        self.rest_of_line = len(self.tail.split(b"\n", 1)[0])
+        self._old: Errors | None = None
+
+    def _errors(self, insert: bytes) -> Errors:
+        line_end = len(self.head) + len(insert) + self.rest_of_line
+        return _errors(self.parser, self.head + insert + self.tail, self.line_start, line_end)
+
+    def rejects(self, insert: str) -> bool:
+        if self.parser is None:
+            return False
+        if self._old is None:
+            self._old = self._errors(b"")
+        old = self._old
+        if self.line_end and old.count:
+            return False
+        new = self._errors(insert.encode())
+        return new.count > old.count or (new.on_line and not old.on_line)
