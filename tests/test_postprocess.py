@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from lsprotocol import types as lsp
+
 from spd_lsp.context import Cursor
+from spd_lsp.eval.accept import Case, Verdict, judge
 from spd_lsp.nesting import scan
 from spd_lsp.postprocess import Fit, finalize, glues
 from spd_lsp.syntax import SyntaxCheck, language_of, window
@@ -111,3 +114,16 @@ def test_window_starts_at_a_top_level_line() -> None:
 def test_syntax_check_without_a_grammar_rejects_nothing() -> None:
     assert not SyntaxCheck("no-such-language", "f()", 2, line_end=False).rejects("a b")
     assert not SyntaxCheck(None, "f()", 2, line_end=False).rejects("a b")
+
+
+def test_the_judge_sees_broken_and_glued_edits() -> None:
+    """The checks themselves can fail: defects 1 and 2 as the server used to answer."""
+    call = Case("inside call", "t", "x = sorted()\n", 0, len("x = sorted("))
+    call_range = lsp.Range(lsp.Position(0, 0), lsp.Position(0, call.character))
+    assert judge(call, call_range, "x = sorted(a.values(").broken
+    assert judge(call, call_range, "x = sorted(a.values()") == Verdict(broken=False, glued=False)
+    mid = Case("mid-line", "t", "total = sum(v)\n", 0, len("total = "))
+    mid_range = lsp.Range(lsp.Position(0, 0), lsp.Position(0, mid.character))
+    for glued in ("total = min(L)", "total = 0.0", "total = 'a'", 'total = "', "total = x"):
+        assert judge(mid, mid_range, glued).glued, glued
+    assert judge(mid, mid_range, "total = 1 + ") == Verdict(broken=False, glued=False)
