@@ -48,12 +48,19 @@ async def served(positions: list[Case], workspace: Path) -> Tally:
         )
         client.initialized(lsp.InitializedParams())
         await model_ready(client)
-        tally = await run(client, positions)
+        tally = await run(client, positions, progress=lambda t: _progress(t, len(positions)))
         await client.shutdown_async(None)
         client.exit(None)
     finally:
         await client.stop()
     return tally
+
+
+def _progress(tally: Tally, total: int) -> None:
+    done = sum(tally.positions.values())
+    if done % 10 == 0 or done == total:
+        print(f"{done}/{total} positions, {len(tally.failures)} failures", file=sys.stderr, flush=True)
+        print(tally.table(), file=sys.stderr, flush=True)
 
 
 def fit_ms(positions: list[Case]) -> list[float]:

@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlparse
 
 log = logging.getLogger(__name__)
 
+WHOLE_DOCUMENT_BYTES = 512 * 1024  # larger documents are checked on a window of lines
 LINES_BEFORE = 60  # at most; the window starts at the nearest unindented line
 LINES_AFTER = 15
 
@@ -61,9 +62,8 @@ class Errors:
     on_line: bool  # one of them touches the edited line
 
 
-def _errors(parser: Any, source: bytes, line_start: int, line_end: int) -> Errors:
-    root = parser.parse(source).root_node
-    count, on_line, pending = 0, False, [root] if root.has_error else []
+def _errors(tree: Any, line_start: int, line_end: int) -> Errors:
+    count, on_line, pending = 0, False, [tree.root_node] if tree.root_node.has_error else []
     while pending:
         node = pending.pop()
         flawed = [child for child in node.children if child.has_error or child.is_missing]
@@ -73,6 +73,11 @@ def _errors(parser: Any, source: bytes, line_start: int, line_end: int) -> Error
         else:
             pending.extend(flawed)
     return Errors(count, on_line)
+
+
+def _point(text: bytes) -> tuple[int, int]:
+    """Tree-sitter's (row, byte column) of the end of `text`."""
+    return text.count(b"\n"), len(text) - (text.rfind(b"\n") + 1)
 
 
 def window(text: str, offset: int) -> tuple[int, int]:
@@ -93,11 +98,13 @@ def window(text: str, offset: int) -> tuple[int, int]:
 
 
 class SyntaxCheck:
-    """Whether inserting a text at the cursor adds a syntax error to the lines around it.
+    """Whether inserting a text at the cursor adds a syntax error to the code around it.
 
+    The document is parsed once (a window of lines around the cursor when it is
+    over WHOLE_DOCUMENT_BYTES); each insertion is an incremental re-parse.
     Mid-line (`line_end` False) an insertion may add no error, nor any on its line.
     At a line end an incomplete statement is normal while typing: there the check
-    only keeps a region that had no error free of them, and a blank line (a new
+    only keeps a document that had no error free of them, and a blank line (a new
     statement) is not checked.
     """
 
@@ -105,24 +112,36 @@ class SyntaxCheck:
         line_head = text[text.rfind("\n", 0, offset) + 1 : offset]
         self.parser = _parser(language) if language and (line_head.strip() or not line_end) else None
         self.line_end = line_end
-        start, end = window(text, offset)
+        start, end = (0, len(text)) if len(text) <= WHOLE_DOCUMENT_BYTES else window(text, offset)
         self.head = text[start:offset].encode()
         self.tail = text[offset:end].encode()
         self.line_start = len(self.head) - len(line_head.encode())
         self.rest_of_line = len(self.tail.split(b"\n", 1)[0])
+        self._tree: Any = None
         self._old: Errors | None = None
 
-    def _errors(self, insert: bytes) -> Errors:
-        line_end = len(self.head) + len(insert) + self.rest_of_line
-        return _errors(self.parser, self.head + insert + self.tail, self.line_start, line_end)
+    def _errors(self, tree: Any, insert: bytes) -> Errors:
+        return _errors(tree, self.line_start, len(self.head) + len(insert) + self.rest_of_line)
 
     def rejects(self, insert: str) -> bool:
         if self.parser is None:
             return False
         if self._old is None:
-            self._old = self._errors(b"")
+            self._tree = self.parser.parse(self.head + self.tail)
+            self._old = self._errors(self._tree, b"")
         old = self._old
         if self.line_end and old.count:
             return False
-        new = self._errors(insert.encode())
+        inserted = insert.encode()
+        tree = self._tree.copy()
+        start, (rows, column) = _point(self.head), _point(inserted)
+        tree.edit(
+            start_byte=len(self.head),
+            old_end_byte=len(self.head),
+            new_end_byte=len(self.head) + len(inserted),
+            start_point=start,
+            old_end_point=start,
+            new_end_point=(start[0] + rows, column if rows else start[1] + column),
+        )
+        new = self._errors(self.parser.parse(self.head + inserted + self.tail, tree), inserted)
         return new.count > old.count or (new.on_line and not old.on_line)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from lsprotocol import types as lsp
 
@@ -219,7 +219,7 @@ async def model_ready(client: Any, timeout_s: float = 600) -> None:
             await asyncio.sleep(0.2)
 
 
-async def run(client: Any, positions: Sequence[Case]) -> Tally:
+async def run(client: Any, positions: Sequence[Case], *, progress: Callable[[Tally], None] | None = None) -> Tally:
     """Ask the server at every position (one document each) and judge every item it offers."""
     tally = Tally()
     for index, case in enumerate(positions):
@@ -236,4 +236,6 @@ async def run(client: Any, positions: Sequence[Case]) -> Tally:
         )
         client.text_document_did_close(lsp.DidCloseTextDocumentParams(lsp.TextDocumentIdentifier(uri=uri)))
         tally.add(case, answer.items if isinstance(answer, lsp.InlineCompletionList) else answer or [])
+        if progress is not None:
+            progress(tally)
     return tally
