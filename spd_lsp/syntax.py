@@ -8,7 +8,9 @@ balance of `spd_lsp.postprocess`).
 
 from __future__ import annotations
 
+import ast
 import logging
+import warnings
 from dataclasses import dataclass
 from functools import cache
 from pathlib import PurePosixPath
@@ -80,6 +82,28 @@ def _point(text: bytes) -> tuple[int, int]:
     return text.count(b"\n"), len(text) - (text.rfind(b"\n") + 1)
 
 
+def _statement_around(root: Any, cursor: int) -> tuple[int, int]:
+    """(start in the head, end in the tail): the top-level statements touching `cursor`."""
+    start, end = 0, root.end_byte
+    for child in root.children:
+        if child.end_byte < cursor:
+            start = child.end_byte
+        elif child.start_byte > cursor:
+            end = child.start_byte
+            break
+    return start, end - cursor
+
+
+def _python_parses(source: bytes) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. invalid escape sequences
+            ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
 def window(text: str, offset: int) -> tuple[int, int]:
     """Offsets of the lines around `offset` worth parsing: back to an unindented line
     (a top-level statement, at most LINES_BEFORE lines up), and LINES_AFTER lines on."""
@@ -117,8 +141,11 @@ class SyntaxCheck:
         self.tail = text[offset:end].encode()
         self.line_start = len(self.head) - len(line_head.encode())
         self.rest_of_line = len(self.tail.split(b"\n", 1)[0])
+        self.language = language
         self._tree: Any = None
         self._old: Errors | None = None
+        self._statement: tuple[int, int] | None = None  # bytes of head and tail in the cursor's statement
+        self._statement_parsed = False
 
     def _errors(self, tree: Any, insert: bytes) -> Errors:
         return _errors(tree, self.line_start, len(self.head) + len(insert) + self.rest_of_line)
@@ -144,4 +171,19 @@ class SyntaxCheck:
             new_end_point=(start[0] + rows, column if rows else start[1] + column),
         )
         new = self._errors(self.parser.parse(self.head + inserted + self.tail, tree), inserted)
-        return new.count > old.count or (new.on_line and not old.on_line)
+        if new.count > old.count or (new.on_line and not old.on_line):
+            return True
+        return self._exact_rejects(inserted)
+
+    def _exact_rejects(self, inserted: bytes) -> bool:
+        """Python's own parser on the top-level statement around the cursor, where it parsed:
+        tree-sitter's grammar is lenient (it takes `x =` + newline + a string as an assignment)."""
+        if self.language != "python":
+            return False
+        if self._statement is None:
+            self._statement = _statement_around(self._tree.root_node, len(self.head))
+            self._statement_parsed = _python_parses(self.head[self._statement[0] :] + self.tail[: self._statement[1]])
+        if not self._statement_parsed:
+            return False
+        start, end = self._statement
+        return not _python_parses(self.head[start:] + inserted + self.tail[:end])

@@ -127,3 +127,12 @@ def test_the_judge_sees_broken_and_glued_edits() -> None:
     for glued in ("total = min(L)", "total = 0.0", "total = 'a'", 'total = "', "total = x"):
         assert judge(mid, mid_range, glued).glued, glued
     assert judge(mid, mid_range, "total = 1 + ") == Verdict(broken=False, glued=False)
+
+
+def test_a_line_end_in_a_parsing_document_keeps_it_parsing_past_docstrings() -> None:
+    """A window of lines starting inside a docstring once hid an unclosed string."""
+    text = '"""Module.\n"""\n\n_MARK_C\n"""\nAbout `_MARK_C`.\n"""\n'
+    offset = text.index("_MARK_C") + len("_MARK_C")
+    line_end = Fit(Cursor(text, offset), "python")
+    assert line_end("G = 'path_spec_d") == "G"
+    assert line_end("G = 'path_spec_d'") == "G = 'path_spec_d'"
