@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib.util import find_spec
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -123,7 +124,8 @@ def _closer(tokens: Sequence[tokenize.TokenInfo], opener: int) -> tokenize.Token
 
 
 def cases(files: Iterable[Path], per_kind: int, seed: int = 0) -> list[Case]:
-    """`per_kind` positions of each kind, drawn evenly at random (seeded) from `files`."""
+    """`per_kind` positions of each kind, drawn at random (seeded) from `files`, the kinds interleaved
+    (a run cut short still measures every kind)."""
     pools: dict[str, list[Case]] = {kind: [] for kind in KINDS}
     for path in files:
         for case in _file_cases(path):
@@ -131,7 +133,8 @@ def cases(files: Iterable[Path], per_kind: int, seed: int = 0) -> list[Case]:
     rng = random.Random(seed)
     rng.shuffle(pools["inside call"])  # removing arguments rarely breaks a file; skip those that do
     pools["inside call"] = [case for case in pools["inside call"][: 2 * per_kind] if case.parsed]
-    return [case for kind in KINDS for case in rng.sample(pools[kind], min(per_kind, len(pools[kind])))]
+    drawn = [rng.sample(pools[kind], min(per_kind, len(pools[kind]))) for kind in KINDS]
+    return [case for turn in zip_longest(*drawn) for case in turn if case is not None]  # kinds take turns
 
 
 @dataclass(frozen=True)
