@@ -48,7 +48,7 @@ async def served(positions: list[Case], workspace: Path) -> Tally:
         )
         client.initialized(lsp.InitializedParams())
         await model_ready(client)
-        tally = await run(client, positions, progress=lambda t: _progress(t, len(positions)))
+        tally = await run(client, positions, progress=Progress(len(positions)))
         await client.shutdown_async(None)
         client.exit(None)
     finally:
@@ -56,11 +56,19 @@ async def served(positions: list[Case], workspace: Path) -> Tally:
     return tally
 
 
-def _progress(tally: Tally, total: int) -> None:
-    done = sum(tally.positions.values())
-    if done % 10 == 0 or done == total:
-        print(f"{done}/{total} positions, {len(tally.failures)} failures", file=sys.stderr, flush=True)
-        print(tally.table(), file=sys.stderr, flush=True)
+class Progress:
+    """New failures as they come, and the table every 10 positions (a run cut short still tells)."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.shown = total, 0
+
+    def __call__(self, tally: Tally) -> None:
+        for failure in tally.failures[self.shown :]:
+            print(failure, file=sys.stderr, flush=True)
+        self.shown = len(tally.failures)
+        done = sum(tally.positions.values())
+        if done % 10 == 0 or done == self.total:
+            print(f"{done}/{self.total} positions\n{tally.table()}", file=sys.stderr, flush=True)
 
 
 def fit_ms(positions: list[Case]) -> list[float]:

@@ -167,7 +167,8 @@ def judge(case: Case, edit: lsp.Range, insert: str) -> Verdict:
     runs_on = bool(last and first) and first[0].type in WORDS and (
         last[-1].type in WORDS or last[-1].string in (")", "]", "}")
     )
-    opens = _error_tokens(new_all) > _error_tokens(_line_tokens(old_line))  # an unclosed quote swallows the rest
+    # an unclosed quote swallows the rest of the line (at a line end there is none: the user types on)
+    opens = bool(old_tokens) and _error_tokens(new_all) > _error_tokens(_line_tokens(old_line))
     glued = old_tokens != new_tokens or straddles or runs_on or opens
     return Verdict(broken=case.parsed and not parses(new), glued=glued)
 
