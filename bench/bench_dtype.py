@@ -36,7 +36,8 @@ from spd_lsp.eval.positions import sample_positions
 from spd_lsp.eval.run import fitted
 from spd_lsp.eval.stores import workspace_store
 from spd_lsp.model import load_model
-from spd_lsp.postprocess import finalize
+from spd_lsp.context import Cursor
+from spd_lsp.postprocess import Fit, finalize
 
 DTYPES = ("float32", "bfloat16")
 KINDS = ("line_start", "mid_line")
@@ -63,7 +64,7 @@ def fmt(mean: float, low: float, high: float) -> str:
 def run_one(engine: Engine, prefix: str, target: str, options: DecodeOptions) -> dict[str, Any]:
     engine.runner.rewind(0)  # every request cold: the prefill is part of what is compared
     result = engine.complete(prefix, options)
-    drafts = finalize((d.text for d in result.drafts), "", False, options.k)
+    drafts = finalize((d.text for d in result.drafts), Fit(Cursor(prefix, len(prefix))), options.k)
     t = result.timings
     score = score_request(drafts, target, 1000 * (t.total_s - t.prefill_s), 1000 * t.total_s)
     return {

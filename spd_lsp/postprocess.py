@@ -6,27 +6,104 @@ client can keep matching the suggestion while the user types or deletes.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from spd_lsp.context import EOL, Cursor, units
+from spd_lsp.nesting import CLOSERS, QUOTES, Nesting, scan, states
+from spd_lsp.syntax import SyntaxCheck, comment_marker
+
+WORD = re.compile(r"\w")
+OPERATORS = frozenset("=+-*/<>!&|%^~@:.")
+MAX_SYNTAX_CHECKS = 12  # per draft: each shorter cut costs one parse of the window
 
 
-def cut(draft: str, line_suffix: str, multiline: bool) -> str:
-    """The part of a draft worth inserting before `line_suffix` (the rest of the line)."""
-    if not multiline:
-        draft = EOL.split(draft, maxsplit=1)[0]
-    tail = line_suffix.strip()
-    if tail and (found := draft.find(tail)) >= 0:
-        draft = draft[:found]  # the rest of the line is already there
-    return draft.rstrip()
+def glues(draft: str, suffix: str) -> bool:
+    """Whether `draft` would run into the text after the cursor: `0.0sum(`, `min(L)len(`, `=` + `=`."""
+    if not draft or not suffix:
+        return False
+    last, first = draft[-1], suffix[0]
+    if first in QUOTES or WORD.match(first):
+        return bool(WORD.match(last)) or last in QUOTES or last in CLOSERS
+    return last in OPERATORS and first in OPERATORS
 
 
-def finalize(drafts: Iterable[str], line_suffix: str, multiline: bool, k: int) -> list[str]:
-    """At most k distinct, non-blank cut drafts, in the engine's rank order."""
+class Fit:
+    """Cuts drafts to what can be inserted at one cursor without breaking the code around it.
+
+    Mid-line (real text after the cursor) a draft ends where its own nesting
+    returns to the cursor's level, never closes what the rest of the line closes,
+    never glues onto the next word, and adds no syntax error where a grammar
+    exists; a shorter cut is tried before a draft is dropped. At the end of a
+    line that has code, a draft may not break a region that parsed; on a blank
+    line it starts a statement the user goes on typing.
+    """
+
+    def __init__(self, cursor: Cursor, language: str | None = None, *, multiline: bool = False) -> None:
+        self.prefix = cursor.line_prefix
+        self.suffix = cursor.line_suffix
+        self.marker = comment_marker(language)
+        self.start = scan(self.prefix, self.marker)
+        self.line_end = not self.suffix.strip()
+        self.multiline = multiline and self.line_end
+        self.check = SyntaxCheck(language, cursor.text, cursor.offset, line_end=self.line_end)
+
+    def __call__(self, draft: str) -> str:
+        """The longest safe cut of `draft`; "" when none is."""
+        if not self.multiline:
+            draft = EOL.split(draft, maxsplit=1)[0]
+        if not self.prefix.strip() or self.prefix[-1:].isspace():
+            draft = draft.lstrip(" \t")  # the line's own indentation and spacing stand
+        checks = 0
+        for end in self._ends(draft):
+            cut = draft[:end]
+            if self.start.quote is None and glues(cut, self.suffix):
+                continue
+            if checks == MAX_SYNTAX_CHECKS:
+                break
+            checks += 1
+            if not self.check.rejects(cut):
+                return cut
+        return ""
+
+    def _ends(self, draft: str) -> list[int]:
+        """Where a cut may end, longest first: between words, and mid-line only where the
+        draft's brackets and strings are back at the cursor's level."""
+        ends = []
+        for end, state in enumerate(self._states(draft), start=1):
+            if draft[end - 1] in " \t." or (end < len(draft) and WORD.match(draft[end - 1]) and WORD.match(draft[end])):
+                continue  # never in a word, nor after a dot (an attribute or a number goes on)
+            if self.line_end or self._level(state):
+                ends.append(end)
+        return ends[::-1]
+
+    def _states(self, draft: str) -> Iterator[Nesting]:
+        """The scan after each character, ending before anything the rest of the line owns."""
+        for state in states(draft, self.start, self.marker):
+            if not self.line_end and self._oversteps(state):
+                return
+            yield state
+
+    def _oversteps(self, state: Nesting) -> bool:
+        """Closes a bracket or string opened before the cursor, or comments out the rest of the line."""
+        closes_string = self.start.quote is not None and state.quote is None
+        return (
+            state.depth < self.start.depth
+            or state.unmatched > self.start.unmatched
+            or closes_string
+            or (state.comment and not self.start.comment)
+        )
+
+    def _level(self, state: Nesting) -> bool:
+        return state.owed == self.start.owed and state.quote == self.start.quote and not state.escaped
+
+
+def finalize(drafts: Iterable[str], fit: Fit, k: int) -> list[str]:
+    """At most k distinct, non-blank fitted drafts, in the engine's rank order."""
     kept: list[str] = []
     for draft in drafts:
-        text = cut(draft, line_suffix, multiline)
+        text = fit(draft)
         if text.strip() and text not in kept:
             kept.append(text)
         if len(kept) == k:

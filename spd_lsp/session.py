@@ -35,8 +35,9 @@ from spd_lsp.context import (
     with_selection,
 )
 from spd_lsp.decoding.types import CancelCheck, Timings
-from spd_lsp.postprocess import LineEdit, Shown, finalize, line_edits
+from spd_lsp.postprocess import Fit, LineEdit, Shown, finalize, line_edits
 from spd_lsp.scheduler import Job, Scheduler
+from spd_lsp.syntax import language_of
 from spd_lsp.workspace import Client, Workspace
 
 log = logging.getLogger(__name__)
@@ -339,7 +340,7 @@ class Session:
         if not prefix.strip():
             return [], None
         result = loaded.engine.complete(prefix, settings.decode_options(), cancelled, ids=window.ids)
-        drafts = finalize((d.text for d in result.drafts), cursor.line_suffix, settings.multiline, settings.k)
+        drafts = finalize((d.text for d in result.drafts), Fit(cursor, language_of(key), multiline=settings.multiline), settings.k)
         return drafts, result.timings
 
     def _anticipate(self, key: str, settings: Settings, cursor: Cursor, draft: str) -> None:

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spd_lsp.context import Cursor, fit_prefix, index_of, locate, units, with_selection
-from spd_lsp.postprocess import Shown, cut, finalize, line_edits
+from spd_lsp.postprocess import Shown, line_edits
 
 
 def word_spans(text: str) -> list[tuple[int, int]]:
@@ -92,27 +92,6 @@ def test_huge_prefix_is_only_tokenized_near_the_cursor() -> None:
     kept = fit_prefix(prefix, spans, 64)
     assert kept.startswith("abc") and len(word_spans(kept)) <= 64
     assert max(seen) < 64 * 20
-
-
-@pytest.mark.parametrize(
-    "draft, suffix, multiline, expected",
-    [
-        ("foo(bar)\n    baz", "", False, "foo(bar)"),
-        ("foo(bar)\r\nbaz", "", True, "foo(bar)\r\nbaz"),
-        ("x, y)  ", ")", False, "x, y"),
-        ("x, y", ")", False, "x, y"),
-        ("total  ", "  ", False, "total"),
-        ("a]) + 1", "])", False, "a"),
-    ],
-)
-def test_cut(draft: str, suffix: str, multiline: bool, expected: str) -> None:
-    assert cut(draft, suffix, multiline) == expected
-
-
-def test_finalize_dedups_after_cutting_and_keeps_rank_order() -> None:
-    drafts = ["a = 1\nb", "a = 1\nc", "   ", "b = 2", "c = 3", "d = 4"]
-    assert finalize(drafts, "", False, 3) == ["a = 1", "b = 2", "c = 3"]
-    assert finalize(drafts, "", True, 2) == ["a = 1\nb", "a = 1\nc"]
 
 
 def test_line_edits_replace_the_typed_line_in_client_units() -> None:

@@ -137,7 +137,9 @@ def test_blend_metric_flags_a_token_outside_the_models_top_m() -> None:
     import torch
 
     from spd_lsp.decoding.types import Draft
+    from spd_lsp.context import Cursor
     from spd_lsp.eval.blend import blended
+    from spd_lsp.postprocess import Fit
 
     engine = Engine(tiny_model("llama"))
     prefix = "for name in names:\n    if name"
@@ -150,7 +152,7 @@ def test_blend_metric_flags_a_token_outside_the_models_top_m() -> None:
     top, sixth = (next(t for t in order[start:] if texts[t].strip() and "\n" not in texts[t]) for start in (0, 5))
     drafts = [Draft(texts[top], [top], 0.0), Draft(texts[sixth], [sixth], -1.0)]
     shown = [texts[top].rstrip(), texts[sixth].rstrip()]
-    assert blended(engine, prefix, "", options, drafts, shown) == [False, True]
+    assert blended(engine, prefix, Fit(Cursor(prefix, len(prefix))), options, drafts, shown) == [False, True]
 
 
 def test_study_report_compares_methods_on_the_positions_both_answered(tmp_path: Path) -> None:

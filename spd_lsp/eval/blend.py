@@ -13,7 +13,7 @@ from spd_lsp.decoding.drafts import DraftRules
 from spd_lsp.decoding.types import DecodeOptions, Draft
 from spd_lsp.decoding.verify import judge
 from spd_lsp.engine import Engine
-from spd_lsp.postprocess import cut
+from spd_lsp.postprocess import Fit
 
 BLEND_TOP = 5
 
@@ -28,14 +28,17 @@ def _shown_tokens(engine: Engine, draft: Draft, shown: str, prompt: list[int], h
 
 
 def blended(
-    engine: Engine, prefix: str, suffix: str, options: DecodeOptions, drafts: Sequence[Draft], shown: Sequence[str],
+    engine: Engine, prefix: str, fit: Fit, options: DecodeOptions, drafts: Sequence[Draft], shown: Sequence[str],
     top: int = BLEND_TOP,
 ) -> list[bool]:
-    """One flag per shown draft (in rank order): a token outside the model's top `top` at its position."""
+    """One flag per shown draft (in rank order): a token outside the model's top `top` at its position.
+
+    `fit` is what turned the raw drafts into the `shown` ones (postprocess.Fit).
+    """
     healed = engine.healed_prompt(prefix, healing=options.heal)
     by_text: dict[str, Draft] = {}
     for draft in drafts:
-        by_text.setdefault(cut(draft.text, suffix, not options.stop_at_newline), draft)
+        by_text.setdefault(fit(draft.text), draft)
     prompt = healed.prompt_ids
     rows = [_shown_tokens(engine, by_text[text], text, prompt, healed.remainder) for text in shown]
     if not rows:

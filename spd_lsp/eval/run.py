@@ -7,14 +7,15 @@ from typing import Any, Callable, Sequence
 
 from ngram_db import NgramSource
 from spd_lsp.config import CPU_PREFIX_TOKENS
-from spd_lsp.context import fit_prefix
+from spd_lsp.context import Cursor, fit_prefix
 from spd_lsp.decoding.types import DecodeOptions
 from spd_lsp.engine import Engine
 from spd_lsp.eval.blend import blended
 from spd_lsp.eval.evaluator import PerplexityEvaluator
 from spd_lsp.eval.metrics import RequestScore, score_request
 from spd_lsp.eval.positions import Position
-from spd_lsp.postprocess import finalize
+from spd_lsp.postprocess import Fit, finalize
+from spd_lsp.syntax import language_of
 from spd_lsp.session import token_spans
 
 
@@ -54,13 +55,15 @@ def fitted(positions: Sequence[Position], tokenizer: Any, budget: int = CPU_PREF
 
 
 def complete(engine: Engine, position: Position, options: DecodeOptions) -> RequestScore:
-    """Score the drafts as the server would show them (cut before the line's suffix)."""
+    """Score the drafts as the server would show them (fitted to the text after the cursor)."""
     result = engine.complete(position.prefix, options)
-    drafts = finalize((d.text for d in result.drafts), position.suffix, not options.stop_at_newline, options.k)
+    cursor = Cursor(position.prefix + position.suffix, len(position.prefix))
+    fit = Fit(cursor, language_of(str(position.path)), multiline=not options.stop_at_newline)
+    drafts = finalize((d.text for d in result.drafts), fit, options.k)
     t = result.timings
     score = score_request(drafts, position.target, 1000 * (t.total_s - t.prefill_s), 1000 * t.total_s)
     score.verify_ms = 1000 * t.verify_s
-    score.blended = blended(engine, position.prefix, position.suffix, options, result.drafts, drafts)
+    score.blended = blended(engine, position.prefix, fit, options, result.drafts, drafts)
     score.drafts = drafts
     return score
 

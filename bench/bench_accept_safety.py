@@ -1,0 +1,111 @@
+"""Is accepting a draft safe? The property test's measurement, as a table for README.
+
+Starts the real `spd-lsp --stdio` (bundled model, k=3, maxTokens 8, a 256-token
+prefix, no n-gram store), asks it at positions of three kinds in real sources
+(see `spd_lsp.eval.accept`), applies every returned item's edit and counts
+broken files and glued suffixes; then times the server's fitting alone (nesting
+scan + tree-sitter checks) per request, without the model.
+
+    .venv/bin/python bench/bench_accept_safety.py [--per-kind 80] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import platformdirs
+from lsprotocol import types as lsp
+from pygls.lsp.client import LanguageClient
+
+from spd_lsp.context import Cursor, offset_of
+from spd_lsp.eval.accept import SETTINGS, Case, Tally, cases, model_ready, package_files, run
+from spd_lsp.postprocess import Fit, finalize
+
+
+async def served(positions: list[Case], workspace: Path) -> Tally:
+    client = LanguageClient("spd-accept-bench", "1")
+    env = {
+        **os.environ,
+        "SPD_LSP_MODEL_CACHE": os.environ.get("SPD_LSP_MODEL_CACHE") or platformdirs.user_cache_dir("spd-lsp"),
+        "SPD_LSP_CACHE": str(workspace / "cache"),
+        "XDG_CACHE_HOME": str(workspace),
+    }
+    await client.start_io(sys.executable, "-m", "spd_lsp.cli", "--stdio", env=env)
+    try:
+        await client.initialize_async(
+            lsp.InitializeParams(
+                capabilities=lsp.ClientCapabilities(),
+                root_uri=workspace.as_uri(),
+                initialization_options=SETTINGS,
+            )
+        )
+        client.initialized(lsp.InitializedParams())
+        await model_ready(client)
+        tally = await run(client, positions, progress=Progress(len(positions)))
+        await client.shutdown_async(None)
+        client.exit(None)
+    finally:
+        await client.stop()
+    return tally
+
+
+class Progress:
+    """New failures as they come, and the table every 10 positions (a run cut short still tells)."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.shown = total, 0
+
+    def __call__(self, tally: Tally) -> None:
+        for failure in tally.failures[self.shown :]:
+            print(failure, file=sys.stderr, flush=True)
+        self.shown = len(tally.failures)
+        done = sum(tally.positions.values())
+        if done % 10 == 0 or done == self.total:
+            print(f"{done}/{self.total} positions\n{tally.table()}", file=sys.stderr, flush=True)
+
+
+def fit_ms(positions: list[Case]) -> list[float]:
+    """Milliseconds of fitting three drafts per request: the removed text, and it with a closer added and cut."""
+    times = []
+    for case in positions:
+        offset = offset_of(case.text, case.line, case.character, "utf-16")
+        assert offset is not None
+        cursor = Cursor(case.text, offset)
+        rest = cursor.line_suffix or "x = 1"
+        drafts = [rest, rest + ")", rest[: len(rest) // 2]]
+        started = time.perf_counter()
+        finalize(drafts, Fit(cursor, "python"), 3)
+        times.append(1000 * (time.perf_counter() - started))
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--per-kind", type=int, default=80)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    positions = cases(package_files(), args.per_kind, args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        tally = asyncio.run(served(positions, Path(tmp)))
+        elapsed = time.perf_counter() - started
+    print(tally.table())
+    print(f"\n{len(positions)} positions in {elapsed:.0f} s")
+    times = sorted(fit_ms(positions))
+    print(
+        f"fitting (nesting + tree-sitter, 3 drafts) per request: mean {statistics.mean(times):.2f} ms, "
+        f"p50 {times[len(times) // 2]:.2f} ms, p95 {times[int(0.95 * len(times))]:.2f} ms"
+    )
+    for failure in tally.failures[:20]:
+        print(failure)
+
+
+if __name__ == "__main__":
+    main()
