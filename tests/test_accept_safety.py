@@ -16,7 +16,7 @@ from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig
 
 from spd_lsp.eval.accept import KINDS, SETTINGS, Case, cases, model_ready, package_files, run
-from tests.test_server_e2e import server_env
+from bench.isolation import isolated_env as server_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
