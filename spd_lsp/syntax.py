@@ -82,11 +82,15 @@ def _point(text: bytes) -> tuple[int, int]:
     return text.count(b"\n"), len(text) - (text.rfind(b"\n") + 1)
 
 
-def _statement_around(root: Any, cursor: int) -> tuple[int, int]:
-    """(start in the head, end in the tail): the top-level statements touching `cursor`."""
+def _statement_around(root: Any, cursor: int, line_start: int) -> tuple[int, int]:
+    """(start in the head, end in the tail): the top-level statements touching the cursor's line.
+
+    A statement that ends on the cursor's line, before the cursor (`return |` at the end of
+    a function), is one the insertion continues: it belongs to the statement around it.
+    """
     start, end = 0, root.end_byte
     for child in root.children:
-        if child.end_byte < cursor:
+        if child.end_byte < line_start:
             start = child.end_byte
         elif child.start_byte > cursor:
             end = child.start_byte
@@ -181,7 +185,7 @@ class SyntaxCheck:
         if self.language != "python":
             return False
         if self._statement is None:
-            self._statement = _statement_around(self._tree.root_node, len(self.head))
+            self._statement = _statement_around(self._tree.root_node, len(self.head), self.line_start)
             self._statement_parsed = _python_parses(self.head[self._statement[0] :] + self.tail[: self._statement[1]])
         if not self._statement_parsed:
             return False

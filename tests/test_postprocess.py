@@ -136,3 +136,18 @@ def test_a_line_end_in_a_parsing_document_keeps_it_parsing_past_docstrings() -> 
     line_end = Fit(Cursor(text, offset), "python")
     assert line_end("G = 'path_spec_d") == "G"
     assert line_end("G = 'path_spec_d'") == "G = 'path_spec_d'"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "def add(a, b):\n    return ",  # the cursor at the end of the document, after a space
+        "def add(a, b):\n    return \n\n\nx = 1\n",
+        "import os\nvalue = ",
+    ],
+)
+def test_a_line_end_after_a_space_at_the_end_of_a_statement_takes_a_plain_draft(text: str) -> None:
+    """Seen through the TCP test: the statement around the cursor was taken to start after the
+    statement that ends on the cursor's line, so `return ` + `a + b` was judged as ` a + b`."""
+    offset = text.index("return ") + len("return ") if "return" in text else len(text)
+    assert Fit(Cursor(text, offset), "python")("a + b") == "a + b"
