@@ -147,10 +147,15 @@ class Shown:
         return cls(len(prefix), hash(prefix), suffix, tuple(drafts))
 
     def follow(self, prefix: str, suffix: str) -> list[str]:
-        """What remains of the drafts that the newly typed text agrees with."""
+        """What remains of the drafts that the newly typed text agrees with.
+
+        Nothing typed (the same request again: a client re-asking, the completion menu
+        after the ghost) is answered with the same drafts, not a second decode whose
+        numerics may differ.
+        """
         typed = prefix[self.prefix_length :]
-        if not typed or EOL.search(typed) or suffix != self.suffix:
+        if EOL.search(typed) or suffix != self.suffix:
             return []
-        if len(prefix) <= self.prefix_length or hash(prefix[: self.prefix_length]) != self.prefix_hash:
+        if len(prefix) < self.prefix_length or hash(prefix[: self.prefix_length]) != self.prefix_hash:
             return []
         return [d[len(typed) :] for d in self.drafts if d.startswith(typed) and d[len(typed) :].strip()]
