@@ -220,3 +220,18 @@ def test_failed_completions_are_counted_and_the_first_of_each_kind_shown(tmp_pat
     shown = [n["params"]["message"] for n in raw.notifications if n.get("method") == "window/showMessage"]
     assert len(shown) == 1 and "RuntimeError: decode exploded" in shown[0], shown
     assert raw.close() == 0
+
+
+def test_shutdown_does_not_block_the_event_loop(tmp_path: Path) -> None:
+    """Issue 10, item 9: closing the session (bounded joins, store close) runs off the event loop,
+    so a message sent during a slow shutdown is answered first instead of waiting behind it."""
+    raw = RawServer(env=server_env(tmp_path), module="tests.slow_close_server")
+    raw.send({**INITIALIZE, "params": {"capabilities": {}, "initializationOptions": {"ngrams": {"enabled": False}}}})
+    raw.response(1)
+    raw.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    raw.send({"jsonrpc": "2.0", "id": "down", "method": "shutdown"})
+    raw.send({"jsonrpc": "2.0", "id": "st", "method": "workspace/executeCommand", "params": STATUS_PARAMS})
+    raw.response("st", timeout=30)  # the next answer must be this one: the session is still closing
+    assert raw.response("down", timeout=30)["result"] is None
+    raw.send({"jsonrpc": "2.0", "method": "exit"})
+    assert raw.process.wait(20) == 0
