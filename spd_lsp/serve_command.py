@@ -7,6 +7,7 @@ import ipaddress
 import logging
 import os
 import sys
+from pathlib import Path
 
 from spd_lsp import __version__, auth
 
@@ -40,6 +41,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def configure_logging(log_file: str | None, level: str) -> None:
+    if log_file:
+        Path(log_file).parent.mkdir(parents=True, exist_ok=True)  # an editor's log folder may not exist yet
     handler = logging.FileHandler(log_file, encoding="utf-8") if log_file else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler], force=True)

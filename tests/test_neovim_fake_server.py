@@ -387,3 +387,21 @@ def test_an_unnamed_buffer_gets_a_client(nvim: Nvim) -> None:
     nvim.wait_for(nvim.attached, ":enew buffer to attach")
     nvim.input("ix = foo")
     assert nvim.wait_ghost()["text"] == "_alpha(x)"
+
+
+def test_a_found_server_logs_to_its_own_file_not_to_lsp_log(workspace: Path, tmp_path: Path) -> None:
+    """Neovim records every stderr line of a server in lsp.log as an [ERROR]: the command the
+    plugin builds for a found spd-lsp sends the server's log to stdpath('log')/spd-lsp.log."""
+    project = tmp_path / "project"
+    exe = project / ".venv" / "bin" / "spd-lsp"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    nvim = Nvim(None, workspace)
+    try:
+        cmd, searched = nvim.lua("return { require('spd.config').server_cmd({}, ...) }", str(project))
+        log_dir = nvim.lua("return vim.fn.stdpath('log')")
+        assert cmd == [str(exe), "--stdio", "--log-file", str(Path(log_dir) / "spd-lsp.log")]
+        assert searched == [str(exe)]
+    finally:
+        nvim.close()

@@ -141,7 +141,7 @@ def test_missing_model_answers_empty_lists(server: RawServer) -> None:
 def test_version_and_stdout_is_protocol_only(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "spd_lsp.cli", "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("spd-lsp ")
-    log_file = tmp_path / "server.log"
+    log_file = tmp_path / "state" / "nvim" / "spd-lsp.log"  # a log folder that does not exist yet
     raw = RawServer("--stdio", "--log-file", str(log_file), "--log-level", "DEBUG", env=server_env(tmp_path))
     raw.send(
         {

@@ -66,6 +66,14 @@ function M.server_settings(config)
   return settings
 end
 
+--- The command for a found executable: the server's log goes to its own file, since
+--- Neovim records every stderr line of a server in lsp.log as an [ERROR].
+---@param exe string
+---@return string[]
+local function default_cmd(exe)
+  return { exe, '--stdio', '--log-file', vim.fs.joinpath(vim.fn.stdpath('log'), 'spd-lsp.log') }
+end
+
 --- The server command: option, else a virtual environment in `dir` or above it
 --- (the usual `pip install -e .` checkout), else spd-lsp on PATH; and, for a clear
 --- message when it is missing, what was searched.
@@ -81,12 +89,12 @@ function M.server_cmd(config, dir)
     local root = vim.fs.root(dir, venv)
     local exe = root and vim.fs.joinpath(root, venv, 'bin', 'spd-lsp')
     if exe and vim.fn.executable(exe) == 1 then
-      return { exe, '--stdio' }, { exe }
+      return default_cmd(exe), { exe }
     end
     searched[#searched + 1] = exe or vim.fs.joinpath(dir, venv, 'bin', 'spd-lsp') .. ' (and in every parent)'
   end
   searched[#searched + 1] = 'spd-lsp on $PATH'
-  return { 'spd-lsp', '--stdio' }, searched
+  return default_cmd('spd-lsp'), searched
 end
 
 return M
