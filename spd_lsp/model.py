@@ -100,8 +100,9 @@ def cache_root() -> Path:
 
 
 def _cache_dir(source: ModelSource) -> Path:
+    """One cache per model file: the same file reached through a link (a symlinked venv) shares it."""
     stat = source.path.stat()
-    identity = f"{source.path}|{stat.st_size}|{stat.st_mtime_ns}"
+    identity = f"{source.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
     digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
     return cache_root() / f"{source.path.stem}-{digest}"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spd_lsp.model import ModelLoadError, load_model, resolve_source
+from spd_lsp.model import ModelLoadError, ModelSource, _cache_dir, load_model, resolve_source
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,3 +63,12 @@ def test_missing_model_is_one_clear_error() -> None:
         load_model("/nonexistent/model.gguf")
     out = subprocess.run([*SPD, "complete", "--model", "/nonexistent", "--prefix", "x"], capture_output=True, text=True)
     assert out.returncode == 2 and "not found" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_model_reached_through_a_link_shares_its_dequantised_cache(tmp_path: Path) -> None:
+    """A symlinked virtual environment (a git worktree's, say) must not dequantise the model again."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "model.gguf").write_bytes(b"GGUF")
+    (tmp_path / "linked").symlink_to(real)
+    assert _cache_dir(ModelSource(tmp_path / "linked", "model.gguf")) == _cache_dir(ModelSource(real, "model.gguf"))
