@@ -18,18 +18,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import platformdirs
 
 from spd_lsp.decoding.types import DecodeOptions
 from spd_lsp.engine import Engine
+from spd_lsp.eval.compare import mean, paired
 from spd_lsp.eval.corpus import DEFAULT_PACKAGES, fetch_packages, split_files
 from spd_lsp.eval.metrics import score_request
 from spd_lsp.eval.positions import sample_positions
@@ -47,18 +47,6 @@ METRICS = {  # name: value of one request's score
     "chars top": lambda s: float(s.chars_best),
     "chars best": lambda s: float(s.chars_any),
 }
-
-
-def bootstrap(values: Sequence[float], rounds: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """Mean and its 95% percentile-bootstrap interval."""
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(statistics.fmean(rng.choices(values, k=n)) for _ in range(rounds))
-    return statistics.fmean(values), means[int(0.025 * rounds)], means[int(0.975 * rounds) - 1]
-
-
-def fmt(mean: float, low: float, high: float) -> str:
-    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
 
 
 def run_one(engine: Engine, prefix: str, target: str, options: DecodeOptions) -> dict[str, Any]:
@@ -128,8 +116,7 @@ def report(samples: list[dict[str, Any]]) -> None:
         for name in METRICS:
             fp32 = [s["float32"]["score"][name] for s in rows]
             bf16 = [s["bfloat16"]["score"][name] for s in rows]
-            diff = [b - f for b, f in zip(bf16, fp32)]
-            print(f"| {kind} | {name} | {fmt(*bootstrap(fp32))} | {fmt(*bootstrap(bf16))} | {fmt(*bootstrap(diff))} |")
+            print(f"| {kind} | {name} | {mean(fp32)} | {mean(bf16)} | {paired(bf16, fp32)} |")
     same = statistics.fmean(s["float32"]["drafts"][:1] == s["bfloat16"]["drafts"][:1] for s in samples)
     print(f"same top draft: {same:.1%}")
     print("| time | fp32 median | bf16 median | median bf16/fp32 ratio (paired) |")

@@ -57,3 +57,14 @@ def paired(a: Sequence[float], b: Sequence[float], statistic: str = "difference"
     result = stats.bootstrap((x, y), function, paired=True, vectorized=True, n_resamples=RESAMPLES,
                              confidence_level=LEVEL, method="percentile", rng=np.random.default_rng(seed))
     return Interval(value, float(result.confidence_interval.low), float(result.confidence_interval.high))
+
+
+def mean(values: Sequence[float], seed: int = 0) -> Interval:
+    """The mean of one method's values with its percentile bootstrap interval."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2 or np.all(x == x[0]):
+        value = float(np.mean(x)) if len(x) else float("nan")
+        return Interval(value, value, value)
+    result = stats.bootstrap((x,), np.mean, vectorized=True, n_resamples=RESAMPLES, confidence_level=LEVEL,
+                             method="percentile", rng=np.random.default_rng(seed))
+    return Interval(float(np.mean(x)), float(result.confidence_interval.low), float(result.confidence_interval.high))
