@@ -15,7 +15,7 @@ from spd_lsp.decoding.baselines import beam_decode, independent_decode
 from spd_lsp.decoding.drafts import DraftRules, Hypothesis, to_drafts
 from spd_lsp.decoding.healing import HealedPrompt, TokenTable, heal
 from spd_lsp.decoding.lm import ModelRunner
-from spd_lsp.decoding.placement import CPU, device_sync
+from spd_lsp.decoding.placement import CPU
 from spd_lsp.decoding.superposed import superposed_decode
 from spd_lsp.decoding.types import METHODS, CancelCheck, DecodeOptions, DecodeResult, Timings
 from spd_lsp.model import LoadedModel
@@ -63,8 +63,7 @@ class Engine:
             table=self.table, stop_ids=self.stop_ids, stop_at_newline=options.stop_at_newline,
             candidate_device=self.candidate_device,
         )
-        logits, timings.reused_tokens = self.runner.prefill(prompt, cancelled)
-        device_sync(logits.device)
+        logits, timings.reused_tokens = self.runner.prefill(prompt, cancelled)  # its forward syncs the device
         timings.prefill_tokens = len(prompt) - timings.reused_tokens
         timings.prefill_s = time.perf_counter() - started
         try:

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from spd_lsp.decoding.placement import device_sync
 from spd_lsp.decoding.types import CancelCheck, Cancelled
 
 # Prompt tokens per prefill forward: a superseded request stops within one chunk.
@@ -27,14 +28,6 @@ def common_prefix_length(a: list[int], b: list[int]) -> int:
         if a[i] != b[i]:
             return i
     return n
-
-
-def device_sync(device: torch.device) -> None:
-    """Wait for the device's queued kernels (as gpt-fast does), so a clock read after it is honest."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
 
 
 def _never() -> bool:

@@ -166,7 +166,7 @@ def verify(
             verdicts[i] = verdict
     cut = [v.cut(_first_bad(v, options)) for v in verdicts]
     verdicts = [v for v in cut if v.tokens]
-    scores = _exact_scores(verdicts, prompt_ids, ngrams if options.alpha else None, options)
+    scores = _exact_scores(verdicts, prompt_ids, ngrams, options)
     out = [replace(replay(rules, remainder, v.tokens), score=s) for v, s in zip(verdicts, scores)]
     timings.verify_s += time.perf_counter() - started
     return gate(out, options.verify_gate)
