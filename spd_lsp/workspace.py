@@ -198,11 +198,12 @@ class Workspace:
         if not stores and base is None:
             return None
         if not stores:
-            return GuardedNgrams(base)
-        workspace = stores[0] if len(stores) == 1 else LayeredNgrams([(s, 1.0 / len(stores)) for s in stores])
-        if base is None:
-            return GuardedNgrams(workspace)
-        return GuardedNgrams(LayeredNgrams([(workspace, 1.0 - DEFAULT_BASE_WEIGHT), (base, DEFAULT_BASE_WEIGHT)]))
+            source: NgramSource = base
+        else:
+            workspace = stores[0] if len(stores) == 1 else LayeredNgrams([(s, 1.0 / len(stores)) for s in stores])
+            source = workspace if base is None else LayeredNgrams(
+                [(workspace, 1.0 - DEFAULT_BASE_WEIGHT), (base, DEFAULT_BASE_WEIGHT)])
+        return GuardedNgrams(source)
 
     def saved(self, path: Path) -> Future[bool] | None:
         """Count a saved file at once (the watcher may take a moment)."""

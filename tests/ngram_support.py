@@ -48,6 +48,11 @@ def assert_store_equals(store, sequences: Iterable[Sequence[int]]) -> None:
     assert stored == summaries
 
 
+def noisy_text(seed: int, length: int) -> str:
+    """Printable text whose bytes barely repeat: thousands of new contexts per file."""
+    return "".join(chr(33 + (seed * 7919 + j * j) % 90) for j in range(length))
+
+
 def workspace_tokens(store, root: Path) -> dict[str, list[int]]:
     """The byte tokens of every file the store records, read from disk now."""
     return {p: encode(Path(p).read_text(encoding="utf-8")) for p in store.files()}

@@ -11,7 +11,7 @@ from ngram_db.errors import StoreError
 from ngram_db.guarded import GuardedNgrams
 from ngram_db.store import NgramStore
 
-from ngram_support import BYTES, encode
+from ngram_support import BYTES, encode, noisy_text
 
 
 def test_map_growth_never_fails_a_concurrent_reader(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,8 +36,7 @@ def test_map_growth_never_fails_a_concurrent_reader(tmp_path, monkeypatch: pytes
         thread.start()
         try:
             for i in range(60):  # each file's random-ish bytes add thousands of contexts
-                text = "".join(chr(33 + (i * 7919 + j * j) % 90) for j in range(3000))
-                store.add_file(f"/w/f{i}.py", encode(text), content_hash=str(i), size=1, mtime=0.0)
+                store.add_file(f"/w/f{i}.py", encode(noisy_text(i, 3000)), content_hash=str(i), size=1, mtime=0.0)
         finally:
             done.set()
             thread.join(30)

@@ -10,7 +10,7 @@ import pytest
 from ngram_db.errors import StoreFullError
 from ngram_db.store import NgramStore
 
-from ngram_support import BYTES, encode
+from ngram_support import BYTES, encode, noisy_text
 
 
 @pytest.fixture
@@ -24,19 +24,15 @@ def small_disk(tmp_path):
     subprocess.run(["umount", "-l", str(mount)], check=True)
 
 
-def text_of(i: int) -> str:
-    return "".join(chr(33 + (i * 7919 + j * j) % 90) for j in range(2000))
-
-
 def test_a_full_disk_is_named_and_loses_nothing_committed(small_disk) -> None:
     with NgramStore.open(small_disk / "store", BYTES) as store:
         committed = 0
         with pytest.raises(StoreFullError, match=f"no space left on the device holding {small_disk / 'store'}"):
             for i in range(1000):
-                store.add_file(f"/w/f{i}.py", encode(text_of(i)), content_hash=str(i), size=1, mtime=0.0)
+                store.add_file(f"/w/f{i}.py", encode(noisy_text(i, 2000)), content_hash=str(i), size=1, mtime=0.0)
                 committed += 1
         assert committed > 0
         assert store.stats().files == committed and store.verify() == []
-        assert store.count(encode(text_of(0)[:3])) > 0  # reads go on
+        assert store.count(encode(noisy_text(0, 2000)[:3])) > 0  # reads go on
     with NgramStore.open(small_disk / "store", BYTES) as store:  # and it reopens intact
         assert store.stats().files == committed and store.verify() == []

@@ -181,7 +181,9 @@ def test_stop_ends_a_running_rescan_at_its_next_batch(tmp_path):
         watcher.start()
         try:
             watcher._schedule_rescan()
+            deadline = time.monotonic() + 15
             while len(encoded) < 3:
+                assert time.monotonic() < deadline, "the rescan never started"
                 time.sleep(0.01)
         finally:
             watcher.stop()
