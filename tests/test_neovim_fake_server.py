@@ -377,8 +377,12 @@ def test_a_crashed_server_restarts_and_every_buffer_reattaches(workspace: Path) 
         nvim.close()
 
 
-def test_restart_back_off_doubles_and_is_bounded(nvim: Nvim) -> None:
-    delays = nvim.lua("local c = require('spd.client'); return vim.tbl_map(c.restart_delay_ms, { 1, 2, 3, 8, 20 })")
+def test_restart_back_off_doubles_and_is_bounded(workspace: Path) -> None:
+    nvim = Nvim(None, workspace)  # a pure function: no server needed
+    try:
+        delays = nvim.lua("local c = require('spd.client'); return vim.tbl_map(c.restart_delay_ms, { 1, 2, 3, 8, 20 })")
+    finally:
+        nvim.close()
     assert delays == [500, 1000, 2000, 30000, 30000]
 
 

@@ -11,7 +11,6 @@ import * as vscode from "vscode";
 import {
   CloseAction,
   DidChangeConfigurationNotification,
-  ErrorHandler,
   ExecuteCommandRequest,
   LanguageClient,
   LanguageClientOptions,
@@ -60,8 +59,6 @@ function notify(notice: Notice): void {
 }
 
 function createClient(command: string): LanguageClient {
-  let created: LanguageClient | undefined;
-  let crashes: ErrorHandler | undefined;
   const serverOptions: ServerOptions = { command, args: ["--stdio"], options: { cwd: workspaceFolders()[0] } };
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ scheme: "file" }, { scheme: "untitled" }],
@@ -95,14 +92,13 @@ function createClient(command: string): LanguageClient {
     // A crash of the current server restarts it (the library's bounded policy);
     // a server this extension replaced or stopped stays down.
     errorHandler: {
-      error: (error, message, count) => crashes!.error(error, message, count),
-      closed: () =>
-        created !== undefined && lifecycle.isCurrent(created) ? crashes!.closed() : { action: CloseAction.DoNotRestart, handled: true },
+      error: (error, message, count) => crashes.error(error, message, count),
+      closed: () => (lifecycle.isCurrent(client) ? crashes.closed() : { action: CloseAction.DoNotRestart, handled: true }),
     },
   };
-  created = new SpdLanguageClient("spd", "SPD", serverOptions, clientOptions);
-  crashes = created.createDefaultErrorHandler();
-  const client = created;
+  // The handlers above run only once the client exists.
+  const client = new SpdLanguageClient("spd", "SPD", serverOptions, clientOptions);
+  const crashes = client.createDefaultErrorHandler();
   client.onDidChangeState((event) => {
     if (!lifecycle.isCurrent(client)) {
       return;

@@ -49,8 +49,8 @@ function M.check()
     return
   end
   local cmd = type(client.config.cmd) == 'table' and client.config.cmd or {}
-  health.ok(('server: %s (%s)'):format(vim.fn.exepath(cmd[1] or '') ~= '' and vim.fn.exepath(cmd[1]) or tostring(cmd[1]),
-    table.concat(cmd, ' ')))
+  local exe = vim.fn.exepath(cmd[1] or '')
+  health.ok(('server: %s (%s)'):format(exe ~= '' and exe or tostring(cmd[1]), table.concat(cmd, ' ')))
   local info = client.server_info or {}
   health.ok(('version: %s %s'):format(info.name or 'spd-lsp', info.version or '(not reported)'))
   health.info(('root: %s; position encoding: %s; log: %s'):format(client.root_dir or '-', client.offset_encoding,

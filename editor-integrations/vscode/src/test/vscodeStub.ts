@@ -5,7 +5,7 @@
  * It models only what the client and the extension touch, and it models the parts
  * that matter for the tests as VS Code behaves: registering a command id twice
  * throws, configuration changes fire `onDidChangeConfiguration` with
- * `affectsConfiguration`, messages are recorded with the answer a test chose.
+ * `affectsConfiguration`, messages are recorded and dismissed.
  * Unknown `onDid*`/`onWill*` events are plain emitters; any other unknown member
  * is recorded in `missing` (and is undefined) so a gap is easy to see.
  */
@@ -194,9 +194,6 @@ export interface Message {
 
 export const recorded = {
   messages: [] as Message[],
-  /** The item a test wants the next message to answer with (e.g. "Open Settings"). */
-  answer: undefined as string | undefined,
-  executed: [] as { command: string; args: unknown[] }[],
   missing: new Set<string>(),
 };
 
@@ -224,8 +221,6 @@ export function setWorkspaceFolders(paths: string[]): void {
 
 export function resetRecorded(): void {
   recorded.messages.length = 0;
-  recorded.executed.length = 0;
-  recorded.answer = undefined;
 }
 
 /** Runs a command registered through `commands.registerCommand`, as the palette would. */
@@ -235,10 +230,6 @@ export async function runCommand(id: string, ...args: unknown[]): Promise<unknow
     throw new Error(`command '${id}' not found`);
   }
   return handler(...args);
-}
-
-export function registeredCommands(): string[] {
-  return [...commandTable.keys()];
 }
 
 function namespace<T extends object>(name: string, members: T): T {
@@ -263,7 +254,7 @@ function namespace<T extends object>(name: string, members: T): T {
 function message(kind: Message["kind"]) {
   return async (text: string, ...items: unknown[]): Promise<unknown> => {
     recorded.messages.push({ kind, text, items });
-    return items.find((item) => item === recorded.answer || (item as { title?: string })?.title === recorded.answer);
+    return undefined; // dismissed, as when the user clicks none of the items
   };
 }
 
@@ -328,7 +319,6 @@ const vscode = {
       return new Disposable(() => commandTable.delete(id));
     },
     async executeCommand(command: string, ...args: unknown[]): Promise<unknown> {
-      recorded.executed.push({ command, args });
       return commandTable.get(command)?.(...args);
     },
   }),
