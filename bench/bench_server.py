@@ -80,8 +80,7 @@ def prefixes(text: str, tokens: int, count: int, tokenizer: Any) -> list[str]:
 
 
 def end_position(text: str) -> lsp.Position:
-    lines = text.split("\n")
-    return lsp.Position(len(lines) - 1, len(lines[-1].encode("utf-16-le")) // 2)
+    return position_at(text, len(text))
 
 
 def position_at(text: str, offset: int) -> lsp.Position:

@@ -78,11 +78,6 @@ def lines_back(text: str, offset: int, count: int) -> int:
     return offset
 
 
-def line_start(text: str, line: int) -> int | None:
-    """Offset where a line begins; None when the document has fewer lines."""
-    return skip_lines(text, 0, line)
-
-
 def is_line_start(text: str, offset: int) -> bool:
     if offset == 0:
         return True

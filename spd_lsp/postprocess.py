@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from spd_lsp.context import EOL, Cursor, units
 from spd_lsp.nesting import CLOSERS, QUOTES, Nesting, scan, states
@@ -99,7 +99,7 @@ class Fit:
         return state.owed == self.start.owed and state.quote == self.start.quote and not state.escaped
 
 
-def finalize(drafts: Iterable[str], fit: Fit, k: int) -> list[str]:
+def finalize(drafts: Iterable[str], fit: Callable[[str], str], k: int) -> list[str]:
     """At most k distinct, non-blank fitted drafts, in the engine's rank order."""
     kept: list[str] = []
     for draft in drafts:

@@ -7,13 +7,12 @@ the model once over the shown drafts' own tokens (decoding/verify.py's judge).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from spd_lsp.decoding.drafts import DraftRules
 from spd_lsp.decoding.types import DecodeOptions, Draft
 from spd_lsp.decoding.verify import judge
 from spd_lsp.engine import Engine
-from spd_lsp.postprocess import Fit
 
 BLEND_TOP = 5
 
@@ -28,7 +27,12 @@ def _shown_tokens(engine: Engine, draft: Draft, shown: str, prompt: list[int], h
 
 
 def blended(
-    engine: Engine, prefix: str, fit: Fit, options: DecodeOptions, drafts: Sequence[Draft], shown: Sequence[str],
+    engine: Engine,
+    prefix: str,
+    fit: Callable[[str], str],
+    options: DecodeOptions,
+    drafts: Sequence[Draft],
+    shown: Sequence[str],
     top: int = BLEND_TOP,
 ) -> list[bool]:
     """One flag per shown draft (in rank order): a token outside the model's top `top` at its position.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any, Callable, Sequence
 
 from ngram_db import NgramSource
@@ -58,7 +59,8 @@ def complete(engine: Engine, position: Position, options: DecodeOptions) -> Requ
     """Score the drafts as the server would show them (fitted to the text after the cursor)."""
     result = engine.complete(position.prefix, options)
     cursor = Cursor(position.prefix + position.suffix, len(position.prefix))
-    fit = Fit(cursor, language_of(str(position.path)), multiline=not options.stop_at_newline)
+    # finalize and blended fit the same drafts: each costs up to MAX_SYNTAX_CHECKS parses, so once
+    fit = cache(Fit(cursor, language_of(str(position.path)), multiline=not options.stop_at_newline))
     drafts = finalize((d.text for d in result.drafts), fit, options.k)
     t = result.timings
     score = score_request(drafts, position.target, 1000 * (t.total_s - t.prefill_s), 1000 * t.total_s)
