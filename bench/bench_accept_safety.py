@@ -6,24 +6,23 @@ prefix, no n-gram store), asks it at positions of three kinds in real sources
 broken files and glued suffixes; then times the server's fitting alone (nesting
 scan + tree-sitter checks) per request, without the model.
 
-    .venv/bin/python bench/bench_accept_safety.py [--per-kind 80] [--seed 0]
+    .venv/bin/python -m bench.bench_accept_safety [--per-kind 70] [--seed 0]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import platformdirs
 from lsprotocol import types as lsp
 from pygls.lsp.client import LanguageClient
 
+from bench.isolation import isolated_env
 from spd_lsp.context import Cursor, offset_of
 from spd_lsp.eval.accept import SETTINGS, Case, Tally, cases, model_ready, package_files, run
 from spd_lsp.postprocess import Fit, finalize
@@ -31,13 +30,7 @@ from spd_lsp.postprocess import Fit, finalize
 
 async def served(positions: list[Case], workspace: Path) -> Tally:
     client = LanguageClient("spd-accept-bench", "1")
-    env = {
-        **os.environ,
-        "SPD_LSP_MODEL_CACHE": os.environ.get("SPD_LSP_MODEL_CACHE") or platformdirs.user_cache_dir("spd-lsp"),
-        "SPD_LSP_CACHE": str(workspace / "cache"),
-        "XDG_CACHE_HOME": str(workspace),
-    }
-    await client.start_io(sys.executable, "-m", "spd_lsp.cli", "--stdio", env=env)
+    await client.start_io(sys.executable, "-m", "spd_lsp.cli", "--stdio", env=isolated_env(workspace))
     try:
         await client.initialize_async(
             lsp.InitializeParams(
