@@ -158,7 +158,8 @@ class SpdServer(LanguageServer):
 
         async def run() -> None:
             stream = transport.stdin_stream(stdin or sys.stdin.buffer, asyncio.get_running_loop())
-            await self._serve(stream)
+            frames = transport.frame_reader(stream, max_bytes=self.max_message_bytes)
+            await transport.serve_frames(frames, self.protocol, stop=self._stop_event)
 
         try:
             asyncio.run(run())
@@ -198,10 +199,6 @@ class SpdServer(LanguageServer):
             asyncio.run(serve())
         except asyncio.CancelledError:
             log.debug("TCP server stopped")
-
-    async def _serve(self, reader: asyncio.StreamReader) -> None:
-        assert self._stop_event is not None
-        await transport.serve(reader, self.protocol, stop=self._stop_event, max_bytes=self.max_message_bytes)
 
     @property
     def encoding(self) -> str:
