@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import sys
 import tempfile
@@ -27,7 +26,6 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
-
 
 from bench.bench_server import rss_mb
 from bench.isolation import isolated_env
@@ -113,10 +111,10 @@ class Server:
 
 
 def status_request(msg_id: str) -> bytes:
+    """The body of a status request with non-ASCII text (10 characters, 20 UTF-8 bytes)."""
     params = {"command": "spd.status"}
-    body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": "workspace/executeCommand", "params": params,
+    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": "workspace/executeCommand", "params": params,
                        "note": "é" * 10}, ensure_ascii=False).encode()
-    return body
 
 
 def bad_frames() -> list[tuple[str, bytes]]:
@@ -148,7 +146,7 @@ async def framing_round(tmp: Path, name: str, data: bytes, rows: list[dict[str, 
     await server.initialize({"model": "/nowhere/none.gguf"})
     server.write(data)
     await asyncio.sleep(1.0)  # let a short body's stall pass
-    probe_id, probe = server.request("workspace/executeCommand", {"command": "spd.status"})
+    _, probe = server.request("workspace/executeCommand", {"command": "spd.status"})
     answered = await server.answered(probe)
     rows.append({"case": name, "probe answered": answered, "alive": server.alive})
     await server.stop()

@@ -26,7 +26,7 @@ from pygls.uris import to_fs_path
 from spd_lsp import __version__, auth, transport
 from spd_lsp.framing import DEFAULT_MAX_BYTES
 from spd_lsp.config import parse_settings, settings_from_configuration
-from spd_lsp.context import EOL, index_of
+from spd_lsp.context import EOL, locate
 from spd_lsp.decoding.types import Cancelled
 from spd_lsp.postprocess import LineEdit
 from spd_lsp.session import Loader, Selection, Session, load_engine
@@ -158,7 +158,8 @@ class SpdServer(LanguageServer):
 
         async def run() -> None:
             stream = transport.stdin_stream(stdin or sys.stdin.buffer, asyncio.get_running_loop())
-            await self._serve(stream)
+            frames = transport.frame_reader(stream, max_bytes=self.max_message_bytes)
+            await transport.serve_frames(frames, self.protocol, stop=self._stop_event)
 
         try:
             asyncio.run(run())
@@ -198,10 +199,6 @@ class SpdServer(LanguageServer):
             asyncio.run(serve())
         except asyncio.CancelledError:
             log.debug("TCP server stopped")
-
-    async def _serve(self, reader: asyncio.StreamReader) -> None:
-        assert self._stop_event is not None
-        await transport.serve(reader, self.protocol, stop=self._stop_event, max_bytes=self.max_message_bytes)
 
     @property
     def encoding(self) -> str:
@@ -329,9 +326,8 @@ def build_server(loader: Loader = load_engine, *, max_message_bytes: int = DEFAU
         uri, position = params.text_document.uri, params.position
         edits = await ls.suggest(uri, position)
         document = ls.workspace.text_documents.get(unquote(uri))
-        lines = document.lines if document else []
-        line = lines[position.line].rstrip("\r\n") if position.line < len(lines) else ""
-        before = line[: index_of(line, position.character, ls.encoding)]
+        cursor = locate(document.source, position.line, position.character, ls.encoding) if document else None
+        before = cursor.line_prefix if cursor else ""
         return lsp.CompletionList(is_incomplete=True, items=completion_items(uri, before, edits))
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE, lsp.SaveOptions(include_text=False))

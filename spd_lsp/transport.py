@@ -18,7 +18,7 @@ from typing import IO, Any
 from pygls.protocol import JsonRPCProtocol
 
 from spd_lsp import auth
-from spd_lsp.framing import DEFAULT_MAX_BYTES, Frame, FrameReader, encode
+from spd_lsp.framing import Frame, FrameReader, encode
 
 log = logging.getLogger(__name__)
 
@@ -29,22 +29,12 @@ AUTH_TIMEOUT_S = 10.0  # a TCP client sends `initialize` at once; a silent one i
 FIRST_MAX_BYTES = 1 << 20  # before the token, nobody makes us buffer more (VS Code's initialize: ~10 kB)
 
 
-async def serve(
-    reader: asyncio.StreamReader,
-    protocol: JsonRPCProtocol,
-    *,
-    stop: threading.Event,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-) -> None:
-    """Read and dispatch messages until the stream ends or `stop` is set."""
-    await serve_frames(frame_reader(reader, max_bytes=max_bytes), protocol, stop=stop)
-
-
 def frame_reader(reader: asyncio.StreamReader, *, max_bytes: int) -> FrameReader:
     return FrameReader(lambda: reader.read(CHUNK), max_bytes=max_bytes)
 
 
 async def serve_frames(frames: FrameReader, protocol: JsonRPCProtocol, *, stop: threading.Event) -> None:
+    """Read and dispatch messages until the stream ends or `stop` is set."""
     while not stop.is_set() and (frame := await frames.next()) is not None:
         receive(protocol, frame)
 
