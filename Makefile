@@ -9,6 +9,7 @@ demo: setup
 	$(VENV)/spd-lsp complete --file examples/demo_prefix.py -k 3 --max-tokens 10
 
 test: setup
+	$(VENV)/python -m pip install -q -e ".[ray]"  # the optional extra's tests run too
 	$(VENV)/python -m pytest -q -p no:cacheprovider
 	bash scripts/test-vscode.sh
 
