@@ -124,6 +124,7 @@ class Bench:
             "server": client_ms - last["totalMs"],
             "prefill_tokens": last["prefillTokens"],
             "reused_tokens": last["reusedTokens"],
+            "steps": last["steps"],
         }
         self.rows[kind].append(sample)
         if kind == "warm" and last["source"] == "model":
@@ -287,6 +288,7 @@ COLUMNS = (  # (header, sample key, percentile, format)
     ("session p50", "session", 0.50, "{:.0f} ms"),
     ("server p50", "server", 0.50, "{:.0f} ms"),
     ("prefilled tokens p50", "prefill_tokens", 0.50, "{:.0f}"),
+    ("decode steps p50", "steps", 0.50, "{:.0f}"),
 )
 
 

@@ -91,6 +91,45 @@ def test_a_failed_forward_leaves_no_belief_in_a_cache_it_lacks(loaded: Any, monk
     torch.testing.assert_close(logits, fresh_logits(loaded, PROMPT), rtol=1e-4, atol=1e-4)
 
 
+OTHER = list(range(250, 50, -1))  # another region or document
+
+
+def test_going_back_to_where_the_user_was_reuses_its_cache(loaded: Any) -> None:
+    """Issue 12 (latency2): a request elsewhere overwrote the one cache, so jumping back was cold again."""
+    runner = ModelRunner(loaded.model, loaded.device)
+    runner.prefill(PROMPT)
+    assert runner.prefill(OTHER)[1] == 0
+    logits, reused = runner.prefill(PROMPT + [7, 8])
+    assert reused == len(PROMPT)
+    torch.testing.assert_close(logits, fresh_logits(loaded, PROMPT + [7, 8]), rtol=1e-4, atol=1e-4)
+    assert runner.prefill(OTHER[:150] + [9])[1] == 150  # the other one was kept too
+    assert runner.cached_ids == OTHER[:150] + [9] and runner.cache.get_seq_length() == 151
+
+
+def test_a_jump_up_copies_the_shared_part_and_keeps_the_longer_cache(loaded: Any) -> None:
+    runner = ModelRunner(loaded.model, loaded.device)
+    runner.prefill(PROMPT)
+    logits, reused = runner.prefill(PROMPT[:100] + [3])  # earlier in the same window
+    assert reused == 100
+    torch.testing.assert_close(logits, fresh_logits(loaded, PROMPT[:100] + [3]), rtol=1e-4, atol=1e-4)
+    assert runner.prefill(PROMPT)[1] == len(PROMPT) - 1  # back down: still whole
+    assert runner.prefill(PROMPT[:-3] + [4])[1] == len(PROMPT) - 3  # a few tokens dropped: continued in place
+    assert len(runner.parked) == 1
+
+
+def test_the_least_recently_used_cache_goes_first(loaded: Any) -> None:
+    runner = ModelRunner(loaded.model, loaded.device, slots=2)
+    third = list(range(300, 200, -1))
+    for prompt in (PROMPT, OTHER, PROMPT, third):
+        runner.prefill(prompt)
+    assert [ids for _, ids in runner.parked] == [PROMPT] and runner.cached_ids == third
+    assert runner.prefill(OTHER)[1] == 0
+    single = ModelRunner(loaded.model, loaded.device, slots=1)
+    single.prefill(PROMPT)
+    single.prefill(OTHER)
+    assert single.parked == [] and single.prefill(PROMPT)[1] == 0
+
+
 def test_cuda_timings_wait_for_the_device(loaded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 12.7: without a sync, a clock read after a CUDA forward measures kernel launches."""
     synced: list[Any] = []

@@ -20,6 +20,13 @@ from spd_lsp.decoding.types import CancelCheck, Cancelled
 # Prompt tokens per prefill forward: a superseded request stops within one chunk.
 CPU_PREFILL_CHUNK = 64
 ACCELERATOR_PREFILL_CHUNK = 512
+# Prompt caches kept: the current one and the last others (another document, another
+# region of one), so going back to where the user was is not a cold request again.
+# A 512-token prompt of the bundled model holds ~12 MB in bf16.
+CACHE_SLOTS = 4
+# Tokens a prompt may drop from a cache it continues (healing, backspaces) before it counts
+# as another prompt: that cache is then kept and the prompt gets its own.
+FEW_TOKENS = 32
 
 
 def common_prefix_length(a: list[int], b: list[int]) -> int:
@@ -35,13 +42,17 @@ def _never() -> bool:
 
 
 class ModelRunner:
-    """A model plus one batch-1 KV cache holding the last prompt, reused across calls.
+    """A model plus batch-1 KV caches of recent prompts, reused across calls.
 
+    `cache` is the current prompt's; up to `slots - 1` others stay parked, least
+    recently used first, and a prompt continues the one it shares most with.
     `cached_ids` always names exactly what the cache holds: it grows only after a
     forward succeeded, and a failed forward drops the cache.
     """
 
-    def __init__(self, model: Any, device: torch.device, *, chunk_tokens: int | None = None):
+    def __init__(
+        self, model: Any, device: torch.device, *, chunk_tokens: int | None = None, slots: int = CACHE_SLOTS
+    ):
         self.model = model
         self.device = device
         default_chunk = CPU_PREFILL_CHUNK if device.type == "cpu" else ACCELERATOR_PREFILL_CHUNK
@@ -53,6 +64,8 @@ class ModelRunner:
         self._cache_kwarg = "cache" if "cache" in parameters else "past_key_values"
         self.cache: DynamicCache | None = None
         self.cached_ids: list[int] = []
+        self.slots = max(1, slots)
+        self.parked: list[tuple[DynamicCache, list[int]]] = []  # least recently used first
 
     @torch.inference_mode()
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
@@ -78,6 +91,7 @@ class ModelRunner:
         The new tokens run in chunks of `chunk_tokens`; `cancelled()` is checked before
         each, and raises `Cancelled` with the chunks already run kept in the cache.
         """
+        self._activate(prompt_ids)
         reused = common_prefix_length(self.cached_ids, prompt_ids)
         reused = min(reused, len(prompt_ids) - 1)  # at least one token must run for logits
         if reused <= 0 or not self._crop(reused):
@@ -96,6 +110,33 @@ class ModelRunner:
             self.cached_ids = list(prompt_ids[:end])
         assert logits is not None
         return logits, reused
+
+    def _activate(self, prompt_ids: list[int]) -> None:
+        """Make the cache that shares most with `prompt_ids` the current one.
+
+        A prompt that drops more than `FEW_TOKENS` of that cache's tokens (another region)
+        leaves it parked and starts a new cache, from a copy of the shared part when that
+        is long; the least recently used cache beyond `slots` is dropped.
+        """
+        held = self.parked + ([(self.cache, self.cached_ids)] if self.cache is not None and self.cached_ids else [])
+        if not held:
+            return
+        shared = [common_prefix_length(ids, prompt_ids) for _, ids in held]
+        best = max(range(len(held)), key=lambda i: (shared[i], i))  # ties: the most recent
+        cache, ids = held.pop(best)
+        if self.slots > 1 and len(ids) - shared[best] > FEW_TOKENS:
+            held.append((cache, ids))
+            cache, ids = self._copy(cache, shared[best]), ids[: shared[best]]
+        self.parked = held[-(self.slots - 1) :] if self.slots > 1 else []
+        self.cache, self.cached_ids = cache, ids if cache is not None else []
+
+    def _copy(self, cache: DynamicCache, length: int) -> DynamicCache | None:
+        """The first `length` positions of `cache` as a new cache; None where too few to be worth it."""
+        if length <= FEW_TOKENS or getattr(cache, "is_croppable", True) is False:
+            return None
+        copied = copy.deepcopy(cache)
+        copied.crop(length - copied.get_seq_length())
+        return copied
 
     def rewind(self, length: int) -> None:
         """Drop positions past `length` (superposed or draft tokens) so the prompt stays reusable."""
