@@ -74,6 +74,14 @@ class Engine:
         timings.total_s = time.perf_counter() - started
         return DecodeResult(drafts, timings, options.method)
 
+    def warm(
+        self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None, *, ids: list[int] | None = None
+    ) -> int:
+        """Prefill the prompt `complete` would for these arguments and draft nothing, so that a
+        request there reuses the cache; returns the tokens run. Cancelled between chunks."""
+        prompt = self.healed_prompt(prefix, healing=options.heal, ids=ids).prompt_ids
+        return len(prompt) - self.runner.prefill(prompt, cancelled or _never)[1]
+
     def healed_prompt(self, prefix: str, *, healing: bool = True, ids: list[int] | None = None) -> HealedPrompt:
         """What the model is fed for `prefix` (or its given token ids), and the text every draft must first re-produce."""
         return heal(self._with_bos(self.encode(prefix) if ids is None else ids), self.table, enabled=healing)

@@ -330,6 +330,10 @@ def build_server(loader: Loader = load_engine, *, max_message_bytes: int = DEFAU
         before = cursor.line_prefix if cursor else ""
         return lsp.CompletionList(is_incomplete=True, items=completion_items(uri, before, edits))
 
+    @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: SpdServer, params: lsp.DidOpenTextDocumentParams) -> None:
+        ls.session.warm_up(params.text_document.uri, params.text_document.text)  # while the model is idle
+
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE, lsp.SaveOptions(include_text=False))
     def did_save(ls: SpdServer, params: lsp.DidSaveTextDocumentParams) -> None:
         if path := to_fs_path(params.text_document.uri):

@@ -7,13 +7,16 @@ model call runs on the scheduler's single worker thread.
 Latency: a keystroke into the drafts shown is answered from them (type-through);
 a keystroke that only extends the prefix being decoded lets that decode finish
 (`extends`); the prompt window keeps its start across requests so the KV cache is
-reused (`context.fit_window`); while idle, the drafts after the top draft are
-precomputed, so accepting it shows the next ones at once (`_anticipate`).
+reused (`context.fit_window`), and a document keeps its last windows, so going back
+to a region finds its cache (`ModelRunner` keeps several); while idle, the drafts
+after the top draft are precomputed, so accepting it shows the next ones at once
+(`_anticipate`), and a newly opened document's window is prefilled (`warm_up`).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections import Counter, deque
@@ -24,12 +27,14 @@ from typing import Any, Callable, Protocol, Sequence
 from spd_lsp.config import Settings
 from spd_lsp.context import (
     EOL,
+    MAX_CHARS_PER_TOKEN,
     Cursor,
     Encode,
     LineIndex,
     TokenSpans,
     Window,
     fit_window,
+    is_line_start,
     locate,
     offset_of,
     with_selection,
@@ -42,6 +47,11 @@ from spd_lsp.workspace import Client, Workspace
 
 log = logging.getLogger(__name__)
 SETUP = "setup"  # scheduler key of model (re)loads and store changes: the newest wins
+WARM_UP = "warm-up"  # scheduler key of the idle prefill of a window: the newest wins, any request drops it
+RECENT_WINDOWS = 4  # per document: the windows whose prompt caches the model runner may still hold
+# The model worker holds the GIL between torch calls; the event loop (and the stdin reader)
+# must take a request in without waiting the default 5 ms per hand-over.
+GIL_SWITCH_S = 0.001
 
 
 class EngineLike(Protocol):
@@ -52,6 +62,8 @@ class EngineLike(Protocol):
     def complete(
         self, prefix: str, options: Any, cancelled: CancelCheck | None = None, *, ids: list[int] | None = None
     ) -> Any: ...
+
+    def warm(self, prefix: str, options: Any, cancelled: CancelCheck | None = None, *, ids: list[int] | None = None) -> int: ...
 
     def set_ngrams(self, ngrams: Any) -> None: ...
 
@@ -230,6 +242,7 @@ class Session:
         self.loader = loader
         self.settings = Settings()
         self.scheduler = Scheduler()
+        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
         self.workspace = Workspace(client)
         self.stats = Stats()
         self.roots: list[Path] = []
@@ -238,7 +251,7 @@ class Session:
         self._error: str | None = None
         # Per document, written by the worker only: drafts shown, the prompt window, line starts.
         self._shown: dict[str, Shown] = {}
-        self._windows: dict[str, Window] = {}
+        self._windows: dict[str, list[Window]] = {}  # most recent first
         self._lines: dict[str, LineIndex] = {}
         self._ahead: dict[str, Shown] = {}  # drafts for the document with the top draft accepted
 
@@ -283,6 +296,7 @@ class Session:
         settings = self.settings
         request = Request(line, character, text, selected=selection is not None)
         self.scheduler.cancel(("ahead", key), tag=request, keeps=accepts)  # any other edit drops it
+        self.scheduler.cancel(WARM_UP)
         return self.scheduler.submit(
             key,
             lambda cancelled: self._complete(key, settings, request, encoding, selection, cancelled),
@@ -331,17 +345,51 @@ class Session:
         self, key: str, settings: Settings, loaded: Loaded, cursor: Cursor, cancelled: CancelCheck
     ) -> tuple[list[str], Timings | None]:
         """Drafts from the model, the prompt cut to its budget by the document's window."""
-        tokenizer = loaded.engine.tokenizer
-        budget = settings.prefix_budget(loaded.device_type)
-        previous = self._windows.get(key)
-        window = fit_window(cursor.prefix, token_ids(tokenizer), token_spans(tokenizer), budget, previous)
-        self._windows[key] = window
+        window = self._fit(key, settings, loaded, cursor.prefix)
         prefix = cursor.prefix[window.start :]
         if not prefix.strip():
             return [], None
         result = loaded.engine.complete(prefix, settings.decode_options(), cancelled, ids=window.ids)
         drafts = finalize((d.text for d in result.drafts), Fit(cursor, language_of(key), multiline=settings.multiline), settings.k)
         return drafts, result.timings
+
+    def _fit(self, key: str, settings: Settings, loaded: Loaded, prefix: str) -> Window:
+        """The window for `prefix`: one of the document's recent windows where it still fits."""
+        tokenizer = loaded.engine.tokenizer
+        budget = settings.prefix_budget(loaded.device_type)
+        encode, spans = token_ids(tokenizer), token_spans(tokenizer)
+        recent = self._windows.get(key, [])
+        for previous in recent:  # the first that still starts the prompt; only those within reach are tokenized
+            if 0 <= len(prefix) - previous.start <= budget * MAX_CHARS_PER_TOKEN and _starts(prefix, previous):
+                window = fit_window(prefix, encode, spans, budget, previous)
+                if window.start == previous.start:
+                    break
+        else:
+            window = fit_window(prefix, encode, spans, budget, recent[0] if recent else None)
+        self._windows[key] = [window] + [w for w in recent if w.start != window.start][: RECENT_WINDOWS - 1]
+        return window
+
+    def warm_up(self, key: str, text: str, *, line: int | None = None, character: int = 0, encoding: str = "utf-16") -> Job:
+        """While the model is idle, prefill the window a request at (`line`, `character`) would
+        use (None: the document's opening window, what a request near its top uses), so that
+        request finds its cache (llama.vim warms its cache so). Runs as background work: one at
+        a time, and any request drops it; the chunks already run stay in the cache."""
+        settings = self.settings
+
+        def work(cancelled: CancelCheck) -> None:
+            loaded = self._loaded
+            if loaded is None:
+                return
+            if line is None:
+                prefix = opening(text, token_spans(loaded.engine.tokenizer), settings.prefix_budget(loaded.device_type))
+            else:
+                cursor = locate(text, line, character, encoding, self._lines.setdefault(key, LineIndex()))
+                prefix = cursor.prefix if cursor is not None else ""
+            if prefix.strip():
+                window = self._fit(key, settings, loaded, prefix)
+                loaded.engine.warm(prefix[window.start :], settings.decode_options(), cancelled, ids=window.ids)
+
+        return self.scheduler.submit(WARM_UP, work, background=True)
 
     def _anticipate(self, key: str, settings: Settings, cursor: Cursor, draft: str) -> None:
         """While the model is idle, the drafts that follow `draft` once accepted (as llama.vim does)."""
@@ -405,6 +453,21 @@ class Session:
     def close(self) -> None:
         self.scheduler.close()
         self.workspace.close()
+
+
+def _starts(prefix: str, window: Window) -> bool:
+    """`prefix` still starts where `window` does (its length may call for another window)."""
+    return prefix.startswith(window.anchor, window.start) and is_line_start(prefix, window.start)
+
+
+def opening(text: str, spans: TokenSpans, budget: int) -> str:
+    """The document's first lines within `budget` tokens: the prompt of a request near its top."""
+    head = text[: budget * MAX_CHARS_PER_TOKEN]
+    offsets = spans(head)
+    if len(offsets) <= budget and len(head) == len(text):
+        return text
+    end = offsets[min(budget, len(offsets)) - 1][1]
+    return head[: head.rfind("\n", 0, end) + 1]
 
 
 def _foresaw(ahead: Shown, cursor: Cursor) -> bool:

@@ -362,3 +362,75 @@ def test_a_request_for_another_document_stops_the_precomputation() -> None:
             background.future.result(5)
     finally:
         scheduler.close()
+
+
+# -- fewer cold requests: windows kept per document, prefilled while idle ----------------------
+
+DOCUMENT = "".join(f"def add_{i}(a, b):\n    return a + b * {i}\n" for i in range(120)) + "for name in "
+
+
+@pytest.fixture
+def tiny_session(loaded: Any) -> Any:
+    engine = Engine(loaded)
+    session, _ = make_session(engine)
+    yield session, engine
+    session.close()
+
+
+def ask(session: Any, key: str, text: str) -> Any:
+    line = text.count("\n")
+    return session.complete(key, text, line, len(text) - text.rfind("\n") - 1, "utf-16")
+
+
+def drafts_of(answer: Any) -> list[str]:
+    return [edit.draft for edit in answer.edits]
+
+
+def test_jumping_back_to_where_the_user_typed_is_not_cold(tiny_session: Any) -> None:
+    """Issue 12 (latency2): a request elsewhere in the document moved its only window and cache."""
+    session, _ = tiny_session
+    here = ask(session, "doc", DOCUMENT).future.result(30)
+    away = ask(session, "doc", DOCUMENT[: DOCUMENT.index("def add_20")] + "x = ").future.result(30)
+    back = ask(session, "doc", DOCUMENT + "n").future.result(30)
+    assert here.timings.prefill_tokens > 300 and away.timings.prefill_tokens > 100
+    assert back.timings.prefill_tokens <= 3
+
+
+def test_an_opened_document_is_prefilled_while_idle(tiny_session: Any) -> None:
+    session, engine = tiny_session
+    short = DOCUMENT[-400:]
+    session.warm_up("doc", short).future.result(30)
+    assert len(engine.runner.cached_ids) > 50
+    assert ask(session, "doc", short).future.result(30).timings.prefill_tokens <= 2
+
+
+def test_a_request_drops_the_warm_up_and_the_cache_stays_consistent(
+    tiny_session: Any, loaded: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session, engine = tiny_session
+    engine.runner.chunk_tokens = 16
+    chunks = threading.Semaphore(0)
+    forward = engine.runner.forward
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        chunks.release()
+        time.sleep(0.02)
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(engine.runner, "forward", slow)
+    opened = DOCUMENT[-600:]
+    warming = session.warm_up("opened.py", opened)
+    for _ in range(3):
+        assert chunks.acquire(timeout=30)  # three chunks run, then the user asks elsewhere
+    other = ask(session, "other.py", DOCUMENT[:500]).future.result(30)
+    with pytest.raises(Cancelled):
+        warming.future.result(30)
+    back = ask(session, "opened.py", opened).future.result(30)
+    assert 3 * 16 <= back.timings.reused_tokens < len(engine.runner.cached_ids)  # it kept the chunks it ran
+
+    reference, _ = make_session(Engine(loaded))
+    try:
+        assert drafts_of(other) == drafts_of(ask(reference, "other.py", DOCUMENT[:500]).future.result(30))
+        assert drafts_of(back) == drafts_of(ask(reference, "opened.py", opened).future.result(30))
+    finally:
+        reference.close()

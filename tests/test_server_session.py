@@ -31,6 +31,7 @@ class FakeEngine:
         self.tokenizer = FakeTokenizer()
         self.drafts, self.steps, self.step_s = drafts, steps, step_s
         self.prefixes: list[str] = []
+        self.warmed: list[str] = []  # prefixes prefilled while idle
         self.finished = 0
         self.ngrams: Any = None
 
@@ -48,6 +49,10 @@ class FakeEngine:
         self.finished += 1
         drafts = [Draft(text, [], -float(i)) for i, text in enumerate(self.drafts[: options.k])]
         return DecodeResult(drafts, Timings(total_s=self.steps * self.step_s), options.method)
+
+    def warm(self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None, **_: Any) -> int:
+        self.warmed.append(prefix)
+        return 0
 
 
 class RecordingClient:
