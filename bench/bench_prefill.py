@@ -1,9 +1,10 @@
 """Cold prefill and how fast a superseded prefill stops, in process, with the bundled model.
 
-For each try: a cold request on a fresh ~`--tokens`-token prompt (prefill and total
-time), then the same kind of request cancelled `--cancel-after` ms into its
-prefill, timing cancel -> `Cancelled` raised (the chunked prefill checks between
-chunks), and the next request's re-prefill (what the cancelled one kept).
+For each try: a cold request on a fresh prompt, the same ones `bench_server.py`'s cold
+rows send (a ~1,500-token prefix ending mid-line, cut to its last `--tokens` tokens at a
+line start as the server's window does): prefill, decode steps and total time; then
+another such request cancelled `--cancel-after` ms into its prefill, timing cancel ->
+`Cancelled` raised (the chunked prefill checks between chunks), and what it kept.
 
     nice .venv/bin/python bench/bench_prefill.py [--dtype auto] [--tokens 512] [--tries 5]
 """
@@ -16,7 +17,10 @@ import sys
 import threading
 import time
 
-from bench.bench_server import corpus
+import torch
+
+from bench.bench_server import corpus, prefixes
+from spd_lsp.context import fit_prefix
 from spd_lsp.decoding.types import Cancelled, DecodeOptions
 from spd_lsp.engine import Engine
 from spd_lsp.model import load_model
@@ -31,19 +35,19 @@ def main() -> int:
     args = parser.parse_args()
     loaded = load_model(dtype=args.dtype)
     engine = Engine(loaded)
-    ids = engine.encode(corpus())
+    spans = lambda text: engine.tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"]
+    prompts = [fit_prefix(p, spans, args.tokens) for p in prefixes(corpus(), 1500, 2 * args.tries, engine.tokenizer)]
     options = DecodeOptions(k=3, max_tokens=10)
-    cold, prefill, stop, kept = [], [], [], []
+    cold, prefill, step, steps, stop, kept, tokens = [], [], [], [], [], [], []
     for attempt in range(args.tries):
-        start = 2 * attempt * args.tokens
-        prompt = engine.tokenizer.decode(ids[start : start + args.tokens])
-        engine.runner.rewind(0)
+        prompt, other = prompts[2 * attempt], prompts[2 * attempt + 1]
         result = engine.complete(prompt, options)
         cold.append(1000 * result.timings.total_s)
         prefill.append(1000 * result.timings.prefill_s)
+        tokens.append(result.timings.prefill_tokens)
+        step.append(result.timings.per_step_ms)
+        steps.append(result.timings.steps)
 
-        other = engine.tokenizer.decode(ids[start + args.tokens : start + 2 * args.tokens])
-        engine.runner.rewind(0)
         flag = threading.Event()
         cancelled_at: list[float] = []
         timer = threading.Timer(args.cancel_after / 1000, lambda: (cancelled_at.append(time.perf_counter()), flag.set()))
@@ -58,9 +62,11 @@ def main() -> int:
     print("| measure | median | max |")
     print("| --- | ---: | ---: |")
     for name, values in ((f"cold {args.tokens}-token request", cold), ("its prefill", prefill),
+                         ("its decode step", step),
                          (f"cancel -> stopped ({args.cancel_after:.0f} ms into a prefill)", stop)):
         if values:
             print(f"| {name} | {statistics.median(values):.0f} ms | {max(values):.0f} ms |")
+    print(f"prefilled tokens {tokens}; decode steps {steps}; torch threads {torch.get_num_threads()}")
     print(f"tokens kept in the cache by the cancelled prefill: {kept}; {len(stop)}/{args.tries} stopped mid-request")
     return 0
 

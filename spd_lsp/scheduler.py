@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Any, Callable, Hashable, TypeVar
@@ -58,7 +59,11 @@ class Job:
 
 
 class Scheduler:
-    def __init__(self, name: str = "spd-model") -> None:
+    def __init__(self, name: str = "spd-model", *, background_delay_s: float = 0.0) -> None:
+        """`background_delay_s`: background jobs start only once no other job has run for this
+        long, so a request that follows an answer at once does not wait for speculative work."""
+        self.background_delay_s = background_delay_s
+        self._quiet_since = float("-inf")
         self._pending: OrderedDict[Hashable, Job] = OrderedDict()
         self._background: OrderedDict[Hashable, Job] = OrderedDict()  # run only when nothing else waits
         self._running: Job | None = None
@@ -125,11 +130,13 @@ class Scheduler:
 
     def _next(self) -> Job | None:
         with self._wake:
-            self._wake.wait_for(lambda: self._pending or self._background or self._closed)
-            if self._closed:
-                return None
-            _, self._running = (self._pending or self._background).popitem(last=False)
-            return self._running
+            while not self._closed:
+                quiet_for = time.monotonic() - self._quiet_since
+                if self._pending or (self._background and quiet_for >= self.background_delay_s):
+                    _, self._running = (self._pending or self._background).popitem(last=False)
+                    return self._running
+                self._wake.wait(self.background_delay_s - quiet_for if self._background else None)
+            return None
 
     def _loop(self) -> None:
         while (job := self._next()) is not None:
@@ -144,3 +151,4 @@ class Scheduler:
                     job.future.set_exception(exc)
             with self._wake:
                 self._running = None
+                self._quiet_since = time.monotonic()

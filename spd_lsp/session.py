@@ -52,6 +52,9 @@ RECENT_WINDOWS = 4  # per document: the windows whose prompt caches the model ru
 # The model worker holds the GIL between torch calls; the event loop (and the stdin reader)
 # must take a request in without waiting the default 5 ms per hand-over.
 GIL_SWITCH_S = 0.001
+# Speculative work (the next suggestion, warm-ups) waits this long after the last request:
+# an editor's next request often follows an answer at once, and would wait for one forward.
+BACKGROUND_DELAY_S = 0.05
 
 
 class EngineLike(Protocol):
@@ -241,7 +244,7 @@ class Session:
         self.anticipate = anticipate
         self.loader = loader
         self.settings = Settings()
-        self.scheduler = Scheduler()
+        self.scheduler = Scheduler(background_delay_s=BACKGROUND_DELAY_S)
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
         self.workspace = Workspace(client)
         self.stats = Stats()

@@ -434,3 +434,20 @@ def test_a_request_drops_the_warm_up_and_the_cache_stays_consistent(
         assert drafts_of(back) == drafts_of(ask(reference, "opened.py", opened).future.result(30))
     finally:
         reference.close()
+
+
+def test_speculative_work_waits_for_a_quiet_moment() -> None:
+    """Issue 12 (latency2): the precomputation started the moment an answer went out, so the
+    next request (cold documents in bench_server) waited for its first forward."""
+    for delay, runs_first in ((0.0, True), (600.0, False)):
+        scheduler = Scheduler(background_delay_s=delay)
+        try:
+            ran: list[str] = []
+            scheduler.submit("a.py", lambda cancelled: ran.append("answer")).future.result(5)
+            background = scheduler.submit(("ahead", "a.py"), lambda cancelled: ran.append("ahead"), background=True)
+            if runs_first:
+                background.future.result(5)
+            scheduler.submit("b.py", lambda cancelled: ran.append("next")).future.result(5)
+            assert ran == (["answer", "ahead", "next"] if runs_first else ["answer", "next"])
+        finally:
+            scheduler.close()
