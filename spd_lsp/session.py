@@ -33,8 +33,8 @@ from spd_lsp.context import (
     LineIndex,
     TokenSpans,
     Window,
+    _still_starts,
     fit_window,
-    is_line_start,
     locate,
     offset_of,
     with_selection,
@@ -363,7 +363,7 @@ class Session:
         encode, spans = token_ids(tokenizer), token_spans(tokenizer)
         recent = self._windows.get(key, [])
         for previous in recent:  # the first that still starts the prompt; only those within reach are tokenized
-            if 0 <= len(prefix) - previous.start <= budget * MAX_CHARS_PER_TOKEN and _starts(prefix, previous):
+            if 0 <= len(prefix) - previous.start <= budget * MAX_CHARS_PER_TOKEN and _still_starts(prefix, previous):
                 window = fit_window(prefix, encode, spans, budget, previous)
                 if window.start == previous.start:
                     break
@@ -456,11 +456,6 @@ class Session:
     def close(self) -> None:
         self.scheduler.close()
         self.workspace.close()
-
-
-def _starts(prefix: str, window: Window) -> bool:
-    """`prefix` still starts where `window` does (its length may call for another window)."""
-    return prefix.startswith(window.anchor, window.start) and is_line_start(prefix, window.start)
 
 
 def opening(text: str, spans: TokenSpans, budget: int) -> str:

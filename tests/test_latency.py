@@ -402,6 +402,16 @@ def test_an_opened_document_is_prefilled_while_idle(tiny_session: Any) -> None:
     session.warm_up("doc", short).future.result(30)
     assert len(engine.runner.cached_ids) > 50
     assert ask(session, "doc", short).future.result(30).timings.prefill_tokens <= 2
+    top = DOCUMENT[: DOCUMENT.index("def add_9(")]  # a long document, opened: its first lines
+    session.warm_up("long.py", DOCUMENT).future.result(30)
+    assert ask(session, "long.py", top + "x = ").future.result(30).timings.prefill_tokens <= 4
+
+
+def test_the_window_at_a_cursor_is_prefilled_while_idle(tiny_session: Any) -> None:
+    session, _ = tiny_session
+    line = DOCUMENT.count("\n")
+    session.warm_up("doc", DOCUMENT, line=line, character=len("for name in ")).future.result(30)
+    assert ask(session, "doc", DOCUMENT + "x").future.result(30).timings.prefill_tokens <= 3
 
 
 def test_a_request_drops_the_warm_up_and_the_cache_stays_consistent(
