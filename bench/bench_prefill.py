@@ -7,23 +7,28 @@ another such request cancelled `--cancel-after` ms into its prefill, timing canc
 `Cancelled` raised (the chunked prefill checks between chunks), and what it kept.
 
     nice .venv/bin/python bench/bench_prefill.py [--dtype auto] [--tokens 512] [--tries 5]
+
+`--compare-threads N` instead times N rounds of a 128-token prefill with 1 torch thread
+and with torch's default, interleaved, with the CPU pressure (Linux PSI) at each round.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import threading
 import time
 
 import torch
+from transformers import DynamicCache
 
 from bench.bench_server import corpus, prefixes
 from spd_lsp.context import fit_prefix
 from spd_lsp.decoding.types import Cancelled, DecodeOptions
 from spd_lsp.engine import Engine
-from spd_lsp.model import load_model
+from spd_lsp.model import cpu_pressure, load_model
 
 
 def main() -> int:
@@ -32,9 +37,12 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=512)
     parser.add_argument("--tries", type=int, default=5)
     parser.add_argument("--cancel-after", type=float, default=150, help="ms into the prefill")
+    parser.add_argument("--compare-threads", type=int, default=0, metavar="N")
     args = parser.parse_args()
     loaded = load_model(dtype=args.dtype)
     engine = Engine(loaded)
+    if args.compare_threads:
+        return compare_threads(engine, args.compare_threads)
     spans = lambda text: engine.tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"]
     prompts = [fit_prefix(p, spans, args.tokens) for p in prefixes(corpus(), 1500, 2 * args.tries, engine.tokenizer)]
     options = DecodeOptions(k=3, max_tokens=10)
@@ -68,6 +76,24 @@ def main() -> int:
             print(f"| {name} | {statistics.median(values):.0f} ms | {max(values):.0f} ms |")
     print(f"prefilled tokens {tokens}; decode steps {steps}; torch threads {torch.get_num_threads()}")
     print(f"tokens kept in the cache by the cancelled prefill: {kept}; {len(stop)}/{args.tries} stopped mid-request")
+    return 0
+
+
+def compare_threads(engine: Engine, rounds: int) -> int:
+    """1 thread vs torch's default for the same 128-token prefills, interleaved."""
+    ids = engine.encode(corpus())
+    default = engine.runner.threads
+    times: dict[int, list[float]] = {1: [], default: []}
+    for r in range(rounds):
+        for threads in times:
+            engine.runner.rewind(0)
+            torch.set_num_threads(threads)
+            started = time.perf_counter()
+            engine.runner.forward(DynamicCache(config=engine.loaded.model.config), ids=torch.tensor([ids[128 * r : 128 * r + 128]]))
+            times[threads].append(1000 * (time.perf_counter() - started))
+        print(f"round {r}: " + ", ".join(f"{n} thread(s) {t[-1]:.0f} ms" for n, t in times.items())
+              + f"; CPU pressure {cpu_pressure()} %, load {os.getloadavg()[0]:.1f}", flush=True)
+    print(", ".join(f"{n} thread(s): median {statistics.median(t):.0f} ms" for n, t in times.items()))
     return 0
 
 

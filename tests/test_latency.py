@@ -461,3 +461,26 @@ def test_speculative_work_waits_for_a_quiet_moment() -> None:
             assert ran == (["answer", "ahead", "next"] if runs_first else ["answer", "next"])
         finally:
             scheduler.close()
+
+
+def test_an_oversubscribed_cpu_runs_one_thread(tmp_path: Any) -> None:
+    """Issue 12 (latency2): at load ~20 on 2 cores, 2 torch threads made a prefill ~38x slower than 1."""
+    pressure = tmp_path / "cpu"
+    pressure.write_text("some avg10=99.86 avg60=99.88 avg300=99.80 total=8676683195\n"
+                        "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    assert model.cpu_pressure(pressure) == 99.86
+    assert model.intra_op_threads(2, model.cpu_pressure(pressure)) == 1
+    pressure.write_text("some avg10=3.10 avg60=1.00 avg300=0.50 total=1\n")
+    assert model.intra_op_threads(2, model.cpu_pressure(pressure)) == 2
+    assert model.cpu_pressure(tmp_path / "missing") is None and model.intra_op_threads(2, None) == 2
+
+
+def test_the_runner_sets_threads_from_the_cpu_pressure(loaded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = ModelRunner(loaded.model, loaded.device)
+    chosen: list[int] = []
+    monkeypatch.setattr(torch, "set_num_threads", chosen.append)
+    monkeypatch.setattr(lm, "cpu_pressure", lambda: 99.0)
+    runner.prefill(PROMPT[:8])
+    monkeypatch.setattr(lm, "cpu_pressure", lambda: 1.0)
+    runner.prefill(PROMPT[:9])
+    assert chosen == [1, runner.threads]

@@ -16,6 +16,7 @@ from transformers import DynamicCache
 
 from spd_lsp.decoding.placement import device_sync
 from spd_lsp.decoding.types import CancelCheck, Cancelled
+from spd_lsp.model import cpu_pressure, intra_op_threads
 
 # Prompt tokens per prefill forward: a superseded request stops within one chunk.
 CPU_PREFILL_CHUNK = 64
@@ -65,6 +66,7 @@ class ModelRunner:
         self.cache: DynamicCache | None = None
         self.cached_ids: list[int] = []
         self.slots = max(1, slots)
+        self.threads = torch.get_num_threads()  # torch's default: the CPU's cores
         self.parked: list[tuple[DynamicCache, list[int]]] = []  # least recently used first
 
     @torch.inference_mode()
@@ -92,6 +94,8 @@ class ModelRunner:
         each, and raises `Cancelled` with the chunks already run kept in the cache.
         """
         self._activate(prompt_ids)
+        if self.device.type == "cpu":  # per request, in the thread that runs the forwards
+            torch.set_num_threads(intra_op_threads(self.threads, cpu_pressure()))
         reused = common_prefix_length(self.cached_ids, prompt_ids)
         reused = min(reused, len(prompt_ids) - 1)  # at least one token must run for logits
         if reused <= 0 or not self._crop(reused):
