@@ -8,6 +8,8 @@ another such request cancelled `--cancel-after` ms into its prefill, timing canc
 
     nice .venv/bin/python bench/bench_prefill.py [--dtype auto] [--tokens 512] [--tries 5]
 
+`--compare-kernels N` instead times N rounds of a 512-token prefill in 64- and 96-token
+chunks and 10 decode steps, with the eager and the SDPA attention kernels, interleaved.
 `--compare-threads N` instead times N rounds of a 128-token prefill with 1 torch thread
 and with torch's default, interleaved, with the CPU pressure (Linux PSI) at each round.
 """
@@ -28,6 +30,8 @@ from bench.bench_server import corpus, prefixes
 from spd_lsp.context import fit_prefix
 from spd_lsp.decoding.types import Cancelled, DecodeOptions
 from spd_lsp.engine import Engine
+from spd_lsp import model
+from spd_lsp.decoding.lm import ModelRunner
 from spd_lsp.model import cpu_pressure, load_model
 
 
@@ -38,7 +42,10 @@ def main() -> int:
     parser.add_argument("--tries", type=int, default=5)
     parser.add_argument("--cancel-after", type=float, default=150, help="ms into the prefill")
     parser.add_argument("--compare-threads", type=int, default=0, metavar="N")
+    parser.add_argument("--compare-kernels", type=int, default=0, metavar="N")
     args = parser.parse_args()
+    if args.compare_kernels:
+        return compare_kernels(args.dtype, args.compare_kernels)
     loaded = load_model(dtype=args.dtype)
     engine = Engine(loaded)
     if args.compare_threads:
@@ -76,6 +83,33 @@ def main() -> int:
             print(f"| {name} | {statistics.median(values):.0f} ms | {max(values):.0f} ms |")
     print(f"prefilled tokens {tokens}; decode steps {steps}; torch threads {torch.get_num_threads()}")
     print(f"tokens kept in the cache by the cancelled prefill: {kept}; {len(stop)}/{args.tries} stopped mid-request")
+    return 0
+
+
+def compare_kernels(dtype: str, rounds: int) -> int:
+    """Prefill per chunk size and decode steps, per attention kernel, interleaved."""
+    models = {}
+    for kernel in ("eager", "sdpa"):
+        model.pick_attention = lambda device, kernel=kernel: kernel  # noqa: B023 - bound per kernel
+        models[kernel] = load_model(dtype=dtype)
+    ids = models["eager"].tokenizer.encode(corpus(), add_special_tokens=False)
+    times: dict[str, list[float]] = {}
+    for r in range(rounds):
+        prompt = ids[512 * r : 512 * r + 512]
+        for kernel, loaded in models.items():
+            for chunk in (64, 96):
+                runner = ModelRunner(loaded.model, loaded.device, chunk_tokens=chunk, slots=1)
+                started = time.perf_counter()
+                runner.prefill(prompt)
+                times.setdefault(f"{kernel} prefill, {chunk}-token chunks", []).append(time.perf_counter() - started)
+            started = time.perf_counter()
+            for step in range(10):
+                runner.forward(runner.cache, ids=torch.tensor([[prompt[step]]]))
+            times.setdefault(f"{kernel} 10 decode steps", []).append(time.perf_counter() - started)
+        print(f"round {r}: " + ", ".join(f"{name} {1000 * t[-1]:.0f} ms" for name, t in times.items()), flush=True)
+    print(f"torch threads {torch.get_num_threads()}, CPU pressure {cpu_pressure()} %, load {os.getloadavg()[0]:.1f}")
+    for name, t in times.items():
+        print(f"| {name} | {1000 * statistics.median(t):.0f} ms |")
     return 0
 
 
