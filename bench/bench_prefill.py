@@ -30,7 +30,6 @@ from bench.bench_server import corpus, prefixes
 from spd_lsp.context import fit_prefix
 from spd_lsp.decoding.types import Cancelled, DecodeOptions
 from spd_lsp.engine import Engine
-from spd_lsp import model
 from spd_lsp.decoding.lm import ModelRunner
 from spd_lsp.model import cpu_pressure, load_model
 
@@ -88,10 +87,7 @@ def main() -> int:
 
 def compare_kernels(dtype: str, rounds: int) -> int:
     """Prefill per chunk size and decode steps, per attention kernel, interleaved."""
-    models = {}
-    for kernel in ("eager", "sdpa"):
-        model.pick_attention = lambda device, kernel=kernel: kernel  # noqa: B023 - bound per kernel
-        models[kernel] = load_model(dtype=dtype)
+    models = {kernel: load_model(dtype=dtype, attention=kernel) for kernel in ("eager", "sdpa")}
     ids = models["eager"].tokenizer.encode(corpus(), add_special_tokens=False)
     times: dict[str, list[float]] = {}
     for r in range(rounds):

@@ -221,13 +221,6 @@ def pick_dtype(device: Any, dtype: str = "auto", *, quantize: str | None = None)
     return torch.float32
 
 
-def pick_attention(device: Any) -> str:
-    """transformers' attention kernel: on the CPU the plain ("eager") one, which with the bundled
-    model in bf16 took 0.78x the time of SDPA per decode step and 0.91x per prompt in 64-token
-    chunks (`bench/bench_prefill.py --compare-kernels 4`); SDPA on accelerators."""
-    return "eager" if device.type == "cpu" else "sdpa"
-
-
 def load_tokenizer(spec: str | None = None) -> Any:
     """The model's fast tokenizer alone (no weights): for indexing n-grams."""
     from transformers import AutoTokenizer
@@ -269,7 +262,12 @@ def load_model(
     device: str = "auto",
     dtype: str = "auto",
     quantize: str | None = None,
+    *,
+    attention: str = "sdpa",
 ) -> LoadedModel:
+    """`attention`: transformers' kernel. SDPA stays the default: on this CPU "eager" took 0.84x
+    SDPA's time per decode step and per prompt (`bench/bench_prefill.py --compare-kernels 3`),
+    but the server's RSS after `bench_server.py` grew from 999 MB to 1301 MB (target 1.2 GB)."""
     from transformers import AutoModelForCausalLM
 
     started = time.perf_counter()
@@ -279,7 +277,7 @@ def load_model(
     torch_dtype = pick_dtype(torch_device, dtype, quantize=quantize)
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            directory, dtype=torch_dtype, local_files_only=True, attn_implementation=pick_attention(torch_device)
+            directory, dtype=torch_dtype, local_files_only=True, attn_implementation=attention
         )
         tokenizer = load_tokenizer(spec)
     except ModelLoadError:

@@ -19,7 +19,7 @@ from spd_lsp.decoding.types import CancelCheck, Cancelled
 from spd_lsp.model import cpu_pressure, intra_op_threads
 
 # Prompt tokens per prefill forward: a superseded request stops within one chunk. On the
-# CPU 96 (~75 ms at ~0.8 ms/token) took 0.87x the time of 64 per prompt (bf16, eager).
+# CPU 96 (~90 ms at ~0.95 ms/token) took 0.92x the time of 64 per prompt (bf16, SDPA).
 CPU_PREFILL_CHUNK = 96
 ACCELERATOR_PREFILL_CHUNK = 512
 # Prompt caches kept: the current one and the last others (another document, another
