@@ -35,7 +35,6 @@ from ngram_db.store import DEFAULT_ORDERS, DEFAULT_TOP_N
 
 FAULT_ENV = "SPD_NGRAM_FAULT_ONCE"  # a marker path: the first read task that finds it missing dies
 TASKS_PER_WORKER = 4  # enough tasks that 2 workers stay busy however sizes fall
-MAX_RETRIES = 3
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,8 @@ def _read_sources(batch: dict, *, cache: str, max_file_bytes: int, make_encoder:
                   fault_once: str | None) -> dict:
     """Read, hash and (unless cached) tokenize one batch of sources."""
     loaded = [item for item in (read_source(Path(p), max_file_bytes) for p in batch["paths"][0]) if item is not None]
-    missing = [item for item in loaded if not os.path.exists(os.path.join(cache, f"{item.content_hash}.u32"))]
+    missing = list({item.content_hash: item for item in loaded
+                    if not os.path.exists(os.path.join(cache, f"{item.content_hash}.u32"))}.values())
     if missing:
         for item, ids in zip(missing, make_encoder()([item.text for item in missing])):
             target = os.path.join(cache, f"{item.content_hash}.u32")
@@ -151,7 +151,8 @@ def build_with_ray(root: Path, sources: Sequence[Path], make_encoder: Callable[[
         ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
     context = DataContext.get_current()
     context.enable_progress_bars = progress_bars
-    remote = {"num_cpus": 1, "max_retries": MAX_RETRIES, "concurrency": workers}
+    # Tasks, not actors: Ray Data retries a task whose worker died (max_retries -1 by default).
+    remote = {"num_cpus": 1, "compute": ray.data.TaskPoolStrategy(size=workers)}
     try:
         clock = time.perf_counter()
         runs = _chunks(sizes, options.batch_bytes, workers * TASKS_PER_WORKER)
@@ -188,7 +189,7 @@ def build_with_ray(root: Path, sources: Sequence[Path], make_encoder: Callable[[
             f"({shuffle_bytes / max(tokens, 1):.1f} bytes per token) in {stage_seconds['count']:.1f}s")
 
         clock = time.perf_counter()
-        written = counted.groupby("shard").map_groups(_merge_and_write, batch_format="numpy", fn_kwargs={
+        written = counted.groupby("shard", num_partitions=min(shards, 200)).map_groups(_merge_and_write, batch_format="numpy", fn_kwargs={
             "build": str(build), "identity": identity, "orders": list(orders), "top_n": top_n, "shards": shards},
             **remote).take_all()
         figures = {int(row["shard"]): {name: int(value) for name, value in row.items()} for row in written}
