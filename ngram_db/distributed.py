@@ -50,8 +50,9 @@ class BuildReport:
     stage_seconds: dict[str, float]
 
 
-def cache_dir(root: Path) -> Path:
-    return Path(root) / "cache" / "tokens"
+def cache_dir(root: Path, identity: TokenizerId) -> Path:
+    """Token ids by content hash, per tokenizer (another vocabulary never reads them)."""
+    return Path(root) / "cache" / "tokens" / identity.fingerprint[:24]
 
 
 def _chunks(sizes: Sequence[int], target: int, minimum: int) -> list[slice]:
@@ -124,8 +125,8 @@ def build_with_ray(root: Path, sources: Sequence[Path], make_encoder: Callable[[
                    identity: TokenizerId, *, shards: int, workers: int, options: IndexOptions | None = None,
                    orders: Sequence[int] = DEFAULT_ORDERS, top_n: int = DEFAULT_TOP_N,
                    say: Callable[[str], None] = lambda line: None, progress_bars: bool = False,
-                   tokens_per_batch: int = 2_000_000) -> BuildReport:
-    """Build (or, when the sources changed, rebuild) the sharded store at `root` on Ray.
+                   tokens_per_batch: int = 2_000_000, rebuild: bool = False) -> BuildReport:
+    """Build (or, when the sources changed or `rebuild`, rebuild) the sharded store at `root` on Ray.
 
     Uses the Ray cluster this process is connected to, or starts a local one with
     `workers` CPUs (and stops it afterwards).
@@ -139,7 +140,7 @@ def build_with_ray(root: Path, sources: Sequence[Path], make_encoder: Callable[[
     root = Path(root).expanduser().resolve()
     started = time.perf_counter()
     stage_seconds: dict[str, float] = {}
-    cache = cache_dir(root)
+    cache = cache_dir(root, identity)
     cache.mkdir(mode=0o700, parents=True, exist_ok=True)
     walker = SourceWalker(sources, options, skip=[root])
     paths = [p for p in walker.candidates() if walker.admitted(p)]
@@ -171,7 +172,7 @@ def build_with_ray(root: Path, sources: Sequence[Path], make_encoder: Callable[[
         manifest = Manifest(shards, list(orders), top_n, identity.name, identity.fingerprint, files=len(files),
                             tokens=tokens, sources={row["path"]: [row["hash"], int(row["size"]), int(row["tokens"])]
                                                     for row in files})
-        if _unchanged(root, manifest):
+        if not rebuild and _unchanged(root, manifest):
             say(f"{root}: every source is unchanged since the published build; nothing to do")
             return BuildReport(None, len(files), tokenized, tokens, 0, 0, 0, time.perf_counter() - started,
                                stage_seconds)

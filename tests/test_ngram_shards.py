@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 import threading
 import zlib
 from pathlib import Path
@@ -270,3 +272,33 @@ def test_a_rerun_skips_unchanged_sources_and_rebuilds_a_changed_one(ray_cluster,
         Indexer(single, encode, [tree], IndexOptions()).index()
         assert sorted(sharded.records()) == list(single.records())
         assert sharded.manifest.sources[str(tree / "f3.py")][2] == len(b"changed = 1\n")
+
+
+def test_the_ray_engine_builds_only_a_base_store(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "spd_lsp.cli", "index", "--engine", "ray", str(tmp_path),
+                             "--db", str(tmp_path / "db")], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "--engine ray builds a base store: pass --base" in result.stderr
+
+
+@pytest.mark.ray
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+def test_index_base_engine_ray_from_the_command_line_equals_the_local_index(tmp_path):
+    """The real tokenizer on the workers, a local cluster started by the command itself."""
+    tree = tmp_path / "tree"
+    for i in range(40):
+        (tree / f"pkg{i % 4}").mkdir(parents=True, exist_ok=True)
+        (tree / f"pkg{i % 4}" / f"m{i}.py").write_text(f"def f{i}(x):\n    return x * {i} + f{i - 1}(x)\n" * 5)
+    command = [sys.executable, "-m", "spd_lsp.cli", "index", "--base", str(tree), "--quiet"]
+    sharded = subprocess.run(command + ["--engine", "ray", "--db", str(tmp_path / "sharded"), "--shards", "3",
+                                        "--workers", "2"], capture_output=True, text=True, timeout=500)
+    assert sharded.returncode == 0, sharded.stderr[-3000:]
+    assert "published" in sharded.stdout and "40 files" in sharded.stdout
+    single = subprocess.run(command + ["--db", str(tmp_path / "single")], capture_output=True, text=True, timeout=300)
+    assert single.returncode == 0, single.stderr[-3000:]
+    from spd_lsp.model import load_tokenizer, tokenizer_identity
+
+    identity = tokenizer_identity(load_tokenizer(None))
+    with NgramStore.open(tmp_path / "single", identity, readonly=True) as one, \
+            ShardedStore(tmp_path / "sharded", identity) as three:
+        assert sorted(three.records()) == list(one.records()) and three.manifest.shard_count == 3
