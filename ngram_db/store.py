@@ -109,6 +109,16 @@ def _put_or_delete(txn: lmdb.Transaction, keys: list[bytes], values: list[bytes]
             txn.delete(key)
 
 
+def _records_of(counted: OrderCounts, top_n: int) -> tuple[list[bytes], list[bytes]]:
+    """Keys and records of the contexts of one order's sorted, positive counts."""
+    n = counted.order
+    contexts = counted.grams[:, : n - 1]
+    is_start = run_starts(contexts)
+    records, _ = summary.encode_many(int(is_start.sum()), np.cumsum(is_start) - 1,
+                                     counted.grams[:, n - 1].astype(np.int64), counted.counts, top_n)
+    return encode_keys(CONTEXT, n, contexts[is_start]).tolist(), records
+
+
 def _clear(env: lmdb.Environment, txn: lmdb.Transaction) -> None:
     """Empty the main database (every table) inside the caller's write transaction."""
     txn.drop(env.open_db(None, txn=txn), delete=False)
@@ -324,11 +334,23 @@ class NgramStore:
         """Merge counts that have no file records (a shard of a distributed build) and
         record `meta` (e.g. the shard's index), in one transaction."""
         def body(txn: lmdb.Transaction) -> None:
+            # Into a store without context records, sorted orders are appended in key order:
+            # no lookups of existing records, and full B-tree pages.
+            fresh = not any(True for _ in _scan(txn, CONTEXT))
             contexts = ngrams = 0
-            for delta in counts:
-                if len(delta):
+            for delta in sorted(counts, key=lambda c: c.order):
+                if not len(delta):
+                    continue
+                if fresh:
+                    if (delta.counts <= 0).any():
+                        raise ValueError("counts added to an empty store must be positive")
+                    keys, records = _records_of(delta, self.top_n)
+                    with txn.cursor() as cursor:
+                        cursor.putmulti(list(zip(keys, records)), append=True)
+                    more_contexts, more_ngrams = len(keys), len(delta)
+                else:
                     more_contexts, more_ngrams = self._apply_order(txn, delta)
-                    contexts, ngrams = contexts + more_contexts, ngrams + more_ngrams
+                contexts, ngrams = contexts + more_contexts, ngrams + more_ngrams
             _add_meta(txn, contexts=contexts, ngrams=ngrams)
             for name, value in meta.items():
                 txn.put(META + name.encode(), msgpack.packb(value))
@@ -407,13 +429,9 @@ class NgramStore:
             meta = _meta(txn)
         expected: dict[bytes, bytes] = {}
         ngrams = 0
-        for n, counted in count_ngrams(sequences, self.orders).items():
+        for counted in count_ngrams(sequences, self.orders).values():
             ngrams += len(counted)
-            contexts = counted.grams[:, : n - 1]
-            is_start = run_starts(contexts)
-            records, _ = summary.encode_many(int(is_start.sum()), np.cumsum(is_start) - 1,
-                                             counted.grams[:, n - 1].astype(np.int64), counted.counts, self.top_n)
-            expected.update(zip(encode_keys(CONTEXT, n, contexts[is_start]).tolist(), records))
+            expected.update(zip(*_records_of(counted, self.top_n)))
         problems = [f"context {decode_key(k)}: stored {summary.decode(stored[k]) if k in stored else None}, "
                     f"expected {summary.decode(v)}" for k, v in expected.items() if stored.get(k) != v]
         problems += [f"context {decode_key(k)}: stored but not in any file" for k in stored.keys() - expected.keys()]
