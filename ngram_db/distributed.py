@@ -3,9 +3,9 @@
     read     sources are read, hashed and tokenized in parallel; token ids go to a
              content-addressed cache (<root>/cache/tokens/<hash>.u32), so a rerun, or a
              build interrupted midway, never tokenizes an unchanged source again
-    count    batches of sources are counted per order with counting.count_ngrams; each
-             distinct n-gram's partial count becomes one row keyed by its context's shard
-             (shards.shards_of: the same CRC-32 the readers use)
+    count    batches of sources are counted per order with counting.count_ngrams and cut
+             by the shard of each context (shards.split_counts: the CRC-32 the readers use);
+             a batch yields one row per shard holding its sorted partial counts as arrays
     shuffle  rows are grouped by shard (Ray Data's groupby: the shuffle), then summed
              exactly (counting.merge_counts) and written as one normal store per shard
     publish  the manifest (every source by content hash) is written and `current` swapped
@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+import msgpack
 import numpy as np
 
 from ngram_db.counting import count_ngrams, merge_counts
 from ngram_db.indexer import EncodeBatch, IndexOptions, SourceWalker, read_source
 from ngram_db.protocol import TokenizerId
-from ngram_db.shards import Manifest, current_build, new_build, publish, shards_of, write_shard
+from ngram_db.shards import Manifest, current_build, new_build, publish, split_counts, write_shard
 from ngram_db.store import DEFAULT_ORDERS, DEFAULT_TOP_N
 
 FAULT_ENV = "SPD_NGRAM_FAULT_ONCE"  # a marker path: the first read task that finds it missing dies
@@ -93,30 +94,31 @@ def _read_sources(batch: dict, *, cache: str, max_file_bytes: int, make_encoder:
 
 
 def _count_sources(batch: dict, *, cache: str, orders: Sequence[int], shards: int) -> dict:
-    """Partial counts of one batch of sources: a row per distinct n-gram, keyed by shard."""
+    """Partial counts of one batch of sources, cut by shard: one row per shard whose `part`
+    holds, per order, the sorted distinct n-grams and their counts (u32 arrays)."""
     sequences = [np.fromfile(os.path.join(cache, f"{h}.u32"), dtype="<u4").astype(np.uint32)
                  for h in batch["hashes"][0]]
-    width = max(orders)
-    columns: dict[str, list[np.ndarray]] = {name: [] for name in ["shard", "order", "count"]}
-    columns.update({f"g{i}": [] for i in range(width)})
+    parts: list[dict[int, list[bytes]]] = [{} for _ in range(shards)]
     for n, counted in count_ngrams(sequences, orders).items():
-        columns["shard"].append(shards_of(n, counted.grams[:, :-1], shards).astype(np.int32))
-        columns["order"].append(np.full(len(counted), n, dtype=np.uint8))
-        columns["count"].append(counted.counts.astype(np.uint32))  # a batch holds < 2**32 tokens
-        for i in range(width):
-            columns[f"g{i}"].append(counted.grams[:, i] if i < n else np.zeros(len(counted), np.uint32))
-    return {name: np.concatenate(parts) for name, parts in columns.items()}
+        for index, piece in enumerate(split_counts(counted, shards)):
+            if len(piece):  # a batch holds < 2**32 tokens: its counts fit u32
+                parts[index][n] = [piece.grams.astype("<u4").tobytes(), piece.counts.astype("<u4").tobytes()]
+    chosen = [index for index in range(shards) if parts[index]]
+    return {"shard": np.array(chosen, dtype=np.int32),
+            "part": np.array([msgpack.packb(parts[index]) for index in chosen], dtype=object)}
 
 
 def _merge_and_write(rows: dict, *, build: str, identity: TokenizerId, orders: Sequence[int], top_n: int,
                      shards: int) -> dict:
     """Sum one shard's partial counts exactly and write the shard."""
     index = int(rows["shard"][0])
-    counts = []
-    for n in orders:
-        chosen = rows["order"] == n
-        grams = np.stack([rows[f"g{i}"][chosen] for i in range(n)], axis=1).astype(np.uint32)
-        counts.append(merge_counts(n, grams, rows["count"][chosen].astype(np.int64)))
+    pieces: dict[int, list[tuple[bytes, bytes]]] = {n: [] for n in orders}
+    for part in rows["part"]:
+        for n, (grams, counts) in msgpack.unpackb(part, strict_map_key=False).items():
+            pieces[n].append((grams, counts))
+    counts = [merge_counts(n, np.frombuffer(b"".join(g for g, _ in pieces[n]), dtype="<u4").reshape(-1, n),
+                           np.frombuffer(b"".join(c for _, c in pieces[n]), dtype="<u4").astype(np.int64))
+              for n in orders]
     figures = write_shard(Path(build), index, shards, identity, counts, orders=orders, top_n=top_n)
     return {name: np.array([value]) for name, value in figures.items()}
 
@@ -186,7 +188,7 @@ def build_with_ray(root: Path, sources: Sequence[Path], make_encoder: Callable[[
             "cache": str(cache), "orders": list(orders), "shards": shards}, **remote).materialize()
         shuffle_bytes = counted.size_bytes()
         stage_seconds["count"] = time.perf_counter() - clock
-        say(f"count: {counted.count():,} partial counts, {shuffle_bytes / 1e6:,.1f} MB to shuffle "
+        say(f"count: {shuffle_bytes / 1e6:,.1f} MB to shuffle "
             f"({shuffle_bytes / max(tokens, 1):.1f} bytes per token) in {stage_seconds['count']:.1f}s")
 
         clock = time.perf_counter()
