@@ -76,6 +76,7 @@ def _read_sources(batch: dict, *, cache: str, max_file_bytes: int, make_encoder:
     loaded = [item for item in (read_source(Path(p), max_file_bytes) for p in batch["paths"][0]) if item is not None]
     missing = list({item.content_hash: item for item in loaded
                     if not os.path.exists(os.path.join(cache, f"{item.content_hash}.u32"))}.values())
+    tokenized = {id(item) for item in missing}  # a content met twice is tokenized once
     if missing:
         for item, ids in zip(missing, make_encoder()([item.text for item in missing])):
             target = os.path.join(cache, f"{item.content_hash}.u32")
@@ -90,7 +91,7 @@ def _read_sources(batch: dict, *, cache: str, max_file_bytes: int, make_encoder:
             "size": np.array([i.size for i in loaded], dtype=np.int64),
             "tokens": np.array([os.path.getsize(os.path.join(cache, f"{i.content_hash}.u32")) // 4 for i in loaded],
                                dtype=np.int64),
-            "tokenized": np.array([i in missing for i in loaded], dtype=bool)}
+            "tokenized": np.array([id(i) in tokenized for i in loaded], dtype=bool)}
 
 
 def _count_sources(batch: dict, *, cache: str, orders: Sequence[int], shards: int) -> dict:
@@ -159,12 +160,14 @@ def build_with_ray(root: Path, sources: Sequence[Path], make_encoder: Callable[[
     try:
         clock = time.perf_counter()
         runs = _chunks(sizes, options.batch_bytes, workers * TASKS_PER_WORKER)
-        read = ray.data.from_items([{"paths": [str(p) for p in paths[run]]} for run in runs],
-                                   override_num_blocks=max(len(runs), 1))
-        read = read.map_batches(_read_sources, batch_size=1, batch_format="numpy", fn_kwargs={
-            "cache": str(cache), "max_file_bytes": options.max_file_bytes, "make_encoder": make_encoder,
-            "fault_once": os.environ.get(FAULT_ENV)}, **remote)
-        files = sorted(read.take_all(), key=lambda row: row["path"])
+        files = []
+        if runs:
+            read = ray.data.from_items([{"paths": [str(p) for p in paths[run]]} for run in runs],
+                                       override_num_blocks=len(runs))
+            read = read.map_batches(_read_sources, batch_size=1, batch_format="numpy", fn_kwargs={
+                "cache": str(cache), "max_file_bytes": options.max_file_bytes, "make_encoder": make_encoder,
+                "fault_once": os.environ.get(FAULT_ENV)}, **remote)
+            files = sorted(read.take_all(), key=lambda row: row["path"])
         tokens = sum(int(row["tokens"]) for row in files)
         tokenized = sum(bool(row["tokenized"]) for row in files)
         stage_seconds["read"] = time.perf_counter() - clock
@@ -183,18 +186,20 @@ def build_with_ray(root: Path, sources: Sequence[Path], make_encoder: Callable[[
         build = new_build(root)
         hashes = [row["hash"] for row in files]  # duplicates count as often as they occur
         runs = _chunks([int(row["tokens"]) for row in files], tokens_per_batch, workers * TASKS_PER_WORKER)
-        counted = ray.data.from_items([{"hashes": hashes[run]} for run in runs], override_num_blocks=max(len(runs), 1))
-        counted = counted.map_batches(_count_sources, batch_size=1, batch_format="numpy", fn_kwargs={
-            "cache": str(cache), "orders": list(orders), "shards": shards}, **remote).materialize()
-        shuffle_bytes = counted.size_bytes()
-        stage_seconds["count"] = time.perf_counter() - clock
-        say(f"count: {shuffle_bytes / 1e6:,.1f} MB to shuffle "
-            f"({shuffle_bytes / max(tokens, 1):.1f} bytes per token) in {stage_seconds['count']:.1f}s")
-
-        clock = time.perf_counter()
-        written = counted.groupby("shard", num_partitions=min(shards, 200)).map_groups(_merge_and_write, batch_format="numpy", fn_kwargs={
-            "build": str(build), "identity": identity, "orders": list(orders), "top_n": top_n, "shards": shards},
-            **remote).take_all()
+        written, shuffle_bytes = [], 0
+        if runs:
+            counted = ray.data.from_items([{"hashes": hashes[run]} for run in runs], override_num_blocks=len(runs))
+            counted = counted.map_batches(_count_sources, batch_size=1, batch_format="numpy", fn_kwargs={
+                "cache": str(cache), "orders": list(orders), "shards": shards}, **remote).materialize()
+            shuffle_bytes = counted.size_bytes()
+            stage_seconds["count"] = time.perf_counter() - clock
+            say(f"count: {shuffle_bytes / 1e6:,.1f} MB to shuffle ({shuffle_bytes / max(tokens, 1):.1f} bytes "
+                f"per token) in {stage_seconds['count']:.1f}s")
+            clock = time.perf_counter()
+            grouped = counted.groupby("shard", num_partitions=min(shards, 200))
+            written = grouped.map_groups(_merge_and_write, batch_format="numpy", fn_kwargs={
+                "build": str(build), "identity": identity, "orders": list(orders), "top_n": top_n,
+                "shards": shards}, **remote).take_all()
         figures = {int(row["shard"]): {name: int(value) for name, value in row.items()} for row in written}
         for index in set(range(shards)) - figures.keys():  # a shard no context hashed to
             figures[index] = write_shard(build, index, shards, identity, [], orders=orders, top_n=top_n)

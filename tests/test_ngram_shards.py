@@ -272,6 +272,10 @@ def test_a_rerun_skips_unchanged_sources_and_rebuilds_a_changed_one(ray_cluster,
         Indexer(single, encode, [tree], IndexOptions()).index()
         assert sorted(sharded.records()) == list(single.records())
         assert sharded.manifest.sources[str(tree / "f3.py")][2] == len(b"changed = 1\n")
+    empty = tmp_path_factory.mktemp("empty")
+    assert _ray_build(empty / "base", empty, 3).files == 0
+    with ShardedStore(empty / "base", BYTES) as nothing:
+        assert list(nothing.records()) == [] and nothing.p_ngram([[1, 2]], [[3]], WEIGHTS) == [[0.0]]
 
 
 def test_the_ray_engine_builds_only_a_base_store(tmp_path):
