@@ -140,7 +140,11 @@ def ray_main(args: argparse.Namespace) -> None:
 
     tokenizer = load_tokenizer(None)
     identity = tokenizer_identity(tokenizer)
-    roots, exclude = [Path(sysconfig.get_paths()["stdlib"])], ["*/"]  # the top-level modules only
+    if args.corpus == "small":
+        roots, exclude = [Path(sysconfig.get_paths()["stdlib"])], ["*/"]  # the top-level modules only
+    else:  # the standard library without its tests and GUI, and numpy's sources
+        roots = corpus_roots()
+        exclude = ["site-packages/", "test/", "tests/", "idlelib/", "tkinter/", "turtledemo/", "lib2to3/"]
     work = args.work / "ray"
     if work.exists():
         shutil.rmtree(work)
@@ -228,6 +232,9 @@ def main() -> None:
     parser.add_argument("--engine", choices=["local", "ray"], default="local")
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--corpus", choices=["small", "medium"], default="small",
+                        help="with --engine ray: the standard library's top-level modules (1.2M tokens), or "
+                             "the standard library without tests and GUI plus numpy")
     args = parser.parse_args()
     if args.engine == "ray":
         ray_main(args)
