@@ -306,3 +306,10 @@ def test_index_base_engine_ray_from_the_command_line_equals_the_local_index(tmp_
     with NgramStore.open(tmp_path / "single", identity, readonly=True) as one, \
             ShardedStore(tmp_path / "sharded", identity) as three:
         assert sorted(three.records()) == list(one.records()) and three.manifest.shard_count == 3
+
+
+def test_the_shard_modules_import_neither_torch_pygls_nor_ray():
+    probe = ("import sys, ngram_db.shards, ngram_db.distributed; "
+             "print(sorted(m for m in ('torch', 'pygls', 'ray', 'transformers') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "[]", result.stderr
