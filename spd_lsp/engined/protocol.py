@@ -18,7 +18,9 @@ Messages (client -> engine)
         {"op": "hello", "ok": True, "version": 1, "engine": {model info}}, or
         {"op": "error", "id": None, "code": "unauthorized" | "version", "message": str}
         and the connection is closed. Any other first frame: `unauthorized`, closed.
-    {"op": "complete", "id": int, "prompt": PROMPT, "options": OPTIONS, "ngrams": NGRAMS}
+    {"op": "complete", "id": int, "prompt": PROMPT, "options": OPTIONS, "ngrams": NGRAMS, "affinity": str}
+        `affinity` (optional): whose prompt cache this is (e.g. "<front end>/<document>"); the
+        engine keeps one prompt cache per affinity key and routers may route by it.
         PROMPT  = {"prefix": str, "ids": [int] | None, "args": {str: plain value}}
                   `ids` are the prefix's tokens where the caller has them; `args` are the
                   keyword prompt arguments the session passes to `Engine.complete`.
@@ -160,10 +162,10 @@ async def read(reader: Any, *, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, An
 # -- the values inside frames ------------------------------------------------------
 def complete_request(
     request_id: int, prefix: str, options: dict[str, Any], *, ids: list[int] | None = None,
-    args: dict[str, Any] | None = None, ngrams: dict[str, Any] | None = None,
+    args: dict[str, Any] | None = None, ngrams: dict[str, Any] | None = None, affinity: str | None = None,
 ) -> dict[str, Any]:
     return {"op": COMPLETE, "id": request_id, "prompt": {"prefix": prefix, "ids": ids, "args": args or {}},
-            "options": options, "ngrams": ngrams}
+            "options": options, "ngrams": ngrams, "affinity": affinity}
 
 
 def result(request_id: int, drafts: list[Any], timings: dict[str, Any], method: str) -> dict[str, Any]:
