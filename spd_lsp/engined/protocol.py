@@ -40,6 +40,10 @@ Messages (client -> engine)
         (or its result, if it finished first). No answer of its own.
     {"op": "status", "id": int}
         Answer: {"op": "status", "id": int, "status": {...}} (model, queue, batch, counts).
+    {"op": "tokenizer", "id": int}
+        Answer: {"op": "tokenizer", "id": int, "tokenizer": {"json": str (tokenizer.json),
+        "special": {name: token}, "name_or_path": str, "add_bos_token": bool}}: front ends
+        tokenize exactly as the engine, without model files of their own.
 
 Requests on one connection may overlap (ids are the client's); answers come in any
 order. Error codes: bad_frame, unauthorized, version, bad_request, cancelled,
@@ -59,7 +63,8 @@ HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 
 HELLO, COMPLETE, CANCEL, STATUS, RESULT, ERROR = "hello", "complete", "cancel", "status", "result", "error"
-CLIENT_OPS = (HELLO, COMPLETE, CANCEL, STATUS)
+TOKENIZER = "tokenizer"
+CLIENT_OPS = (HELLO, COMPLETE, CANCEL, STATUS, TOKENIZER)
 
 BAD_FRAME = "bad_frame"
 UNAUTHORIZED = "unauthorized"
