@@ -13,8 +13,8 @@ import torch
 
 from spd_lsp.decoding.drafts import DraftRules, FinishedPool, Hypothesis, extension_totals, select
 from spd_lsp.decoding.lm import ModelRunner
-from spd_lsp.decoding.stepping import run_alone
-from spd_lsp.decoding.types import CancelCheck, Cancelled, DecodeOptions, Timings
+from spd_lsp.decoding.stepping import Progress, run_alone
+from spd_lsp.decoding.types import CancelCheck, DecodeOptions, Timings
 
 
 def nucleus_filter(logp: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -48,7 +48,7 @@ def constrained_logp(lm_logp: torch.Tensor, hyps: list[Hypothesis], rules: Draft
 
 
 @dataclass
-class IndependentState:
+class IndependentState(Progress):
     """`batch` independent drafts (greedy or nucleus) between steps: a `stepping.StepState` of `batch` rows."""
 
     remainder: str
@@ -57,11 +57,6 @@ class IndependentState:
     batch: int
     sample: bool
     generator: torch.Generator | None
-    cancelled: CancelCheck
-    timings: Timings
-    logits: torch.Tensor
-    step: int = 0
-    done: bool = False
 
     def __post_init__(self) -> None:
         self.logits = self.logits.expand(self.batch, -1)
@@ -71,8 +66,7 @@ class IndependentState:
         self.tokens: torch.Tensor | None = None
 
     def select(self) -> None:
-        if self.cancelled():
-            raise Cancelled()
+        self.begin_step()
         logits, options = self.logits, self.options
         model_logp = torch.log_softmax(logits, dim=-1)
         scaled = model_logp if self.temperature == 1.0 else torch.log_softmax(logits / self.temperature, dim=-1)
@@ -102,17 +96,12 @@ class IndependentState:
 
 
 @dataclass
-class BeamState:
+class BeamState(Progress):
     """Beam search with k beams between steps: rows follow the kept parents."""
 
     remainder: str
     rules: DraftRules
     options: DecodeOptions
-    cancelled: CancelCheck
-    timings: Timings
-    logits: torch.Tensor
-    step: int = 0
-    done: bool = False
 
     def __post_init__(self) -> None:
         self.finished = FinishedPool(self.options.k)
@@ -121,8 +110,7 @@ class BeamState:
         self.steps = self.options.step_budget(self.remainder)
 
     def select(self) -> None:
-        if self.cancelled():
-            raise Cancelled()
+        self.begin_step()
         options = self.options
         cand_ids, cand_logp = self.rules.propose(torch.log_softmax(self.logits, dim=-1), self.hyps, options.pool)
         self.hyps, self.rows = select(self.hyps, cand_ids, extension_totals(self.hyps, cand_logp), options.k,
@@ -157,7 +145,8 @@ def independent_decode(
     timings: Timings,
 ) -> list[Hypothesis]:
     """`batch` independent drafts (greedy or nucleus), one token per row per step."""
-    state = IndependentState(remainder, rules, options, batch, sample, generator, cancelled, timings, logits)
+    state = IndependentState(remainder, rules, options, batch, sample, generator, cancelled=cancelled,
+                             timings=timings, logits=logits)
     run_alone(runner, state)
     return state.drafts()
 
@@ -172,6 +161,6 @@ def beam_decode(
     timings: Timings,
 ) -> list[Hypothesis]:
     """Beam search with k beams over one batch-k cache, reordered to follow the kept parents."""
-    state = BeamState(remainder, rules, options, cancelled, timings, logits)
+    state = BeamState(remainder, rules, options, cancelled=cancelled, timings=timings, logits=logits)
     run_alone(runner, state)
     return state.drafts()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import time
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 import torch
@@ -21,7 +22,22 @@ from transformers import DynamicCache
 
 from spd_lsp.decoding.lm import ModelRunner
 from spd_lsp.decoding.placement import device_sync
-from spd_lsp.decoding.types import Timings
+from spd_lsp.decoding.types import CancelCheck, Cancelled, Timings
+
+
+@dataclass(kw_only=True)
+class Progress:
+    """What every step state carries besides its method's own fields."""
+
+    cancelled: CancelCheck
+    timings: Timings
+    logits: torch.Tensor  # [rows, V], the newest
+    step: int = 0
+    done: bool = False
+
+    def begin_step(self) -> None:
+        if self.cancelled():
+            raise Cancelled()
 
 
 class StepState(Protocol):

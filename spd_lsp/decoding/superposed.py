@@ -8,7 +8,7 @@ distribution, mixes in n-gram probabilities per draft and keeps the best k.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -17,8 +17,8 @@ from spd_lsp.decoding.drafts import DraftRules, FinishedPool, Hypothesis, extens
 from spd_lsp.decoding.interpolate import interpolate
 from spd_lsp.decoding.lm import ModelRunner
 from spd_lsp.decoding.placement import CPU
-from spd_lsp.decoding.stepping import run_alone
-from spd_lsp.decoding.types import CancelCheck, Cancelled, DecodeOptions, Timings
+from spd_lsp.decoding.stepping import Progress, run_alone
+from spd_lsp.decoding.types import CancelCheck, DecodeOptions, Timings
 from spd_lsp.decoding.verify import verify
 
 
@@ -47,7 +47,7 @@ def ngram_probabilities(
 
 
 @dataclass
-class SuperposedState:
+class SuperposedState(Progress):
     """One superposed request between steps (a `stepping.StepState` of one row).
 
     `logits` are the request's newest LM logits [1, V]; `done` once its drafts are final.
@@ -58,13 +58,6 @@ class SuperposedState:
     rules: DraftRules
     options: DecodeOptions
     ngrams: NgramSource | None
-    cancelled: CancelCheck
-    timings: Timings
-    logits: torch.Tensor
-    hyps: list[Hypothesis] = field(default_factory=list)
-    finished: FinishedPool | None = None
-    step: int = 0
-    done: bool = False
 
     def __post_init__(self) -> None:
         self.first_logits = self.logits
@@ -81,8 +74,7 @@ class SuperposedState:
 
     def select(self) -> None:
         """Expand the drafts by the candidates of `logits` and keep the best k (the CPU half of a step)."""
-        if self.cancelled():
-            raise Cancelled()
+        self.begin_step()
         options = self.options
         lm_logp = torch.log_softmax(self.logits / options.temperature, dim=-1)
         cand_ids, cand_lm = self.rules.propose(lm_logp, self.hyps, options.pool)
@@ -122,7 +114,8 @@ def superposed_decode(
     timings: Timings,
 ) -> list[Hypothesis]:
     """Run SPD from the prompt's last logits; returns finished and live drafts (unranked)."""
-    state = SuperposedState(prompt_ids, remainder, rules, options, ngrams, cancelled, timings, logits)
+    state = SuperposedState(prompt_ids, remainder, rules, options, ngrams, cancelled=cancelled, timings=timings,
+                            logits=logits)
     run_alone(runner, state)
     drafts = state.drafts()
     if options.verify_rounds:

@@ -87,14 +87,14 @@ def start_state(job: Job, logits: torch.Tensor, prompt: list[int], remainder: st
                 timings: Timings) -> Any:
     """The step state of a batchable request (the methods of `Engine._run`)."""
     options = job.options
+    progress = {"cancelled": _never, "timings": timings, "logits": logits}  # the scheduler checks cancellation
     if options.method == "superposed":
-        return SuperposedState(prompt, remainder, rules, options, job.ngrams, _never, timings, logits)
+        return SuperposedState(prompt, remainder, rules, options, job.ngrams, **progress)
     if options.method == "beam":
-        return BeamState(remainder, rules, options, _never, timings, logits)
+        return BeamState(remainder, rules, options, **progress)
     sample = options.method == "nucleus_batched"
     generator = torch.Generator(device=logits.device).manual_seed(options.seed) if options.seed is not None else None
-    return IndependentState(remainder, rules, options, options.k if sample else 1, sample, generator, _never,
-                            timings, logits)
+    return IndependentState(remainder, rules, options, options.k if sample else 1, sample, generator, **progress)
 
 
 class BatchCache:
