@@ -150,10 +150,10 @@ async def _front_end(env: dict[str, str], options: dict[str, Any], root: Path) -
     client.initialized(lsp.InitializedParams())
     text = "import os\n\ndef walk(root):\n    for name in os.listdir(root):\n        "
     uri = "file:///bench/rss.py"
-    client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri, "python", 1, text)))
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
     params = lsp.InlineCompletionParams(
-        lsp.TextDocumentIdentifier(uri), lsp.Position(4, 8),
-        lsp.InlineCompletionContext(trigger_kind=lsp.InlineCompletionTriggerKind.Automatic))
+        text_document=lsp.TextDocumentIdentifier(uri), position=lsp.Position(4, 8),
+        context=lsp.InlineCompletionContext(trigger_kind=lsp.InlineCompletionTriggerKind.Automatic))
     result = await asyncio.wait_for(client.text_document_inline_completion_async(params), TIMEOUT_S)
     assert result is not None and result.items, "no completion"
     return client, client._server.pid

@@ -11,7 +11,7 @@ from spd_lsp import auth
 from spd_lsp.engined import daemon, protocol
 from spd_lsp.engined import tokenizer as tokenizer_wire
 from spd_lsp.engined.address import AUTO, Address, parse
-from spd_lsp.engined.client import Connection, RemoteEngine
+from spd_lsp.engined.client import Connection, EngineGone, RemoteEngine
 
 
 def load_remote(settings: Any) -> Any:
@@ -22,7 +22,11 @@ def load_remote(settings: Any) -> Any:
         flags = daemon.model_args(settings)
 
         def connect(*, restart: bool = False) -> Connection:
-            return Connection(Address("unix", path=str(daemon.ensure(flags))))
+            try:
+                sock = daemon.ensure(flags)
+            except (RuntimeError, TimeoutError, OSError) as exc:  # it could not start: the request answers nothing
+                raise EngineGone(str(exc)) from exc
+            return Connection(Address("unix", path=str(sock)))
     else:
         address = parse(settings.engine)
         token = _token(settings) if address.kind != "unix" else None
