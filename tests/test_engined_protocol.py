@@ -83,3 +83,20 @@ def test_bad_decode_options_name_the_problem() -> None:
         DecodeOptions.from_dict({"colour": 1})
     with pytest.raises(ValueError, match="k='3'"):
         DecodeOptions.from_dict({"k": "3"})
+
+
+def test_the_engines_tokenizer_travels_and_tokenizes_alike() -> None:
+    from spd_lsp.engined.tokenizer import from_wire, to_wire
+    from spd_lsp.model import encode_texts, tokenizer_identity
+    from tests.tiny_models import CORPUS, tiny_tokenizer
+
+    original = tiny_tokenizer()
+    copy = from_wire(protocol.decode_body(protocol.encode({"op": "tokenizer", **to_wire(original)})[4:]))
+    texts = CORPUS[:4] + ["héllo wörld 🎉", "", "  \n\t"]
+    for text in texts:
+        assert copy.encode(text, add_special_tokens=False) == original.encode(text, add_special_tokens=False)
+        spans = original(text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"]
+        assert copy(text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"] == spans
+    assert encode_texts(copy, texts) == encode_texts(original, texts)
+    assert tokenizer_identity(copy) == tokenizer_identity(original)  # the workspace stores stay valid
+    assert (copy.eos_token_id, len(copy)) == (original.eos_token_id, len(original))
