@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
+import ctypes.util
 import importlib
 import logging
 import os
@@ -86,6 +88,7 @@ def main(argv: list[str]) -> int:
     except (auth.TokenError, OSError, ssl.SSLError) as exc:
         print(f"spd-lsp engine: error: {exc}", file=sys.stderr)
         return 2
+    _release_load_memory()
     idle = args.idle_timeout if args.idle_timeout is not None else (None if args.tcp is not None else daemon.IDLE_TIMEOUT_S)
     info = {**loaded.info, "pid": os.getpid()}
     server = EngineServer(loaded.engine, info, listener, idle_timeout=idle or None, base_store=args.base_store,
@@ -98,6 +101,14 @@ def main(argv: list[str]) -> int:
         if token is not None:
             token.discard()
     return 0
+
+
+def _release_load_memory() -> None:
+    """Give the heap the model load freed (its float32 staging) back to the system: ~20 MB less RSS."""
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc
 
 
 def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
