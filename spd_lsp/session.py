@@ -268,6 +268,8 @@ class Session:
                                  on_ready=self._loaded.engine.set_ngrams)
 
     def _load(self, settings: Settings) -> None:
+        if self._loaded is not None and hasattr(self._loaded.engine, "close"):
+            self._loaded.engine.close()  # a shared engine's connection (spd_lsp/engined)
         self._loaded, self._loaded_key = None, settings.model_key()
         try:
             self._loaded = self.loader(settings)
