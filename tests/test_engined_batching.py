@@ -39,13 +39,6 @@ def _texts(result) -> list[tuple[str, float]]:
     return [(d.text, round(d.score, 4)) for d in result.drafts]
 
 
-class Gate:
-    """A cancel check the test flips; counts how often the scheduler asked."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-
-
 def test_batched_answers_equal_single_answers(engine: Engine, ngrams: MemoryNgrams) -> None:
     alone = []
     for prefix in PREFIXES:

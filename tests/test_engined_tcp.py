@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
 import socket
-import ssl
 import struct
 from pathlib import Path
 
