@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,6 +118,7 @@ def throughput(args: argparse.Namespace) -> str:
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(30)
+        shutil.rmtree(directory, ignore_errors=True)
     header = ("| editors | " + " | ".join(f"{m} req/s | {m} p50 | {m} p95" for m in METHODS)
               + " | SPD / nucleus req/s |\n|" + "---|" * (2 + 3 * len(METHODS)))
     return "\n".join([header] + [_row(e, r) for e, r in rows]) + f"\n\nengine: {status}"
@@ -185,6 +187,7 @@ async def memory() -> str:
             await client.stop()
         if engine_pid:
             os.kill(engine_pid, signal.SIGTERM)
+    shutil.rmtree(directory, ignore_errors=True)
     one = sum(figures["in-process"][0]) / 2
     auto_total = sum(figures["auto"][0]) + figures["auto"][1]
     return (f"| set-up | front ends RSS | engine RSS | total | / one in-process server |\n|---|---|---|---|---|\n"

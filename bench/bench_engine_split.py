@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -51,7 +52,8 @@ def main() -> int:
     indexed, held_out = split()
     loaded = load_model(None, "auto", "auto", None)
     engine = Engine(loaded)
-    store = workspace_store(Path(tempfile.mkdtemp(prefix="spd-split-")) / "ws", engine.tokenizer, REPO, indexed)
+    scratch = Path(tempfile.mkdtemp(prefix="spd-split-"))
+    store = workspace_store(scratch / "ws", engine.tokenizer, REPO, indexed)
     local = GuardedNgrams(store)
     remote = Stores(tokenizer_identity(engine.tokenizer), None)
     options = Settings().decode_options()
@@ -78,6 +80,8 @@ def main() -> int:
         s = summarise(scores[name])
         print(f"| {name} | {s['P@1']:.3f} | {s['P@k']:.3f} | {s['chars_top']:.2f} | {s['chars_best']:.2f} |")
     print(f"load average after: {os.getloadavg()}", flush=True)
+    store.close()
+    shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 
