@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
+import threading
 import time
 from pathlib import Path
 
@@ -18,8 +20,10 @@ ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
 from spd_lsp.decoding.types import DecodeOptions  # noqa: E402
+from spd_lsp.engined import protocol  # noqa: E402
 from spd_lsp.ray_serve.client import ServeEngine  # noqa: E402
 from spd_lsp.ray_serve.deployment import APP_NAME, DEPLOYMENT_NAME, ServeSettings, deploy  # noqa: E402
+from spd_lsp.ray_serve.ingress import Ingress  # noqa: E402
 from spd_lsp.ray_serve.replica import ModelSettings  # noqa: E402
 from tests.tiny_models import tiny_model  # noqa: E402
 
@@ -28,6 +32,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 REPO = Path(__file__).resolve().parents[1]
 OPTIONS = DecodeOptions(k=3, max_tokens=6)
 PREFIX = "def add(a, b):\n    return "
+TOKEN = "team-token-0123456789abcdef"
 
 
 def run(coroutine, timeout: float = 60.0):
@@ -111,3 +116,64 @@ def test_a_killed_replica_fails_over_and_is_replaced(cluster):
         seen = {run(cluster.complete(PREFIX, OPTIONS, key=f"carol{n}")).replica for n in range(12)}
     assert before.replica not in seen
     assert replica_states() == {"RUNNING": 2}
+
+
+@pytest.fixture(scope="module")
+def ingress(cluster):
+    """The TCP front on a loopback port, its loop on a thread of this process."""
+    loop = asyncio.new_event_loop()
+    started = asyncio.run_coroutine_threadsafe(Ingress(cluster, token=TOKEN).start("127.0.0.1", 0), loop)
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    server = started.result(timeout=30)
+    yield server.sockets[0].getsockname()[:2]
+    loop.call_soon_threadsafe(server.close)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=10)
+
+
+def connect(address) -> socket.socket:
+    sock = socket.create_connection(address, timeout=60)
+    return sock
+
+
+def closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionError:
+        return True
+
+
+@pytest.mark.parametrize("first", [
+    protocol.hello(None),
+    protocol.hello("wrong-token-0123456789abcdef"),
+    protocol.complete_request(1, PREFIX, {}),
+])
+def test_the_ingress_turns_away_a_client_without_the_token(ingress, first):
+    with connect(ingress) as sock:
+        protocol.send(sock, first)
+        answer = protocol.receive(sock)
+        assert answer["op"] == protocol.ERROR and answer["code"] == protocol.UNAUTHORIZED
+        assert closed(sock)
+
+
+@pytest.mark.parametrize("garbage", [b"\x00\x00\x00\x00", b"\xff\xff\xff\xff", b"\x00\x00\x00\x03abc", b"GET / HTTP/1.1\r\n\r\n"])
+def test_garbage_on_the_ingress_port_is_refused_and_serving_goes_on(ingress, cluster, garbage):
+    with connect(ingress) as sock:
+        sock.sendall(garbage)
+        answer = protocol.receive(sock)
+        assert answer["op"] == protocol.ERROR and answer["code"] in (protocol.BAD_FRAME, protocol.UNAUTHORIZED)
+        assert closed(sock)
+    test_the_ingress_answers_like_the_deployment(ingress, cluster)
+
+
+def test_the_ingress_answers_like_the_deployment(ingress, cluster):
+    with connect(ingress) as sock:
+        protocol.send(sock, protocol.hello(TOKEN))
+        assert protocol.receive(sock)["ok"] is True
+        protocol.send(sock, protocol.complete_request(7, PREFIX, OPTIONS.to_dict()))
+        protocol.send(sock, protocol.complete_request(8, PREFIX, {"k": "three"}))
+        answers = {message["id"]: message for message in (protocol.receive(sock), protocol.receive(sock))}
+    direct = run(cluster.complete(PREFIX, OPTIONS, key="direct")).result
+    assert [d["text"] for d in answers[7]["drafts"]] == [d.text for d in direct.drafts]
+    assert answers[8]["code"] == protocol.BAD_REQUEST  # a bad request is answered; the connection lives on

@@ -8,6 +8,7 @@ which the ingress answers as an error (the front end then answers an empty list)
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 
 from ray import exceptions as ray_errors
@@ -24,6 +25,20 @@ log = logging.getLogger(__name__)
 LOST = (ray_errors.ActorDiedError, ray_errors.ActorUnavailableError, ray_errors.RayActorError)
 
 
+AFFINITY_HEAD_CHARS = 256  # a document's prompt keeps its head while its user types further down
+
+
+def affinity_key(prefix: str, explicit: str | None = None) -> str:
+    """The routing key of a request: the caller's (e.g. a document URI), else a digest of its prompt's head.
+
+    Requests whose prompts start alike go to one replica, whose `ModelRunner` then reuses the
+    shared part of its prompt KV cache.
+    """
+    if explicit:
+        return explicit
+    return hashlib.blake2b(prefix[:AFFINITY_HEAD_CHARS].encode(), digest_size=12).hexdigest()
+
+
 class ReplicaUnavailable(RuntimeError):
     """No replica answered the request within its attempts."""
 
@@ -34,11 +49,13 @@ class ServeEngine:
         self.attempts = attempts
         self.timeout_s = timeout_s
 
-    async def complete(self, prefix: str, options: DecodeOptions, *, key: str) -> Answer:
-        """Drafts for `prefix`, decoded on the replica that owns `key` (a user's document)."""
+    async def complete(
+        self, prefix: str, options: DecodeOptions, *, key: str, ids: list[int] | None = None, args: dict | None = None
+    ) -> Answer:
+        """Drafts for `prefix`, decoded on the replica that owns `key` (see `affinity_key`)."""
         problem: Exception | None = None
         for attempt in range(1, self.attempts + 1):
-            response = self.handle.options(method_name="complete", session_id=key).remote(prefix, options)
+            response = self.handle.options(method_name="complete", session_id=key).remote(prefix, options, ids=ids, args=args)
             try:
                 return await asyncio.wait_for(asyncio.shield(_awaited(response)), self.timeout_s)
             except LOST as exc:

@@ -9,6 +9,7 @@ cancelled inside the decode loop at the next step.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -52,9 +53,13 @@ class EngineReplica:
         self.name = serve.get_replica_context().replica_id.to_full_id_str()
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spd-decode")
 
-    async def complete(self, prefix: str, options: DecodeOptions) -> Answer:
+    async def complete(
+        self, prefix: str, options: DecodeOptions, *, ids: list[int] | None = None, args: dict | None = None
+    ) -> Answer:
+        """`Engine.complete(prefix, options, ids=ids, **args)` on the decoding thread."""
         stop = threading.Event()
-        job = asyncio.get_running_loop().run_in_executor(self.worker, self.engine.complete, prefix, options, stop.is_set)
+        decode = functools.partial(self.engine.complete, prefix, options, stop.is_set, ids=ids, **(args or {}))
+        job = asyncio.get_running_loop().run_in_executor(self.worker, decode)
         try:
             result = await asyncio.shield(job)
         except asyncio.CancelledError:
