@@ -1,6 +1,7 @@
 """`spd-lsp` entry point: dispatch to one sub-command module each.
 
 `spd-lsp complete ...` prints drafts, `spd-lsp index ...` builds the n-gram store,
+`spd-lsp engine ...` serves the shared engine (spd_lsp/engined),
 anything else (including no arguments or `--stdio`) serves LSP.
 """
 
@@ -20,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
         return run(argv[1:])
     if command == "index":
         from spd_lsp.index_command import main as run
+        return run(argv[1:])
+    if command == "engine":
+        from spd_lsp.engined.command import main as run
         return run(argv[1:])
     from spd_lsp.serve_command import main as run
     return run(argv)

@@ -67,7 +67,12 @@ Loader = Callable[[Settings], Loaded]
 
 
 def load_engine(settings: Settings) -> Loaded:
-    """The real model and engine, imported lazily so the server answers `initialize` at once."""
+    """The real model and engine, imported lazily so the server answers `initialize` at once;
+    or, with the `engine` setting, a client of the shared engine process (spd_lsp/engined)."""
+    if settings.engine != "in-process":
+        from spd_lsp.engined.remote import load_remote
+
+        return load_remote(settings)
     from spd_lsp.engine import Engine
     from spd_lsp.model import load_model
 

@@ -18,7 +18,9 @@ Messages (client -> engine)
         {"op": "hello", "ok": True, "version": 1, "engine": {model info}}, or
         {"op": "error", "id": None, "code": "unauthorized" | "version", "message": str}
         and the connection is closed. Any other first frame: `unauthorized`, closed.
-    {"op": "complete", "id": int, "prompt": PROMPT, "options": OPTIONS, "ngrams": NGRAMS}
+    {"op": "complete", "id": int, "prompt": PROMPT, "options": OPTIONS, "ngrams": NGRAMS, "affinity": str}
+        `affinity` (optional): whose prompt cache this is (e.g. "<front end>/<document>"); the
+        engine keeps one prompt cache per affinity key and routers may route by it.
         PROMPT  = {"prefix": str, "ids": [int] | None, "args": {str: plain value}}
                   `ids` are the prefix's tokens where the caller has them; `args` are the
                   keyword prompt arguments the session passes to `Engine.complete`.
@@ -38,6 +40,10 @@ Messages (client -> engine)
         (or its result, if it finished first). No answer of its own.
     {"op": "status", "id": int}
         Answer: {"op": "status", "id": int, "status": {...}} (model, queue, batch, counts).
+    {"op": "tokenizer", "id": int}
+        Answer: {"op": "tokenizer", "id": int, "tokenizer": {"json": str (tokenizer.json),
+        "special": {name: token}, "name_or_path": str, "add_bos_token": bool}}: front ends
+        tokenize exactly as the engine, without model files of their own.
 
 Requests on one connection may overlap (ids are the client's); answers come in any
 order. Error codes: bad_frame, unauthorized, version, bad_request, cancelled,
@@ -57,7 +63,8 @@ HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 
 HELLO, COMPLETE, CANCEL, STATUS, RESULT, ERROR = "hello", "complete", "cancel", "status", "result", "error"
-CLIENT_OPS = (HELLO, COMPLETE, CANCEL, STATUS)
+TOKENIZER = "tokenizer"
+CLIENT_OPS = (HELLO, COMPLETE, CANCEL, STATUS, TOKENIZER)
 
 BAD_FRAME = "bad_frame"
 UNAUTHORIZED = "unauthorized"
@@ -160,10 +167,10 @@ async def read(reader: Any, *, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, An
 # -- the values inside frames ------------------------------------------------------
 def complete_request(
     request_id: int, prefix: str, options: dict[str, Any], *, ids: list[int] | None = None,
-    args: dict[str, Any] | None = None, ngrams: dict[str, Any] | None = None,
+    args: dict[str, Any] | None = None, ngrams: dict[str, Any] | None = None, affinity: str | None = None,
 ) -> dict[str, Any]:
     return {"op": COMPLETE, "id": request_id, "prompt": {"prefix": prefix, "ids": ids, "args": args or {}},
-            "options": options, "ngrams": ngrams}
+            "options": options, "ngrams": ngrams, "affinity": affinity}
 
 
 def result(request_id: int, drafts: list[Any], timings: dict[str, Any], method: str) -> dict[str, Any]:
