@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import threading
 import time
 from pathlib import Path
 
@@ -21,9 +20,10 @@ serve = pytest.importorskip("ray.serve")
 
 from spd_lsp.decoding.types import DecodeOptions  # noqa: E402
 from spd_lsp.engined import protocol  # noqa: E402
+from spd_lsp.engined.server import Listener  # noqa: E402
 from spd_lsp.ray_serve.client import ServeEngine  # noqa: E402
 from spd_lsp.ray_serve.deployment import APP_NAME, DEPLOYMENT_NAME, ServeSettings, deploy  # noqa: E402
-from spd_lsp.ray_serve.ingress import Ingress  # noqa: E402
+from spd_lsp.ray_serve.ingress import RayIngress, in_background  # noqa: E402
 from spd_lsp.ray_serve.replica import ModelSettings  # noqa: E402
 from tests.tiny_models import tiny_model  # noqa: E402
 
@@ -37,6 +37,10 @@ TOKEN = "team-token-0123456789abcdef"
 
 def run(coroutine, timeout: float = 60.0):
     return asyncio.run(asyncio.wait_for(coroutine, timeout))
+
+
+def ask(engine: ServeEngine, prefix: str, options: DecodeOptions, *, key: str):
+    return run(engine.complete(protocol.complete_request(0, prefix, options.to_dict(), affinity=key)))
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +79,8 @@ def replica_states() -> dict:
 
 
 def test_a_document_stays_on_its_replica_and_reuses_its_prompt_cache(cluster):
-    async def scenario():
-        same = [await cluster.complete(PREFIX, OPTIONS, key="alice:file:///a.py") for _ in range(3)]
-        spread = [await cluster.complete(PREFIX, OPTIONS, key=f"user{n}:file:///b.py") for n in range(12)]
-        return same, spread
-
-    same, spread = run(scenario())
+    same = [ask(cluster, PREFIX, OPTIONS, key="alice:file:///a.py") for _ in range(3)]
+    spread = [ask(cluster, PREFIX, OPTIONS, key=f"user{n}:file:///b.py") for n in range(12)]
     assert len({answer.replica for answer in same}) == 1
     assert all(answer.result.timings.reused_tokens > 0 for answer in same[1:])  # the document's cache was there
     assert len({answer.replica for answer in spread}) == 2  # the keys use both replicas
@@ -95,17 +95,17 @@ def test_answers_equal_single_process_decoding(cluster, model_settings):
     for options in (OPTIONS, DecodeOptions(method="beam", k=2, max_tokens=5)):
         for prefix in prefixes:
             local = engine.complete(prefix, options)
-            remote = run(cluster.complete(prefix, options, key=prefix)).result
+            remote = ask(cluster, prefix, options, key=prefix).result
             assert [(d.text, d.token_ids) for d in remote.drafts] == [(d.text, d.token_ids) for d in local.drafts]
             assert [d.score for d in remote.drafts] == pytest.approx([d.score for d in local.drafts], abs=1e-5)
 
 
 def test_a_killed_replica_fails_over_and_is_replaced(cluster):
     key = "bob:file:///c.py"
-    before = run(cluster.complete(PREFIX, OPTIONS, key=key))
+    before = ask(cluster, PREFIX, OPTIONS, key=key)
     ray.kill(ray.get_actor(before.replica, namespace="serve"), no_restart=True)
 
-    after = run(cluster.complete(PREFIX, OPTIONS, key=key))  # no error: retried on the other replica
+    after = ask(cluster, PREFIX, OPTIONS, key=key)  # no error: retried on the other replica
     assert after.replica != before.replica
     assert [d.text for d in after.result.drafts] == [d.text for d in before.result.drafts]
 
@@ -113,7 +113,7 @@ def test_a_killed_replica_fails_over_and_is_replaced(cluster):
     seen: set[str] = set()
     while len(seen) < 2:  # the replacement serves once the controller has started it and the router knows it
         assert time.monotonic() < deadline, f"the replica was not replaced: {replica_states()}, seen {seen}"
-        seen = {run(cluster.complete(PREFIX, OPTIONS, key=f"carol{n}")).replica for n in range(12)}
+        seen = {ask(cluster, PREFIX, OPTIONS, key=f"carol{n}").replica for n in range(12)}
     assert before.replica not in seen
     assert replica_states() == {"RUNNING": 2}
 
@@ -121,15 +121,9 @@ def test_a_killed_replica_fails_over_and_is_replaced(cluster):
 @pytest.fixture(scope="module")
 def ingress(cluster):
     """The TCP front on a loopback port, its loop on a thread of this process."""
-    loop = asyncio.new_event_loop()
-    started = asyncio.run_coroutine_threadsafe(Ingress(cluster, token=TOKEN).start("127.0.0.1", 0), loop)
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    server = started.result(timeout=30)
-    yield server.sockets[0].getsockname()[:2]
-    loop.call_soon_threadsafe(server.close)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(timeout=10)
+    running = in_background(RayIngress(cluster, run(cluster.describe()), Listener(port=0, token=TOKEN)))
+    yield running.address
+    running.stop()
 
 
 def connect(address) -> socket.socket:
@@ -174,6 +168,6 @@ def test_the_ingress_answers_like_the_deployment(ingress, cluster):
         protocol.send(sock, protocol.complete_request(7, PREFIX, OPTIONS.to_dict()))
         protocol.send(sock, protocol.complete_request(8, PREFIX, {"k": "three"}))
         answers = {message["id"]: message for message in (protocol.receive(sock), protocol.receive(sock))}
-    direct = run(cluster.complete(PREFIX, OPTIONS, key="direct")).result
+    direct = ask(cluster, PREFIX, OPTIONS, key="direct").result
     assert [d["text"] for d in answers[7]["drafts"]] == [d.text for d in direct.drafts]
     assert answers[8]["code"] == protocol.BAD_REQUEST  # a bad request is answered; the connection lives on

@@ -1,8 +1,9 @@
-"""Calling the deployment: a document key for affinity, cancellation, and failover.
+"""Calling the deployment: an affinity key per request, cancellation, and failover.
 
 A request whose replica dies (killed, out of memory, its node gone) is sent again, to
 whichever replica the router now picks; after `attempts` it fails with `ReplicaUnavailable`,
-which the ingress answers as an error (the front end then answers an empty list).
+which the ingress answers as an error (the front end then retries once, else answers an
+empty list).
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from typing import Any
 
 from ray import exceptions as ray_errors
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from spd_lsp.decoding.types import DecodeOptions
 from spd_lsp.ray_serve.deployment import APP_NAME, DEPLOYMENT_NAME
 from spd_lsp.ray_serve.replica import Answer
 
@@ -23,20 +24,20 @@ log = logging.getLogger(__name__)
 
 # A replica that is gone or unreachable; anything else (a bad request) is not retried.
 LOST = (ray_errors.ActorDiedError, ray_errors.ActorUnavailableError, ray_errors.RayActorError)
-
-
 AFFINITY_HEAD_CHARS = 256  # a document's prompt keeps its head while its user types further down
 
 
-def affinity_key(prefix: str, explicit: str | None = None) -> str:
-    """The routing key of a request: the caller's (e.g. a document URI), else a digest of its prompt's head.
-
-    Requests whose prompts start alike go to one replica, whose `ModelRunner` then reuses the
-    shared part of its prompt KV cache.
-    """
-    if explicit:
+def affinity_key(frame: dict[str, Any]) -> str:
+    """The routing key of a `complete` frame: its `affinity` (the front end's document), else
+    a digest of its prompt's head, so that prompts which start alike share a replica (and the
+    prompt cache it keeps for that key)."""
+    explicit = frame.get("affinity")
+    if isinstance(explicit, str) and explicit:
         return explicit
-    return hashlib.blake2b(prefix[:AFFINITY_HEAD_CHARS].encode(), digest_size=12).hexdigest()
+    prompt = frame.get("prompt")
+    prefix = prompt.get("prefix") if isinstance(prompt, dict) else None
+    head = prefix[:AFFINITY_HEAD_CHARS] if isinstance(prefix, str) else ""
+    return hashlib.blake2b(head.encode(), digest_size=12).hexdigest()
 
 
 class ReplicaUnavailable(RuntimeError):
@@ -49,13 +50,12 @@ class ServeEngine:
         self.attempts = attempts
         self.timeout_s = timeout_s
 
-    async def complete(
-        self, prefix: str, options: DecodeOptions, *, key: str, ids: list[int] | None = None, args: dict | None = None
-    ) -> Answer:
-        """Drafts for `prefix`, decoded on the replica that owns `key` (see `affinity_key`)."""
+    async def complete(self, frame: dict[str, Any]) -> Answer:
+        """Decode a `complete` frame on the replica that owns its affinity key."""
+        key = affinity_key(frame)
         problem: Exception | None = None
         for attempt in range(1, self.attempts + 1):
-            response = self.handle.options(method_name="complete", session_id=key).remote(prefix, options, ids=ids, args=args)
+            response = self.handle.options(method_name="complete", session_id=key).remote(frame)
             try:
                 return await asyncio.wait_for(asyncio.shield(_awaited(response)), self.timeout_s)
             except LOST as exc:
@@ -67,6 +67,10 @@ class ServeEngine:
                 raise
         raise ReplicaUnavailable(f"no replica answered after {self.attempts} attempts: {problem}")
 
+    async def describe(self) -> dict[str, Any]:
+        """A replica's model description and tokenizer (`EngineReplica.describe`)."""
+        return await _awaited(self.handle.options(method_name="describe").remote())
 
-async def _awaited(response) -> Answer:
+
+async def _awaited(response) -> Any:
     return await response

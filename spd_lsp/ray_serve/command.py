@@ -1,7 +1,9 @@
-"""`spd-lsp engine --ray`: the team engine on a Ray cluster, N replicas behind one TCP address.
+"""`spd-lsp engine --ray --replicas N --tcp PORT ...`: the team engine on a Ray cluster.
 
-Front ends set `engine` to `HOST:PORT` exactly as for a single engine; the token comes from
-`--token-file`, else $SPD_LSP_TOKEN, else it is generated (`spd_lsp.auth`).
+Every flag of `spd-lsp engine` keeps its meaning (`--tcp`, `--host`, `--token-file`,
+`--certfile`/`--keyfile`, `--model`, `--device`, `--dtype`, `--quantize`, `--base-store`,
+`--max-batch`, logging); the flags below choose the replicas. Front ends set `engine` to the
+address exactly as for a single engine.
 """
 
 from __future__ import annotations
@@ -10,81 +12,73 @@ import argparse
 import asyncio
 import logging
 import os
+import ssl
 import sys
 
 from spd_lsp import auth
-from spd_lsp.serve_command import configure_logging, is_loopback
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PORT = 2088
 
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="spd-lsp engine --ray", description=__doc__)
+def ray_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="spd-lsp engine --ray", description=__doc__.split("\n\n")[0], add_help=False)
     parser.add_argument("--ray", action="store_true", required=True, help="serve through Ray Serve replicas")
-    parser.add_argument("--address", help="a running Ray cluster (ray://HOST:PORT or auto); default: start one here")
+    parser.add_argument("--address", help="a running Ray cluster (auto, or ray://HOST:PORT); default: start one here")
     parser.add_argument("--replicas", type=int, default=1, help="replicas, each with its own model (default 1)")
     parser.add_argument("--max-replicas", type=int, help="autoscale up to this many replicas on queue length")
     parser.add_argument("--target-ongoing-requests", type=float, default=2.0,
                         help="autoscaling: running + queued requests per replica to aim for (default 2)")
     parser.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per replica (1: one model per GPU)")
     parser.add_argument("--num-cpus", type=float, default=1.0, help="CPUs per replica (default 1)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
-    parser.add_argument("--token-file", metavar="PATH", help=f"the team token (owner-only file; else ${auth.TOKEN_ENV})")
-    parser.add_argument("--tls-cert", metavar="PEM", help="serve TLS with this certificate chain")
-    parser.add_argument("--tls-key", metavar="PEM", help="... and this private key")
-    parser.add_argument("--model", help="bundled default, a .gguf file, or a local Hugging Face directory")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--int8", action="store_true", help="dynamic int8 linear layers (CPU replicas)")
-    parser.add_argument("--base-store", metavar="DIR", help="the team's base n-gram store, read-only on every replica")
-    parser.add_argument("--log-file")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    from spd_lsp.engined import command as engine_command
+    from spd_lsp.serve_command import configure_logging, is_loopback
+
+    ours, rest = ray_parser().parse_known_args(argv)
+    args = engine_command.parse_args(rest)
+    if args.tcp is None:
+        print("spd-lsp engine --ray: error: give --tcp PORT (the ingress is a TCP engine)", file=sys.stderr)
+        return 2
     configure_logging(args.log_file, args.log_level)
-    if bool(args.tls_cert) != bool(args.tls_key):
-        print("spd-lsp: error: --tls-cert and --tls-key go together", file=sys.stderr)
-        return 2
     try:
-        token = auth.load(token_file=args.token_file, environ=os.environ, port=args.port)
-    except auth.TokenError as exc:
-        print(f"spd-lsp: error: {exc}", file=sys.stderr)
+        token = auth.load(token_file=args.token_file, environ=os.environ, port=args.tcp)
+        tls = engine_command._tls(args)  # noqa: SLF001 - the engine's own reading of --certfile/--keyfile
+    except (auth.TokenError, OSError, ssl.SSLError) as exc:
+        print(f"spd-lsp engine: error: {exc}", file=sys.stderr)
         return 2
-    if not is_loopback(args.host) and not args.tls_cert:
+    log.info("engine clients must send the token %s", token.source)
+    if not is_loopback(args.host) and tls is None:
         log.warning("binding %s without TLS: the token crosses the network unencrypted", args.host)
     try:
-        asyncio.run(serve_forever(args, token.value))
+        asyncio.run(serve(ours, args, token.value, tls))
+    except KeyboardInterrupt:
+        pass
     finally:
         token.discard()
     return 0
 
 
-async def serve_forever(args: argparse.Namespace, token: str) -> None:
+async def serve(ours: argparse.Namespace, args: argparse.Namespace, token: str, tls: ssl.SSLContext | None) -> None:
     import ray
 
+    from spd_lsp.engined.server import Listener
     from spd_lsp.ray_serve.client import ServeEngine
     from spd_lsp.ray_serve.deployment import ServeSettings, deploy
-    from spd_lsp.ray_serve.ingress import Ingress, tls_context
+    from spd_lsp.ray_serve.ingress import RayIngress
     from spd_lsp.ray_serve.replica import ModelSettings
 
     settings = ServeSettings(
-        model=ModelSettings(model=args.model, device=args.device, dtype=args.dtype,
-                            quantize="int8" if args.int8 else None, ngram_db=args.base_store),
-        replicas=args.replicas, max_replicas=args.max_replicas, target_ongoing_requests=args.target_ongoing_requests,
-        num_gpus=args.num_gpus, num_cpus=args.num_cpus,
+        model=ModelSettings(model=args.model, device=args.device, dtype=args.dtype, quantize=args.quantize,
+                            base_store=str(args.base_store) if args.base_store else None, max_batch=args.max_batch),
+        replicas=ours.replicas, max_replicas=ours.max_replicas, target_ongoing_requests=ours.target_ongoing_requests,
+        num_gpus=ours.num_gpus, num_cpus=ours.num_cpus,
     )
-    ray.init(address=args.address, include_dashboard=False)
-    handle = deploy(settings)
-    info = {"model": args.model or "default", "ray": {"replicas": args.replicas, "max_replicas": args.max_replicas}}
-    ingress = Ingress(ServeEngine(handle), token=token, info=info)
-    tls = tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
-    server = await ingress.start(args.host, args.port, tls=tls)
-    log.info("serving %d replica(s) on %s:%d%s", args.replicas, args.host, args.port, " (TLS)" if tls else "")
-    async with server:
-        await server.serve_forever()
+    ray.init(address=ours.address, include_dashboard=False)
+    engine = ServeEngine(deploy(settings))
+    scaling = {"replicas": ours.replicas, "maxReplicas": ours.max_replicas or ours.replicas}
+    ingress = RayIngress(engine, await engine.describe(), Listener(host=args.host, port=args.tcp, token=token, tls=tls),
+                         deployment=scaling)
+    await ingress.serve()

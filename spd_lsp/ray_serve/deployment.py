@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ray import serve
@@ -70,7 +70,7 @@ def deployment_options(settings: ServeSettings) -> dict[str, Any]:
 def application(settings: ServeSettings) -> serve.Application:
     model = settings.model
     if settings.num_gpus > 0 and model.device == "auto":
-        model = ModelSettings(**{**model.__dict__, "device": "cuda"})  # never a silent CPU fallback on a GPU box
+        model = replace(model, device="cuda")  # never a silent CPU fallback on a GPU box
     return serve.deployment(EngineReplica).options(**deployment_options(settings)).bind(model)
 
 

@@ -1,76 +1,92 @@
-"""One Serve replica: loads the model once and decodes one request at a time.
+"""One Serve replica: the model once, and the engine daemon's batching scheduler over it.
 
-The `Engine` is not thread-safe and keeps one reusable prompt KV cache, so each replica owns
-one decoding thread; requests of the same document are routed here (`deployment.py`) and
-reuse that cache. A request cancelled by its caller (`DeploymentResponse.cancel()`) is
-cancelled inside the decode loop at the next step.
+A replica is the engine of `spd_lsp.engined` without its sockets: it takes the `complete`
+frames the ingress forwards, reads them exactly as the engine daemon does (options, token ids,
+the document's inline n-grams over the replica's own read-only base store) and decodes them on
+the daemon's continuous-batching scheduler, which keeps one prompt cache per affinity key;
+requests of the same document are routed here (`deployment.py`) and reuse it. A request
+cancelled by its caller (`DeploymentResponse.cancel()`) is cancelled at the next step.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import threading
-from concurrent.futures import ThreadPoolExecutor
+import secrets
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from ray import serve
 
-from spd_lsp.decoding.types import DecodeOptions, DecodeResult
+from spd_lsp.decoding.types import DecodeResult
+from spd_lsp.engined import protocol
 
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """What each replica loads: `spd_lsp.model.load_model`'s arguments, plus a read-only base store."""
+    """What each replica loads (the engine's own settings), plus a read-only base store."""
 
     model: str | None = None  # bundled default, a .gguf file or a local Hugging Face directory
     device: str = "auto"  # a GPU replica gets `cuda` (Ray sets CUDA_VISIBLE_DEVICES to its own GPU)
     dtype: str = "auto"
-    quantize: str | None = None
-    ngram_db: str | None = None  # the team's base store on the serving machine, opened read-only
+    quantize: str = "none"
+    base_store: str | None = None  # the team's base n-gram store on the serving machine
+    max_batch: int = 32  # superposed requests decoded together on one replica
 
 
 @dataclass(frozen=True)
 class Answer:
-    """A decode result and the replica that produced it (for logs, tests and the affinity figures)."""
+    """A decode result, or why the request was refused, and the replica that handled it."""
 
-    result: DecodeResult
+    result: DecodeResult | None
     replica: str  # the replica's actor name (`ray.get_actor(replica, namespace="serve")`)
+    refusal: tuple[str, str] | None = None  # (protocol error code, message) of a bad request
 
 
 class EngineReplica:
     def __init__(self, settings: ModelSettings):
-        from spd_lsp.engine import Engine
-        from spd_lsp.model import load_model
+        from spd_lsp.config import Settings
+        from spd_lsp.engined.server import EngineServer, Listener
+        from spd_lsp.session import load_engine
 
-        loaded = load_model(settings.model, settings.device, settings.dtype, settings.quantize)
-        ngrams = None
-        if settings.ngram_db is not None:
-            from spd_lsp.complete_command import open_ngrams
-
-            ngrams = open_ngrams(settings.ngram_db, loaded.tokenizer)
-        self.engine = Engine(loaded, ngrams)
+        loaded = load_engine(Settings(model=settings.model, device=settings.device, dtype=settings.dtype,
+                                      quantize=settings.quantize))
         self.name = serve.get_replica_context().replica_id.to_full_id_str()
-        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spd-decode")
+        self.info = {**loaded.info, "replica": self.name}
+        # Never listens: the daemon's request reading, stores and scheduler, with the rules of a
+        # remote engine (no client stores by path; the document's n-grams come inline).
+        remote = Listener(port=0, token=secrets.token_urlsafe(32))
+        base = Path(settings.base_store) if settings.base_store else None
+        self.engine = EngineServer(loaded.engine, self.info, remote, base_store=base, max_batch=settings.max_batch)
 
-    async def complete(
-        self, prefix: str, options: DecodeOptions, *, ids: list[int] | None = None, args: dict | None = None
-    ) -> Answer:
-        """`Engine.complete(prefix, options, ids=ids, **args)` on the decoding thread."""
-        stop = threading.Event()
-        decode = functools.partial(self.engine.complete, prefix, options, stop.is_set, ids=ids, **(args or {}))
-        job = asyncio.get_running_loop().run_in_executor(self.worker, decode)
+    async def complete(self, frame: dict[str, Any]) -> Answer:
+        """Decode one `complete` frame (see `spd_lsp.engined.protocol`)."""
         try:
-            result = await asyncio.shield(job)
+            job = self.engine._job(frame)  # noqa: SLF001 - the daemon's own reading of a frame
+        except protocol.ProtocolError as exc:
+            return Answer(None, self.name, (exc.code, str(exc)))
+        decoding = asyncio.wrap_future(self.engine.scheduler.submit(job))
+        try:
+            result = await asyncio.shield(decoding)
         except asyncio.CancelledError:
-            stop.set()  # the decode loop raises Cancelled at its next step; the thread is free again
-            job.add_done_callback(_discard)
+            job.cancel()  # leaves the batch at its next step
+            decoding.add_done_callback(_discard)
             raise
+        except (ValueError, TypeError) as exc:
+            return Answer(None, self.name, (protocol.BAD_REQUEST, f"{type(exc).__name__}: {exc}"))
         return Answer(result, self.name)
 
+    def describe(self) -> dict[str, Any]:
+        """The model's description and its tokenizer as plain values, for the ingress's hello and `tokenizer` op."""
+        return {"info": self.info, "tokenizer": self.engine._tokenizer()}  # noqa: SLF001 - the daemon's wire form
+
+    def __del__(self) -> None:
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            engine.close()
 
 
-def _discard(job: asyncio.Future) -> None:
+def _discard(decoding: asyncio.Future) -> None:
     """Collect a cancelled decode's outcome (its `Cancelled`) so that nothing logs it as lost."""
-    if not job.cancelled():
-        job.exception()
+    if not decoding.cancelled():
+        decoding.exception()
