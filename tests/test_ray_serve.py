@@ -11,6 +11,7 @@ import asyncio
 import os
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,20 @@ def test_the_ingress_answers_like_the_deployment(ingress, cluster):
     direct = ask(cluster, PREFIX, OPTIONS, key="direct").result
     assert [d["text"] for d in answers[7]["drafts"]] == [d.text for d in direct.drafts]
     assert answers[8]["code"] == protocol.BAD_REQUEST  # a bad request is answered; the connection lives on
+
+
+def test_a_front_end_uses_the_ingress_as_its_engine(ingress, cluster, monkeypatch):
+    from spd_lsp.config import Settings
+    from spd_lsp.engined.remote import load_remote
+
+    monkeypatch.setenv("SPD_LSP_TOKEN", TOKEN)
+    host, port = ingress
+    loaded = load_remote(Settings(engine=f"tcp://{host}:{port}"))
+    try:
+        plain = replace(OPTIONS, alpha=0.0)  # no n-grams: the same request as `ask`'s
+        drafts = loaded.engine.complete(PREFIX, plain).drafts
+        assert [d.text for d in drafts] == [d.text for d in ask(cluster, PREFIX, plain, key="x").result.drafts]
+        with_document = loaded.engine.complete(PREFIX, OPTIONS)  # the document's n-grams go inline to the replica
+        assert with_document.drafts and loaded.engine.failures == 0
+    finally:
+        loaded.engine.close()

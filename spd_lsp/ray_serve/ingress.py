@@ -101,9 +101,9 @@ class RayIngress(EngineServer):
 
 @dataclass
 class Background:
-    """An ingress serving on its own event loop thread (tests, benchmarks); `stop()` ends both."""
+    """An engine front serving on its own event loop thread (tests, benchmarks); `stop()` ends both."""
 
-    ingress: RayIngress
+    ingress: EngineServer
     loop: asyncio.AbstractEventLoop
     thread: threading.Thread
 
@@ -116,8 +116,9 @@ class Background:
         self.thread.join(timeout)
 
 
-def in_background(ingress: RayIngress, *, timeout: float = 30.0) -> Background:
-    """Serve `ingress` on a new thread; returns once it listens (its port is then known)."""
+def in_background(ingress: EngineServer, *, timeout: float = 30.0) -> Background:
+    """Serve `ingress` (a `RayIngress`, or the plain daemon to compare) on a new thread; returns once
+    it listens (its port is then known)."""
     loop = asyncio.new_event_loop()
     listening = threading.Event()
 
