@@ -4,9 +4,9 @@ N simulated editors, each on its own authenticated TCP connection, type through 
 file (a standard-library module): every request's prompt is the file up to a cursor that moves
 on by a few characters, so a document's prompt keeps its head (its affinity key) and the
 replica that owns it reuses its prompt cache ("reused" = share of requests that did). The
-baseline is the plain engine daemon (`spd_lsp.engined`: the same TCP front and batching
-scheduler over one engine in this process, on one thread like a replica): the difference is
-the Ray hop.
+baseline is the plain engine daemon (`spd-lsp engine --tcp`: the same TCP front and batching
+scheduler over one engine, in its own process on one thread like a replica): the difference
+is the Ray hop (the ingress in this process, Serve's router, the replica call).
 
     nice -n 10 .venv/bin/python -m bench.bench_ray_serve --model tiny
     nice -n 10 .venv/bin/python -m bench.bench_ray_serve            # the bundled model
@@ -23,6 +23,8 @@ import inspect
 import os
 import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -65,23 +67,21 @@ def tiny_model_dir(where: Path) -> str:
 
 
 def plain_engine(model, options: dict, prompts: list[list[str]], editors: list[int]) -> list[Run]:
-    """The engine daemon's TCP front over one engine in this process (one decoding thread, like a replica)."""
-    import torch
-
-    from spd_lsp.config import Settings
-    from spd_lsp.engined.server import EngineServer, Listener
-    from spd_lsp.ray_serve.ingress import in_background
-    from spd_lsp.session import load_engine
-
-    torch.set_num_threads(1)
-    loaded = load_engine(Settings(model=model.model, device=model.device, dtype=model.dtype))
-    running = in_background(EngineServer(loaded.engine, loaded.info, Listener(port=0, token=TOKEN)))
+    """`spd-lsp engine --tcp` in its own process (one decoding thread, like a replica)."""
+    command = [sys.executable, "-m", "spd_lsp.cli", "engine", "--tcp", "0", "--device", model.device,
+               "--dtype", model.dtype, "--log-level", "WARNING"] + (["--model", model.model] if model.model else [])
+    env = {**os.environ, "SPD_LSP_TOKEN": TOKEN, "OMP_NUM_THREADS": "1"}
+    daemon = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     try:
-        through_ingress(running.address, "warm-up", warm_up(prompts), options)
-        return [through_ingress(running.address, f"plain engine daemon, {plural(n, 'editor')}", prompts[:n], options)
+        line = daemon.stdout.readline()  # "spd-lsp engine: listening on tcp://HOST:PORT"
+        host, port = line.strip().rsplit("//", 1)[-1].rsplit(":", 1)
+        address = (host, int(port))
+        through_ingress(address, "warm-up", warm_up(prompts), options)
+        return [through_ingress(address, f"plain engine daemon, {plural(n, 'editor')}", prompts[:n], options)
                 for n in editors]
     finally:
-        running.stop()
+        daemon.terminate()
+        daemon.wait(timeout=30)
 
 
 def warm_up(prompts: list[list[str]]) -> list[list[str]]:

@@ -22,8 +22,10 @@ serve = pytest.importorskip("ray.serve")
 from spd_lsp.decoding.types import DecodeOptions  # noqa: E402
 from spd_lsp.engined import protocol  # noqa: E402
 from spd_lsp.engined.server import Listener  # noqa: E402
-from spd_lsp.ray_serve.client import ServeEngine  # noqa: E402
-from spd_lsp.ray_serve.deployment import APP_NAME, DEPLOYMENT_NAME, ServeSettings, deploy  # noqa: E402
+from spd_lsp.ray_serve.client import ServeEngine, affinity_key  # noqa: E402
+from spd_lsp.ray_serve.deployment import (  # noqa: E402
+    APP_NAME, DEPLOYMENT_NAME, ROUTER, ServeSettings, deploy, deployment_options,
+)
 from spd_lsp.ray_serve.ingress import RayIngress, in_background  # noqa: E402
 from spd_lsp.ray_serve.replica import ModelSettings  # noqa: E402
 from tests.tiny_models import tiny_model  # noqa: E402
@@ -189,3 +191,38 @@ def test_a_front_end_uses_the_ingress_as_its_engine(ingress, cluster, monkeypatc
         assert with_document.drafts and loaded.engine.failures == 0
     finally:
         loaded.engine.close()
+
+
+def test_autoscaling_follows_queue_length_between_the_given_bounds():
+    options = deployment_options(ServeSettings(replicas=2, max_replicas=6, target_ongoing_requests=3.0, num_gpus=1))
+    assert "num_replicas" not in options
+    assert options["autoscaling_config"] == {
+        "min_replicas": 2, "initial_replicas": 2, "max_replicas": 6, "target_ongoing_requests": 3.0,
+    }
+    assert options["ray_actor_options"]["num_gpus"] == 1  # one model per GPU
+    assert options["request_router_config"].request_router_class == ROUTER
+    assert deployment_options(ServeSettings(replicas=3))["num_replicas"] == 3
+    with pytest.raises(ValueError, match="max_replicas"):
+        ServeSettings(replicas=3, max_replicas=2)
+
+
+def test_the_affinity_key_is_the_front_ends_else_the_prompts_head():
+    frame = protocol.complete_request(0, "x" * 300 + "tail", {}, affinity="editor-1/file:///a.py")
+    assert affinity_key(frame) == "editor-1/file:///a.py"
+    head = protocol.complete_request(0, "x" * 300 + "tail", {})
+    typed_on = protocol.complete_request(0, "x" * 300 + "tail and more", {})
+    other = protocol.complete_request(0, "y" + "x" * 300, {})
+    assert affinity_key(head) == affinity_key(typed_on) != affinity_key(other)
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--ray", "--replicas", "2"], "--tcp"),
+    (["--ray", "--tcp", "0", "--replicas", "0"], "replicas must be at least 1"),
+])
+def test_the_ray_engine_command_refuses_bad_flags_clearly(argv, says):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "spd_lsp.cli", "engine", *argv], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2 and says in done.stderr

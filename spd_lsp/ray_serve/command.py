@@ -14,6 +14,7 @@ import logging
 import os
 import ssl
 import sys
+from typing import Any
 
 from spd_lsp import auth
 
@@ -42,6 +43,11 @@ def main(argv: list[str]) -> int:
     if args.tcp is None:
         print("spd-lsp engine --ray: error: give --tcp PORT (the ingress is a TCP engine)", file=sys.stderr)
         return 2
+    try:
+        settings = serve_settings(ours, args)
+    except ValueError as exc:
+        print(f"spd-lsp engine --ray: error: {exc}", file=sys.stderr)
+        return 2
     configure_logging(args.log_file, args.log_level)
     try:
         token = auth.load(token_file=args.token_file, environ=os.environ, port=args.tcp)
@@ -53,7 +59,7 @@ def main(argv: list[str]) -> int:
     if not is_loopback(args.host) and tls is None:
         log.warning("binding %s without TLS: the token crosses the network unencrypted", args.host)
     try:
-        asyncio.run(serve(ours, args, token.value, tls))
+        asyncio.run(serve(ours, args, settings, token.value, tls))
     except KeyboardInterrupt:
         pass
     finally:
@@ -61,21 +67,27 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-async def serve(ours: argparse.Namespace, args: argparse.Namespace, token: str, tls: ssl.SSLContext | None) -> None:
-    import ray
-
-    from spd_lsp.engined.server import Listener
-    from spd_lsp.ray_serve.client import ServeEngine
-    from spd_lsp.ray_serve.deployment import ServeSettings, deploy
-    from spd_lsp.ray_serve.ingress import RayIngress
+def serve_settings(ours: argparse.Namespace, args: argparse.Namespace) -> Any:
+    from spd_lsp.ray_serve.deployment import ServeSettings
     from spd_lsp.ray_serve.replica import ModelSettings
 
-    settings = ServeSettings(
+    return ServeSettings(
         model=ModelSettings(model=args.model, device=args.device, dtype=args.dtype, quantize=args.quantize,
                             base_store=str(args.base_store) if args.base_store else None, max_batch=args.max_batch),
         replicas=ours.replicas, max_replicas=ours.max_replicas, target_ongoing_requests=ours.target_ongoing_requests,
         num_gpus=ours.num_gpus, num_cpus=ours.num_cpus,
     )
+
+
+async def serve(ours: argparse.Namespace, args: argparse.Namespace, settings: Any, token: str,
+                tls: ssl.SSLContext | None) -> None:
+    import ray
+
+    from spd_lsp.engined.server import Listener
+    from spd_lsp.ray_serve.client import ServeEngine
+    from spd_lsp.ray_serve.deployment import deploy
+    from spd_lsp.ray_serve.ingress import RayIngress
+
     ray.init(address=ours.address, include_dashboard=False)
     engine = ServeEngine(deploy(settings))
     scaling = {"replicas": ours.replicas, "maxReplicas": ours.max_replicas or ours.replicas}
