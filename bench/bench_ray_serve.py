@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import inspect
 import os
 import socket
@@ -30,6 +31,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 SOURCES = ("argparse", "json.encoder", "logging", "pathlib", "shutil", "textwrap", "tempfile", "string")
 TOKEN = "bench-token-0123456789abcdefgh"
@@ -66,7 +68,8 @@ def tiny_model_dir(where: Path) -> str:
     return str(where)
 
 
-def plain_engine(model, options: dict, prompts: list[list[str]], editors: list[int]) -> list[Run]:
+@contextlib.contextmanager
+def plain_daemon(model) -> Iterator[tuple[str, int]]:
     """`spd-lsp engine --tcp` in its own process (one decoding thread, like a replica)."""
     command = [sys.executable, "-m", "spd_lsp.cli", "engine", "--tcp", "0", "--device", model.device,
                "--dtype", model.dtype, "--log-level", "WARNING"] + (["--model", model.model] if model.model else [])
@@ -75,13 +78,35 @@ def plain_engine(model, options: dict, prompts: list[list[str]], editors: list[i
     try:
         line = daemon.stdout.readline()  # "spd-lsp engine: listening on tcp://HOST:PORT"
         host, port = line.strip().rsplit("//", 1)[-1].rsplit(":", 1)
-        address = (host, int(port))
-        through_ingress(address, "warm-up", warm_up(prompts), options)
-        return [through_ingress(address, f"plain engine daemon, {plural(n, 'editor')}", prompts[:n], options)
-                for n in editors]
+        yield host, int(port)
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)
+
+
+def hop(plain, ray_ingress, rounds: int) -> tuple[list[float], list[float]]:
+    """Round trips of a request every engine refuses at once (a bad option), alternating between
+    the plain daemon and the Ray ingress (which forwards it to a replica): the cost of the hop alone."""
+    from spd_lsp.engined import protocol
+
+    times: tuple[list[float], list[float]] = ([], [])
+    refused = protocol.complete_request(0, "x", {"k": "three"})
+    with socket.create_connection(plain, timeout=60) as a, socket.create_connection(ray_ingress, timeout=60) as b:
+        for sock in (a, b):
+            protocol.send(sock, protocol.hello(TOKEN))
+            protocol.receive(sock)
+        for _ in range(rounds):
+            for sock, into in ((a, times[0]), (b, times[1])):
+                started = time.perf_counter()
+                protocol.send(sock, refused)
+                assert protocol.receive(sock)["code"] == protocol.BAD_REQUEST
+                into.append(time.perf_counter() - started)
+    return times
+
+
+def measured(address, prompts: list[list[str]], options: dict, editors: list[int], what: str) -> list[Run]:
+    through_ingress(address, "warm-up", warm_up(prompts), options)
+    return [through_ingress(address, f"{what}, {plural(n, 'editor')}", prompts[:n], options) for n in editors]
 
 
 def warm_up(prompts: list[list[str]]) -> list[list[str]]:
@@ -133,6 +158,7 @@ def main() -> None:
     parser.add_argument("-k", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=10)
     parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--hop-rounds", type=int, default=200, help="refused requests timed per engine for the hop")
     args = parser.parse_args()
 
     import ray
@@ -151,26 +177,26 @@ def main() -> None:
                           dtype="float32" if tiny else args.dtype)
     options = DecodeOptions(k=args.k, max_tokens=args.max_tokens).to_dict()
     prompts = documents(max(args.editors), args.requests, start=600, step=23)
-    runs = plain_engine(model, options, prompts, args.editors)
-
     repo = str(Path(__file__).resolve().parents[1])
     path = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
-    ray.init(num_cpus=2, object_store_memory=80 * 1024 * 1024, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}})
-    try:
-        for replicas in args.replicas:
-            engine = ServeEngine(deploy(ServeSettings(model=model, replicas=replicas, num_cpus=1)))
-            described = asyncio.run(engine.describe())
-            running = in_background(RayIngress(engine, described, Listener(port=0, token=TOKEN)))
-            through_ingress(running.address, "warm-up", warm_up(prompts), options)
-            for editors in args.editors:
-                name = f"Ray ingress, {plural(replicas, 'replica')}, {plural(editors, 'editor')}"
-                runs.append(through_ingress(running.address, name, prompts[:editors], options))
-            running.stop()
-            serve.delete(APP_NAME)
-    finally:
-        serve.shutdown()
-        ray.shutdown()
+    hops: tuple[list[float], list[float]] = ([], [])
+    with plain_daemon(model) as plain:
+        runs = measured(plain, prompts, options, args.editors, "plain engine daemon")
+        ray.init(num_cpus=2, object_store_memory=80 * 1024 * 1024, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}})
+        try:
+            for replicas in args.replicas:
+                engine = ServeEngine(deploy(ServeSettings(model=model, replicas=replicas, num_cpus=1)))
+                described = asyncio.run(engine.describe())
+                running = in_background(RayIngress(engine, described, Listener(port=0, token=TOKEN)))
+                runs += measured(running.address, prompts, options, args.editors, f"Ray ingress, {plural(replicas, 'replica')}")
+                if replicas == 1:
+                    hops = hop(plain, running.address, args.hop_rounds)
+                running.stop()
+                serve.delete(APP_NAME)
+        finally:
+            serve.shutdown()
+            ray.shutdown()
 
     print(f"\nmodel {model.model or 'bundled'} ({model.dtype}), k={args.k}, {args.max_tokens} tokens, "
           f"{args.requests} requests per editor, load average {os.getloadavg()[0]:.1f}")
@@ -178,11 +204,10 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for run in runs:
         print(run.row())
-    by_name = {run.name: run for run in runs}
-    plain, ray_one = by_name.get("plain engine daemon, 1 editor"), by_name.get("Ray ingress, 1 replica, 1 editor")
-    if plain is not None and ray_one is not None:
-        hop = statistics.median(ray_one.latencies) - statistics.median(plain.latencies)
-        print(f"\nThe Ray hop (Serve router + replica call) at 1 editor, p50: {1000 * hop:+.1f} ms per request")
+    if hops[0]:
+        plain_ms, ray_ms = (statistics.median(t) * 1000 for t in hops)
+        print(f"\nThe Ray hop alone ({len(hops[0])} refused requests, interleaved): p50 {ray_ms:.2f} ms through "
+              f"the Ray ingress vs {plain_ms:.2f} ms from the plain daemon: {ray_ms - plain_ms:+.2f} ms per request")
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ def ray_parser() -> argparse.ArgumentParser:
     parser.add_argument("--address", help="a running Ray cluster (auto, or ray://HOST:PORT); default: start one here")
     parser.add_argument("--replicas", type=int, default=1, help="replicas, each with its own model (default 1)")
     parser.add_argument("--max-replicas", type=int, help="autoscale up to this many replicas on queue length")
-    parser.add_argument("--target-ongoing-requests", type=float, default=2.0,
-                        help="autoscaling: running + queued requests per replica to aim for (default 2)")
+    parser.add_argument("--target-ongoing-requests", type=float, default=8.0,
+                        help="autoscaling: running + queued requests per replica to aim for (default 8)")
     parser.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per replica (1: one model per GPU)")
     parser.add_argument("--num-cpus", type=float, default=1.0, help="CPUs per replica (default 1)")
     return parser

@@ -31,10 +31,11 @@ class ServeSettings:
     model: ModelSettings = field(default_factory=ModelSettings)
     replicas: int = 1  # the fixed count, or the autoscaling floor when max_replicas is larger
     max_replicas: int | None = None  # autoscale between `replicas` and this on queue length
-    target_ongoing_requests: float = 2.0
+    target_ongoing_requests: float = 8.0  # running + queued per replica; a replica batches up to model.max_batch
     num_gpus: float = 0.0  # per replica: 1 = one model per GPU
     num_cpus: float = 1.0  # per replica (CPU replicas decode on this many threads)
-    max_ongoing_requests: int = 8  # per replica; past it the router spills to the next replica on the ring
+    max_ongoing_requests: int | None = None  # per replica (default model.max_batch); past it the router
+    # spills a key to the next replica on the ring
     fallback_replicas: int = 1  # ring successors tried when the owner is full or gone
     health_check_period_s: float = 10.0
 
@@ -58,7 +59,7 @@ def deployment_options(settings: ServeSettings) -> dict[str, Any]:
         **scaling,
         "name": DEPLOYMENT_NAME,
         "ray_actor_options": {"num_cpus": settings.num_cpus, "num_gpus": settings.num_gpus},
-        "max_ongoing_requests": settings.max_ongoing_requests,
+        "max_ongoing_requests": settings.max_ongoing_requests or settings.model.max_batch,
         "health_check_period_s": settings.health_check_period_s,
         "request_router_config": RequestRouterConfig(
             request_router_class=ROUTER,
