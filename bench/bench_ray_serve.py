@@ -197,6 +197,7 @@ def main() -> None:
         finally:
             serve.shutdown()
             ray.shutdown()
+        runs += measured(plain, prompts, options, args.editors, "plain engine daemon, again")  # the load's drift
 
     print(f"\nmodel {model.model or 'bundled'} ({model.dtype}), k={args.k}, {args.max_tokens} tokens, "
           f"{args.requests} requests per editor, load average {os.getloadavg()[0]:.1f}")
