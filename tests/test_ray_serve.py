@@ -106,9 +106,19 @@ def test_answers_equal_single_process_decoding(cluster, model_settings):
 def test_a_killed_replica_fails_over_and_is_replaced(cluster):
     key = "bob:file:///c.py"
     before = ask(cluster, PREFIX, OPTIONS, key=key)
-    ray.kill(ray.get_actor(before.replica, namespace="serve"), no_restart=True)
+    slow = DecodeOptions(k=3, max_tokens=1500, stop_at_newline=False, heal=False)  # ~2 ms a step: seconds, no early end
+    long = protocol.complete_request(0, PREFIX, slow.to_dict(), affinity=key)
 
-    after = ask(cluster, PREFIX, OPTIONS, key=key)  # no error: retried on the other replica
+    async def killed_mid_request():
+        running = [asyncio.create_task(cluster.complete(long)) for _ in range(4)]
+        await asyncio.sleep(0.5)  # on their replica now, decoding
+        assert not any(task.done() for task in running)
+        ray.kill(ray.get_actor(before.replica, namespace="serve"), no_restart=True)
+        return await asyncio.gather(*running)
+
+    lost = run(killed_mid_request(), timeout=120)  # none lost: each is sent again, to the other replica
+    assert all(answer.result.drafts and answer.replica != before.replica for answer in lost)
+    after = ask(cluster, PREFIX, OPTIONS, key=key)
     assert after.replica != before.replica
     assert [d.text for d in after.result.drafts] == [d.text for d in before.result.drafts]
 
@@ -226,3 +236,16 @@ def test_the_ray_engine_command_refuses_bad_flags_clearly(argv, says):
     done = subprocess.run([sys.executable, "-m", "spd_lsp.cli", "engine", *argv], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 2 and says in done.stderr
+
+
+def test_a_cancel_on_the_ingress_answers_cancelled(ingress):
+    with connect(ingress) as sock:
+        protocol.send(sock, protocol.hello(TOKEN))
+        protocol.receive(sock)
+        # One write: the cancel is read before the request is forwarded.
+        sock.sendall(protocol.encode(protocol.complete_request(3, PREFIX, OPTIONS.to_dict()))
+                     + protocol.encode({"op": protocol.CANCEL, "id": 3}))
+        answer = protocol.receive(sock)
+        assert (answer["op"], answer["id"], answer["code"]) == (protocol.ERROR, 3, protocol.CANCELLED)
+        protocol.send(sock, protocol.complete_request(4, PREFIX, OPTIONS.to_dict()))  # the connection goes on
+        assert protocol.receive(sock)["op"] == protocol.RESULT
