@@ -45,7 +45,9 @@ def wait_gone(pid: int, timeout: float = 10.0) -> bool:
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
-        except ProcessLookupError:
+            if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+                return True  # exited, not yet reaped by the front end that started it
+        except (ProcessLookupError, FileNotFoundError):
             return True
         time.sleep(0.05)
     return False

@@ -56,7 +56,7 @@ def test_batched_answers_equal_single_answers(engine: Engine, ngrams: MemoryNgra
         jobs = [Job(prefix, OPTIONS, ngrams=ngrams, affinity=f"editor{i}") for i, prefix in enumerate(PREFIXES)]
         futures = [scheduler.submit(job) for job in jobs]
         together = [_texts(f.result(timeout=60)) for f in futures]
-        assert scheduler.status()["maxRows"] >= 2  # they really shared a batch
+        assert scheduler.status()["maxBatched"] >= 2  # they really shared a batch
     finally:
         scheduler.close()
         engine.set_ngrams(None)
@@ -87,8 +87,25 @@ def test_joining_and_cancelled_requests_disturb_no_other(engine: Engine) -> None
         scheduler.close()
 
 
+@pytest.mark.parametrize("method", ["beam", "nucleus_batched", "greedy"])
+def test_batched_baselines_keep_k_rows_and_their_answers(engine: Engine, method: str) -> None:
+    options = DecodeOptions(method=method, k=3, max_tokens=6, stop_at_newline=False, seed=11)
+    alone = [_texts(engine.complete(prefix, options)) for prefix in PREFIXES]
+    mixed = DecodeOptions(k=3, max_tokens=9, stop_at_newline=False, alpha=0.0)  # SPD rows in the same batch
+    spd_alone = _texts(engine.complete(PREFIXES[0], mixed))
+    scheduler = Scheduler(engine)
+    try:
+        spd = scheduler.submit(Job(PREFIXES[0], mixed, affinity="spd"))
+        futures = [scheduler.submit(Job(p, options, affinity=str(i))) for i, p in enumerate(PREFIXES)]
+        together = [_texts(f.result(timeout=60)) for f in futures]
+        assert _texts(spd.result(timeout=60)) == spd_alone
+    finally:
+        scheduler.close()
+    assert together == alone and scheduler.counts["alone"] == 0 and scheduler.counts["maxBatched"] >= 2
+
+
 def test_unbatchable_requests_run_alone_with_the_same_answer(engine: Engine) -> None:
-    options = DecodeOptions(method="beam", k=3, max_tokens=6, stop_at_newline=False)
+    options = DecodeOptions(method="nucleus", k=2, max_tokens=6, stop_at_newline=False, seed=3)
     expected = _texts(engine.complete(PREFIXES[0], options))
     scheduler = Scheduler(engine)
     try:

@@ -8,8 +8,7 @@ distribution, mixes in n-gram probabilities per draft and keeps the best k.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -17,8 +16,9 @@ from ngram_db import NgramSource
 from spd_lsp.decoding.drafts import DraftRules, FinishedPool, Hypothesis, extension_totals, select
 from spd_lsp.decoding.interpolate import interpolate
 from spd_lsp.decoding.lm import ModelRunner
-from spd_lsp.decoding.placement import CPU, device_sync
-from spd_lsp.decoding.types import CancelCheck, Cancelled, DecodeOptions, Timings
+from spd_lsp.decoding.placement import CPU
+from spd_lsp.decoding.stepping import Progress, run_alone
+from spd_lsp.decoding.types import CancelCheck, DecodeOptions, Timings
 from spd_lsp.decoding.verify import verify
 
 
@@ -47,8 +47,8 @@ def ngram_probabilities(
 
 
 @dataclass
-class SuperposedState:
-    """One superposed request between steps: what the step function reads and advances.
+class SuperposedState(Progress):
+    """One superposed request between steps (a `stepping.StepState` of one row).
 
     `logits` are the request's newest LM logits [1, V]; `done` once its drafts are final.
     """
@@ -58,13 +58,6 @@ class SuperposedState:
     rules: DraftRules
     options: DecodeOptions
     ngrams: NgramSource | None
-    cancelled: CancelCheck
-    timings: Timings
-    logits: torch.Tensor
-    hyps: list[Hypothesis] = field(default_factory=list)
-    finished: FinishedPool | None = None
-    step: int = 0
-    done: bool = False
 
     def __post_init__(self) -> None:
         self.first_logits = self.logits
@@ -81,8 +74,7 @@ class SuperposedState:
 
     def select(self) -> None:
         """Expand the drafts by the candidates of `logits` and keep the best k (the CPU half of a step)."""
-        if self.cancelled():
-            raise Cancelled()
+        self.begin_step()
         options = self.options
         lm_logp = torch.log_softmax(self.logits / options.temperature, dim=-1)
         cand_ids, cand_lm = self.rules.propose(lm_logp, self.hyps, options.pool)
@@ -100,37 +92,14 @@ class SuperposedState:
         """Finished and live drafts (unranked)."""
         return list(self.finished.by_text.values()) + self.hyps
 
+    def parents(self) -> list[int]:
+        return [0]  # one row: the superposition of the k drafts
 
-# Runs the model on the superposed embeddings [B, 1, H] of `states` (one row each); returns logits [B, V].
-BatchForward = Callable[[list[SuperposedState], torch.Tensor], torch.Tensor]
+    def inputs(self, runner: ModelRunner) -> torch.Tensor:
+        return superposed_embedding(runner, self.hyps)
 
-
-def superposed_step(runner: ModelRunner, states: list[SuperposedState], forward: BatchForward) -> None:
-    """One step of every request in `states`: select, then ONE forward for all that go on.
-
-    The single-request path calls it with a batch of one; the engine's scheduler with
-    every request in its batch (each a row of its own prompt cache).
-    """
-    for state in states:
-        state.select()
-    going = [state for state in states if not state.done]
-    if not going:
-        return
-    started = time.perf_counter()
-    resetting = [state for state in going if state.resets]
-    if resetting:  # batch-1 only: the scheduler runs requests with reset_every alone
-        assert going == resetting == states[:1] and len(states) == 1, "reset_every decodes alone"
-        going[0].logits = reset_to_best(runner, going[0].prompt_ids, going[0].hyps)
-    else:
-        embeds = torch.cat([superposed_embedding(runner, state.hyps) for state in going], dim=0)
-        logits = forward(going, embeds)
-        for row, state in enumerate(going):
-            state.logits = logits[row : row + 1]
-    device_sync(runner.device)
-    spent = time.perf_counter() - started
-    for state in going:
-        state.timings.model_s += spent
-        state.timings.steps += 1
+    def own_forward(self, runner: ModelRunner) -> torch.Tensor | None:
+        return reset_to_best(runner, self.prompt_ids, self.hyps) if self.resets else None
 
 
 def superposed_decode(
@@ -145,9 +114,9 @@ def superposed_decode(
     timings: Timings,
 ) -> list[Hypothesis]:
     """Run SPD from the prompt's last logits; returns finished and live drafts (unranked)."""
-    state = SuperposedState(prompt_ids, remainder, rules, options, ngrams, cancelled, timings, logits)
-    while not state.done:
-        superposed_step(runner, [state], lambda states, embeds: runner.forward(runner.cache, embeds=embeds))
+    state = SuperposedState(prompt_ids, remainder, rules, options, ngrams, cancelled=cancelled, timings=timings,
+                            logits=logits)
+    run_alone(runner, state)
     drafts = state.drafts()
     if options.verify_rounds:
         drafts = verify(runner, state.first_logits, prompt_ids, remainder, drafts, rules, options, ngrams, timings)

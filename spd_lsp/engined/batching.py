@@ -1,16 +1,19 @@
-"""Continuous batching: concurrent superposed requests decode together, one batch row each.
+"""Continuous batching: concurrent requests decode together, each its rows of one batch.
 
-A request joins between steps: its prompt is prefilled on the runner of its affinity
-key (so an editor's next request reuses its prompt cache), then its key/value rows
-join the batch's cache, left-padded to the longest row and masked, with its own
-position ids. Every step runs `superposed_step` over all rows (ONE forward); a
-finished or cancelled request leaves between steps. The batch cache is rebuilt only
-when its membership changes; steps in between just append.
+A superposed request takes ONE row; the batched baselines (nucleus_batched, beam) take
+k rows per request, greedy one. A request joins between steps: its prompt is
+prefilled on the runner of its affinity key (so an editor's next request reuses its
+prompt cache), then its key/value rows join the batch's cache, left-padded to the
+longest row and masked, with its own position ids. Every step runs
+`stepping.decode_step` over all requests (ONE forward); a finished or cancelled
+request leaves between steps. The batch cache is rebuilt only when its membership
+changes and re-gathered only when a request forks or reorders its rows (beam);
+steps in between just append.
 
 Requests the batch cannot take run alone through `Engine.complete` between steps:
-other methods (the baselines keep their k rows, as in-process), `reset_every`,
-verification (it re-scores on the request's own prompt cache), extra prompt
-arguments, and models whose cache is not a plain per-layer key/value cache.
+sequential nucleus, `reset_every`, verification (it re-scores on the request's own
+prompt cache), extra prompt arguments, and models whose cache is not a plain
+per-layer key/value cache.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from transformers import DynamicCache
 from ngram_db import NgramSource
 from spd_lsp.decoding.drafts import to_drafts
 from spd_lsp.decoding.lm import ModelRunner
-from spd_lsp.decoding.superposed import SuperposedState, superposed_step
+from spd_lsp.decoding.baselines import BeamState, IndependentState
+from spd_lsp.decoding.stepping import decode_step
+from spd_lsp.decoding.superposed import SuperposedState
 from spd_lsp.decoding.types import Cancelled, DecodeOptions, DecodeResult, Timings
 
 log = logging.getLogger(__name__)
@@ -61,17 +66,35 @@ class Job:
 @dataclass(eq=False)
 class Member:
     job: Job
-    state: SuperposedState
+    state: Any  # a stepping.StepState
     prompt: list[int]
     remainder: str
-    length: int  # real (unpadded) positions in the cache
+    length: int  # real (unpadded) positions of each of its rows
     prompt_rows: list[tuple[torch.Tensor, torch.Tensor]]  # its prompt's key/values per layer, until it joins
+    rows: int = 1  # its rows in the batch cache
+
+
+BATCHED_METHODS = ("superposed", "greedy", "nucleus_batched", "beam")
 
 
 def batchable(job: Job) -> bool:
     options = job.options
-    return (options.method == "superposed" and not options.reset_every and not options.verify_rounds
+    return (options.method in BATCHED_METHODS and not options.reset_every and not options.verify_rounds
             and not job.args)
+
+
+def start_state(job: Job, logits: torch.Tensor, prompt: list[int], remainder: str, rules: Any,
+                timings: Timings) -> Any:
+    """The step state of a batchable request (the methods of `Engine._run`)."""
+    options = job.options
+    progress = {"cancelled": _never, "timings": timings, "logits": logits}  # the scheduler checks cancellation
+    if options.method == "superposed":
+        return SuperposedState(prompt, remainder, rules, options, job.ngrams, **progress)
+    if options.method == "beam":
+        return BeamState(remainder, rules, options, **progress)
+    sample = options.method == "nucleus_batched"
+    generator = torch.Generator(device=logits.device).manual_seed(options.seed) if options.seed is not None else None
+    return IndependentState(remainder, rules, options, options.k if sample else 1, sample, generator, **progress)
 
 
 class BatchCache:
@@ -83,21 +106,34 @@ class BatchCache:
         self.cache: DynamicCache | None = None
         self.width = 0
 
-    def forward(self, members: list[Member], embeds: torch.Tensor) -> torch.Tensor:
+    def forward(self, members: list[Member], inputs: torch.Tensor) -> torch.Tensor:
         if [id(m) for m in members] != [id(m) for m in self.members]:
             self._rebuild(members)
         assert self.cache is not None
-        lengths = torch.tensor([m.length for m in members])
+        self._follow_parents(members)
+        lengths = torch.tensor([m.length for m in members for _ in range(m.rows)])
         positions = torch.arange(self.width + 1)[None, :]
         mask = (positions >= (self.width - lengths)[:, None]).long()  # [B, width + 1], pads are 0
-        logits = self.runner.forward(self.cache, embeds=embeds, attention_mask=mask, position_ids=lengths[:, None])
+        logits = self.runner.forward(self.cache, embeds=inputs, attention_mask=mask, position_ids=lengths[:, None])
         self.width += 1
         for member in members:
             member.length += 1
         return logits
 
+    def _follow_parents(self, members: list[Member]) -> None:
+        """Re-gather rows where a request forks (its first baseline step) or reorders them (beam)."""
+        index, offset, moved = [], 0, False
+        for member in members:
+            parents = member.state.parents()
+            moved = moved or parents != list(range(member.rows))
+            index += [offset + p for p in parents]
+            offset += member.rows
+            member.rows = len(parents)
+        if moved:
+            self.cache.reorder_cache(torch.tensor(index, dtype=torch.long, device=self.runner.device))
+
     def _rebuild(self, members: list[Member]) -> None:
-        rows = [self._row(m) for m in members]
+        rows = [self._rows(m) for m in members]
         width = max(m.length for m in members)
         layers = []
         for layer in range(len(rows[0])):
@@ -107,12 +143,12 @@ class BatchCache:
         self.cache = DynamicCache(ddp_cache_data=layers)
         self.members, self.width = list(members), width
 
-    def _row(self, member: Member) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The member's own key/values [1, heads, length, dim] per layer: from the batch, else its prompt cache."""
+    def _rows(self, member: Member) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The member's own key/values [rows, heads, length, dim] per layer: from the batch, else its prompt."""
         if member in self.members and self.cache is not None:
-            i = self.members.index(member)
-            start = self.width - member.length
-            return [(layer.keys[i : i + 1, :, start:], layer.values[i : i + 1, :, start:]) for layer in self.cache.layers]
+            first = sum(m.rows for m in self.members[: self.members.index(member)])
+            rows, start = slice(first, first + member.rows), self.width - member.length
+            return [(layer.keys[rows, :, start:], layer.values[rows, :, start:]) for layer in self.cache.layers]
         return member.prompt_rows
 
 
@@ -146,7 +182,7 @@ class Scheduler:
         self._members: list[Member] = []
         self._waiting: list[Job] = []
         self._batch = BatchCache(engine.runner)
-        self.counts = {"batched": 0, "alone": 0, "cancelled": 0, "failed": 0, "steps": 0, "maxRows": 0}
+        self.counts = {"batched": 0, "alone": 0, "cancelled": 0, "failed": 0, "steps": 0, "maxBatched": 0}
         self._thread = threading.Thread(target=self._run, name="spd-engine-model", daemon=True)
         self._thread.start()
 
@@ -203,7 +239,7 @@ class Scheduler:
         if member is not None:
             self.counts["batched"] += 1
             self._members.append(member)
-            self.counts["maxRows"] = max(self.counts["maxRows"], len(self._members))
+            self.counts["maxBatched"] = max(self.counts["maxBatched"], len(self._members))
 
     def _prefill(self, job: Job) -> Member | None:
         engine, options = self.engine, job.options
@@ -215,7 +251,7 @@ class Scheduler:
         logits, timings.reused_tokens = runner.prefill(prompt, job.cancelled)
         timings.prefill_tokens = len(prompt) - timings.reused_tokens
         timings.prefill_s = time.perf_counter() - job.started
-        state = SuperposedState(prompt, healed.remainder, rules, options, job.ngrams, _never, timings, logits)
+        state = start_state(job, logits, prompt, healed.remainder, rules, timings)
         if not plain_cache(runner.cache):
             self.counts["alone"] += 1
             self._finish(job, result=self.engine.complete(job.prefix, options, job.cancelled, ids=job.ids))
@@ -243,11 +279,11 @@ class Scheduler:
         members = list(self._members)
         by_state = {id(m.state): m for m in members}
 
-        def forward(states: list[SuperposedState], embeds: torch.Tensor) -> torch.Tensor:
-            return self._batch.forward([by_state[id(s)] for s in states], embeds)
+        def forward(states: list[Any], inputs: torch.Tensor) -> torch.Tensor:
+            return self._batch.forward([by_state[id(s)] for s in states], inputs)
 
         try:
-            superposed_step(self.engine.runner, [m.state for m in members], forward)
+            decode_step(self.engine.runner, [m.state for m in members], forward)
         except BaseException as exc:  # noqa: BLE001 - a failed step fails its batch, not the engine
             log.exception("a batch step failed")
             self.counts["failed"] += len(members)

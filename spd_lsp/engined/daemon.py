@@ -24,6 +24,7 @@ import fasteners
 import platformdirs
 
 IDLE_TIMEOUT_S = 600.0
+_started: list[subprocess.Popen] = []  # engines this process started: reaped once they exit
 START_TIMEOUT_S = 180.0  # loading the model from a cold disk
 
 
@@ -74,6 +75,7 @@ def answering(path: Path) -> bool:
 def ensure(model_args: list[str], *, idle_timeout: float = IDLE_TIMEOUT_S,
            start_timeout: float = START_TIMEOUT_S) -> Path:
     """The socket of this user's engine for `model_args`, started (once) if none answers."""
+    _started[:] = [process for process in _started if process.poll() is None]
     paths = paths_for(model_args)
     if answering(paths.socket):
         return paths.socket
@@ -86,6 +88,7 @@ def ensure(model_args: list[str], *, idle_timeout: float = IDLE_TIMEOUT_S,
         with open(paths.log, "ab") as log:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                        start_new_session=True)  # outlives the front end that started it
+        _started.append(process)
         deadline = time.monotonic() + start_timeout
         while not answering(paths.socket):
             if process.poll() is not None:

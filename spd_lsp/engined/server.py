@@ -83,7 +83,8 @@ class Stores:
                 raise protocol.ProtocolError(protocol.BAD_REQUEST, "'document.sequences' must be lists of token ids")
             if self.base is not None and not stores:
                 layers.append((self.base, 1.0 - weight))
-            layers.append((MemoryNgrams.from_sequences(sequences, orders=DOCUMENT_ORDERS), weight))
+            alone = not layers  # no base store: the document's n-grams are the whole n-gram term
+            layers.append((MemoryNgrams.from_sequences(sequences, orders=DOCUMENT_ORDERS), 1.0 if alone else weight))
         if not layers:
             return None
         return GuardedNgrams(layers[0][0] if len(layers) == 1 and layers[0][1] == 1.0 else LayeredNgrams(layers))
