@@ -16,6 +16,9 @@ def main(argv: list[str] | None = None) -> int:
     if command == "complete":
         from spd_lsp.complete_command import main as run
         return run(argv[1:])
+    if command == "engine" and "--ray" in argv[1:]:  # the optional `ray` extra's team engine
+        from spd_lsp.ray_serve.command import main as run
+        return run(argv[1:])
     if command == "index":
         from spd_lsp.index_command import main as run
         return run(argv[1:])
