@@ -1,10 +1,16 @@
 """N-gram store figures: indexing throughput, disk use, lookup latency, save latency, base weight.
 
     .venv/bin/python bench/bench_ngram.py [--work DIR] [--reuse]
+    .venv/bin/python bench/bench_ngram.py --engine ray [--shards 4] [--workers 1 2]
 
 Builds a store from the Python standard library plus numpy's sources (>= 10M
 tokens of the real SmolLM2 tokenizer), then times what the decoder and the
 editor do with it. Prints Markdown tables.
+
+With --engine ray: the distributed build (ngram_db/distributed.py) of the standard
+library's top-level modules with 1 and 2 workers against the single-process indexer
+(tokens/s, shuffle bytes per token, bytes per n-gram per shard, records that differ),
+then lookup latency over the S shards against the unsharded store, interleaved.
 """
 
 from __future__ import annotations
@@ -66,12 +72,7 @@ def sample_steps(sequences: list[list[int]], k: int, steps: int, rng: random.Ran
 def time_lookups(source, queries) -> tuple[float, float, float, float]:
     """(p50, p99) of wall time, then of this thread's CPU time, in µs: on a shared
     machine the wall-clock tail is mostly time spent descheduled."""
-    wall, cpu = [], []
-    for contexts, candidates in queries:
-        start, start_cpu = time.perf_counter(), time.thread_time()
-        source.p_ngram(contexts, candidates, SPD_WEIGHTS)
-        wall.append(time.perf_counter() - start)
-        cpu.append(time.thread_time() - start_cpu)
+    wall, cpu = time_lookups_raw(source, queries)
     return tuple(sorted(d)[int(len(d) * q)] * 1e6 for d in (wall, cpu) for q in (0.5, 0.99))  # type: ignore[return-value]
 
 
@@ -126,11 +127,118 @@ def base_weight_table(base: NgramStore, tokenizer, identity, work: Path) -> list
     return rows
 
 
+def ray_main(args: argparse.Namespace) -> None:
+    import functools
+    import os
+
+    import ray
+
+    from ngram_db.distributed import build_with_ray
+    from ngram_db.shards import ShardedStore
+    from spd_lsp.index_command import _encoder_for
+    from spd_lsp.model import load_tokenizer, tokenizer_identity
+
+    tokenizer = load_tokenizer(None)
+    identity = tokenizer_identity(tokenizer)
+    if args.corpus == "small":
+        roots, exclude = [Path(sysconfig.get_paths()["stdlib"])], ["*/"]  # the top-level modules only
+    else:  # the standard library without its tests and GUI, and numpy's sources
+        roots = corpus_roots()
+        exclude = ["site-packages/", "test/", "tests/", "idlelib/", "tkinter/", "turtledemo/", "lib2to3/"]
+    work = args.work / "ray"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    print(f"load average before: {os.getloadavg()}")
+    single, single_rate = build(work / "single", roots, tokenizer, identity, exclude)
+    single_records = list(single.records())
+    print(f"single-process indexer: {single.stats().tokens:,} tokens, {single_rate:,.0f} tokens/s")
+
+    print("\n| engine | workers | build s (excl. cluster start) | cluster start s | tokens/s | tokens/s per worker "
+          "| vs single-process per worker | read+tokenize s | count s | shuffle+write s | shuffle bytes / token "
+          "| differing records |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+                                                             os.environ.get("PYTHONPATH")]))
+    sharded_root = None
+    for workers in args.workers:
+        started = time.perf_counter()
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        startup = time.perf_counter() - started
+        for state in ("cold", "warm"):  # cold: each worker loads the tokenizer in its first task
+            root = work / f"sharded-{workers}-{state}"  # a fresh root: nothing cached, everything tokenized
+            report = build_with_ray(root, roots, functools.partial(_encoder_for, None), identity,
+                                    shards=args.shards, workers=workers, options=IndexOptions(exclude=exclude))
+            with ShardedStore(root, identity) as sharded:
+                differing = len(set(sharded.records()) ^ set(single_records))
+            rate = report.tokens / report.seconds
+            stages = " | ".join(f"{report.stage_seconds[k]:.1f}" for k in ("read", "count", "shuffle+write"))
+            print(f"| ray, {state} workers | {workers} | {report.seconds:.1f} | {startup:.1f} | {rate:,.0f} "
+                  f"| {rate / workers:,.0f} | {rate / workers / single_rate:.0%} | {stages} "
+                  f"| {report.shuffle_bytes / report.tokens:.0f} | {differing} |", flush=True)
+            sharded_root = root
+        ray.shutdown()
+    print(f"load average after the builds: {os.getloadavg()}")
+
+    with ShardedStore(sharded_root, identity) as sharded:
+        print("\n| shard | contexts | distinct n-grams | data.mdb | bytes / n-gram |")
+        print("|---|---|---|---|---|")
+        for figure in sharded.manifest.shards:
+            print(f"| {figure['shard']} | {figure['contexts']:,} | {figure['ngrams']:,} | {figure['bytes'] / 1e6:.1f} MB "
+                  f"| {figure['bytes'] / max(figure['ngrams'], 1):.0f} |")
+        disk = (work / "single" / "data.mdb").stat().st_size
+        print(f"| unsharded | {single.stats().contexts:,} | {single.stats().ngrams:,} | {disk / 1e6:.1f} MB "
+              f"| {disk / single.stats().ngrams:.0f} |")
+
+        rng = random.Random(1)
+        sample = [single.file_record(p).tokens.tolist() for p in sorted(single.files())]
+        sample = [s for s in sample if len(s) > 16]
+        print(f"\n| drafts k | store | p50 | p99 | p50 CPU | p99 CPU |  (S = {args.shards}, interleaved)")
+        print("|---|---|---|---|---|---|")
+        for k in (3, 8):
+            queries = sample_steps(sample, k, 3000, rng)
+            for source in (single, sharded):
+                time_lookups(source, queries[:300])  # warm the page cache
+            halves = {"unsharded": [], "sharded": []}
+            for part in range(10):  # interleaved: both see the same load
+                chunk = queries[part * 300 : (part + 1) * 300]
+                for name, source in (("unsharded", single), ("sharded", sharded)):
+                    halves[name].append(time_lookups_raw(source, chunk))
+            for name in ("unsharded", "sharded"):
+                wall = sorted(t for part in halves[name] for t in part[0])
+                cpu = sorted(t for part in halves[name] for t in part[1])
+                figures = " | ".join(f"{d[int(len(d) * q)] * 1e6:.0f} µs" for d in (wall, cpu) for q in (0.5, 0.99))
+                print(f"| {k} | {name} | {figures} |")
+    single.close()
+    print(f"load average at the end: {os.getloadavg()}")
+
+
+def time_lookups_raw(source, queries) -> tuple[list[float], list[float]]:
+    """Seconds of wall and of this thread's CPU time per decode step."""
+    wall, cpu = [], []
+    for contexts, candidates in queries:
+        start, start_cpu = time.perf_counter(), time.thread_time()
+        source.p_ngram(contexts, candidates, SPD_WEIGHTS)
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.thread_time() - start_cpu)
+    return wall, cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "spd-bench-ngram")
     parser.add_argument("--reuse", action="store_true", help="reuse the big store of a previous run")
+    parser.add_argument("--engine", choices=["local", "ray"], default="local")
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--corpus", choices=["small", "medium"], default="small",
+                        help="with --engine ray: the standard library's top-level modules (1.2M tokens), or "
+                             "the standard library without tests and GUI plus numpy")
     args = parser.parse_args()
+    if args.engine == "ray":
+        ray_main(args)
+        return
     from spd_lsp.model import load_tokenizer, tokenizer_identity
 
     tokenizer = load_tokenizer(None)

@@ -73,18 +73,38 @@ def count_ngrams(
     windows = sliding_window_view(flat, longest)
     windows = windows[windows[:, 0] != SENTINEL]  # one window per real token, in order
     weight = np.concatenate(window_weights)
-    keys = np.ascontiguousarray(windows.astype(">u4")).view(f"V{4 * longest}").ravel()
+    keys = _gram_keys(windows)
     if weights and all(w == 1 for w in weights):
         unique_keys, counts = np.unique(keys, return_counts=True)
         counts = counts.astype(np.int64)
     else:
-        order = np.argsort(keys, kind="stable")
-        sorted_keys = keys[order]
-        starts = np.flatnonzero(run_starts(sorted_keys))
-        unique_keys = sorted_keys[starts]
-        counts = np.add.reduceat(weight[order], starts)
+        unique_keys, counts = _sum_by_key(keys, weight)
     grams = np.frombuffer(unique_keys.tobytes(), dtype=">u4").reshape(-1, longest).astype(np.uint32)
     return {n: _prefix_counts(grams, counts, n) for n in orders}
+
+
+def _gram_keys(grams: np.ndarray) -> np.ndarray:
+    """Rows of token ids as fixed-width keys that sort like the rows (big-endian)."""
+    return np.ascontiguousarray(grams.astype(">u4")).view(f"V{4 * grams.shape[1]}").ravel()
+
+
+def _sum_by_key(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct keys in sorted order and the sum of the weights of each."""
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    starts = np.flatnonzero(run_starts(sorted_keys))
+    return sorted_keys[starts], np.add.reduceat(weights[order], starts)
+
+
+def merge_counts(order: int, grams: np.ndarray, counts: np.ndarray) -> OrderCounts:
+    """Partial counts of one order (rows may repeat, in any order) summed into one
+    sorted OrderCounts: the reduce side of a distributed count."""
+    if len(grams) == 0:
+        return OrderCounts(order, np.zeros((0, order), np.uint32), np.zeros(0, np.int64))
+    unique_keys, summed = _sum_by_key(_gram_keys(grams), np.asarray(counts, dtype=np.int64))
+    merged = np.frombuffer(unique_keys.tobytes(), dtype=">u4").reshape(-1, order).astype(np.uint32)
+    keep = summed != 0
+    return OrderCounts(order, merged[keep], summed[keep])
 
 
 def _prefix_counts(grams: np.ndarray, counts: np.ndarray, order: int) -> OrderCounts:

@@ -85,30 +85,18 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-class Indexer:
-    """Keeps a store equal to the indexable files under `roots`."""
+class SourceWalker:
+    """Which files of some roots are indexed, and their text: the rules alone, no store
+    (the distributed build lists sources on the driver and reads them on workers)."""
 
-    def __init__(self, store: NgramStore, encode: Encode, roots: Sequence[Path],
-                 options: IndexOptions | None = None, *, encode_batch: EncodeBatch | None = None) -> None:
-        self.store = store
+    def __init__(self, roots: Sequence[Path], options: IndexOptions, *, skip: Sequence[Path] = ()) -> None:
         self.roots = [Path(r).resolve() for r in roots]
-        self.options = options or IndexOptions()
-        self.rules = IgnoreRules(self.roots, self.options.exclude, self.options.include_secrets, skip=[store.path])
-        self._encode_batch = encode_batch or (lambda texts: [encode(t) for t in texts])
+        self.options = options
+        self.rules = IgnoreRules(self.roots, options.exclude, options.include_secrets, skip=list(skip))
 
-    # ---- whole trees ----------------------------------------------------------------
-
-    def index(self, progress: bool | Callable[[IndexProgress], None] = False, *,
-              cancelled: Callable[[], bool] = lambda: False) -> IndexReport:
-        """Bring the store in line with every root: add new and changed files, drop gone ones.
-
-        `cancelled` is polled while walking and between batches: when it turns true the
-        run stops (IndexCancelled) with every finished batch committed and nothing removed.
-        """
-        return self._sync(self.roots, progress, cancelled)
-
-    def _candidates(self, tops: Sequence[Path], cancelled: Callable[[], bool]) -> list[Path]:
+    def candidates(self, tops: Sequence[Path] | None = None, cancelled: Callable[[], bool] = lambda: False) -> list[Path]:
         """Every file to look at, refusing (IndexTooLargeError) a tree over the caps."""
+        tops = self.roots if tops is None else tops
         options, found, total = self.options, [], 0
         for top in tops:
             for path in self.walk(top):
@@ -129,10 +117,86 @@ class Indexer:
                         f"(`spd-lsp index --max-files/--max-total-bytes`)")
         return found
 
+    def walk(self, top: Path) -> Iterator[Path]:
+        """Files under `top` that the name rules admit (nothing is read)."""
+        top = Path(top).resolve()
+        root = self.rules.root_of(top)
+        if root is None or (top != root and self.rules.ignored(top, is_dir=os.path.isdir(top))):
+            return
+        if os.path.isfile(top):
+            yield top
+            return
+        for directory, dirnames, filenames in os.walk(top, onerror=_skip_unreadable):
+            here = Path(directory)
+            parts = here.relative_to(root).parts
+            dirnames[:] = sorted(d for d in dirnames
+                                 if not self.rules.ignored_entry(root, parts + (d,), is_dir=True)
+                                 and not os.path.islink(here / d))
+            for name in sorted(filenames):
+                if not self.rules.ignored_entry(root, parts + (name,), is_dir=False):
+                    yield here / name
+
+    def admitted(self, path: Path) -> bool:
+        """The name rules admit `path`, and its real path too when it is a link (a link to
+        /etc/passwd or to .env never is)."""
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError):  # gone, or a link loop
+            return False
+        return not (self.rules.ignored(path) or (real != path and self.rules.ignored(real)))
+
+    def load(self, path: Path) -> _Loaded | None:
+        """The file's text if it belongs in the store: not ignored, not huge, not binary, not generated."""
+        return read_source(path, self.options.max_file_bytes) if self.admitted(path) else None
+
+
+def read_source(path: Path, max_file_bytes: int) -> _Loaded | None:
+    """The text of a file whose name is admitted, unless it is huge, binary, generated or not UTF-8."""
+    try:
+        real = path.resolve(strict=True)
+        stat = os.stat(real)
+        if not S_ISREG(stat.st_mode) or stat.st_size > max_file_bytes:
+            return None
+        data = real.read_bytes()
+    except (OSError, RuntimeError):
+        return None
+    head = data[:8192]
+    if b"\0" in head or any(marker in head[:1024] for marker in _GENERATED_MARKERS):
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return _Loaded(str(path), text, content_hash(data), len(data), stat.st_mtime)
+
+
+class Indexer:
+    """Keeps a store equal to the indexable files under `roots`."""
+
+    def __init__(self, store: NgramStore, encode: Encode, roots: Sequence[Path],
+                 options: IndexOptions | None = None, *, encode_batch: EncodeBatch | None = None) -> None:
+        self.store = store
+        self.roots = [Path(r).resolve() for r in roots]
+        self.options = options or IndexOptions()
+        self.sources = SourceWalker(self.roots, self.options, skip=[store.path])
+        self.rules = self.sources.rules
+        self._encode_batch = encode_batch or (lambda texts: [encode(t) for t in texts])
+
+    # ---- whole trees ----------------------------------------------------------------
+
+    def index(self, progress: bool | Callable[[IndexProgress], None] = False, *,
+              cancelled: Callable[[], bool] = lambda: False) -> IndexReport:
+        """Bring the store in line with every root: add new and changed files, drop gone ones.
+
+        `cancelled` is polled while walking and between batches: when it turns true the
+        run stops (IndexCancelled) with every finished batch committed and nothing removed.
+        """
+        return self._sync(self.roots, progress, cancelled)
+
     def _sync(self, tops: Sequence[Path], progress: bool | Callable[[IndexProgress], None] = False,
               cancelled: Callable[[], bool] = lambda: False) -> IndexReport:
         start = time.perf_counter()
-        candidates = self._candidates(tops, cancelled)
+        candidates = self.sources.candidates(tops, cancelled)
         stored = {p: info for p, info in self.store.files().items() if any(_under(p, top) for top in tops)}
         bar = tqdm(total=len(candidates), unit="file", desc="indexing", disable=progress is not True)
         callback = progress if callable(progress) else None
@@ -198,22 +262,7 @@ class Indexer:
 
     def walk(self, top: Path) -> Iterator[Path]:
         """Files under `top` that the name rules admit (nothing is read)."""
-        top = Path(top).resolve()
-        root = self.rules.root_of(top)
-        if root is None or (top != root and self.rules.ignored(top, is_dir=os.path.isdir(top))):
-            return
-        if os.path.isfile(top):
-            yield top
-            return
-        for directory, dirnames, filenames in os.walk(top, onerror=_skip_unreadable):
-            here = Path(directory)
-            parts = here.relative_to(root).parts
-            dirnames[:] = sorted(d for d in dirnames
-                                 if not self.rules.ignored_entry(root, parts + (d,), is_dir=True)
-                                 and not os.path.islink(here / d))
-            for name in sorted(filenames):
-                if not self.rules.ignored_entry(root, parts + (name,), is_dir=False):
-                    yield here / name
+        return self.sources.walk(top)
 
     # ---- single paths (watcher, didSave) ----------------------------------------------
 
@@ -259,32 +308,7 @@ class Indexer:
         self.update_path(dest)
 
     def _load(self, path: Path) -> _Loaded | None:
-        """The file's text if it belongs in the store: not ignored, not huge, not binary, not generated.
-
-        A link is read only when its real path is itself admitted: inside a root
-        and not ignored (a link to /etc/passwd or to .env never is).
-        """
-        try:
-            real = path.resolve(strict=True)
-        except (OSError, RuntimeError):  # gone, or a link loop
-            return None
-        if self.rules.ignored(path) or (real != path and self.rules.ignored(real)):
-            return None
-        try:
-            stat = os.stat(real)
-            if not S_ISREG(stat.st_mode) or stat.st_size > self.options.max_file_bytes:
-                return None
-            data = real.read_bytes()
-        except OSError:
-            return None
-        head = data[:8192]
-        if b"\0" in head or any(marker in head[:1024] for marker in _GENERATED_MARKERS):
-            return None
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        return _Loaded(str(path), text, content_hash(data), len(data), stat.st_mtime)
+        return self.sources.load(path)
 
 
 def _skip_unreadable(error: OSError) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Literal, Sequence
@@ -27,6 +26,7 @@ import numpy as np
 
 from ngram_db import envs, summary
 from ngram_db.counting import OrderCounts, as_tokens, count_ngrams, decode_key, encode_keys, run_starts
+from ngram_db.lookup import CONTEXT, p_ngram_rows
 from ngram_db.errors import StoreCorruptError, StoreError, StoreReadOnlyError, TokenizerMismatchError
 from ngram_db.protocol import TokenizerId
 
@@ -34,7 +34,7 @@ SCHEMA_VERSION = 2
 DEFAULT_ORDERS = (2, 3, 4, 5, 6)
 DEFAULT_TOP_N = 16
 _MAX_PATH_KEY = 480  # LMDB keys stop at 511 bytes
-CONTEXT, FILE, TOKENS, META = b"X", b"F", b"T", b"M"
+FILE, TOKENS, META = b"F", b"T", b"M"
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,16 @@ def _put_or_delete(txn: lmdb.Transaction, keys: list[bytes], values: list[bytes]
     if not alive.all():
         for key in itertools.compress(keys, (~alive).tolist()):
             txn.delete(key)
+
+
+def _records_of(counted: OrderCounts, top_n: int) -> tuple[list[bytes], list[bytes]]:
+    """Keys and records of the contexts of one order's sorted, positive counts."""
+    n = counted.order
+    contexts = counted.grams[:, : n - 1]
+    is_start = run_starts(contexts)
+    records, _ = summary.encode_many(int(is_start.sum()), np.cumsum(is_start) - 1,
+                                     counted.grams[:, n - 1].astype(np.int64), counted.counts, top_n)
+    return encode_keys(CONTEXT, n, contexts[is_start]).tolist(), records
 
 
 def _clear(env: lmdb.Environment, txn: lmdb.Transaction) -> None:
@@ -306,51 +316,50 @@ class NgramStore:
 
     def p_ngram(self, contexts: Sequence[Sequence[int]], candidates: Sequence[Sequence[int]],
                 weights: dict[int, float]) -> list[list[float]]:
-        """NgramSource: all rows in one read transaction.
-
-        Higher orders stop at the first unseen context, and a candidate unseen at
-        order n is not looked up at higher orders (its longer n-grams cannot exist).
-        """
-        longest = self.orders[-1] - 1
-        orders = [(weights.get(n, 0.0), CONTEXT + bytes((n,)), 4 * (n - 1)) for n in self.orders]
-        words_of, parse, count_in = summary.words_of, summary.parse, summary.count_in
-        rows: list[list[float]] = []
-        seen_records: dict[bytes, tuple | None] = {}  # drafts of one step often share their last tokens
+        """NgramSource: all rows in one read transaction (see lookup.p_ngram_rows)."""
         with envs.read(self._shared, buffers=True) as txn:
-            get = txn.get
-            for context, cands in zip(contexts, candidates):
-                row = [0.0] * len(cands)
-                rows.append(row)
-                tail = list(context[-longest:])
-                packed = struct.pack(f">{len(tail)}I", *tail)
-                live = range(len(cands))
-                for lam, prefix, width in orders:
-                    if width > len(packed) or not live:
-                        break
-                    if lam <= 0.0:
-                        continue
-                    key = prefix + packed[len(packed) - width:]
-                    if key not in seen_records:
-                        raw = get(key)
-                        words = None if raw is None else words_of(raw)
-                        seen_records[key] = None if words is None else (words, *parse(words))
-                    record = seen_records[key]
-                    if record is None:
-                        break
-                    words, total, distinct, top = record
-                    scale, complete, seen = lam / total, distinct == len(top), []
-                    for i in live:
-                        count = top.get(cands[i])
-                        if count is None:
-                            if complete:
-                                continue
-                            count = count_in(words, cands[i])
-                            if not count:
-                                continue
-                        row[i] += scale * count
-                        seen.append(i)
-                    live = seen
-        return rows
+            return p_ngram_rows(txn.get, self.orders, contexts, candidates, weights)
+
+    def read_transaction(self, *, buffers: bool = False):  # type: ignore[no-untyped-def]
+        """A read transaction on the store (a context manager); with `buffers`, values are
+        zero-copy views valid inside it."""
+        return envs.read(self._shared, buffers=buffers)
+
+    def records(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every context record as stored (key, value), in key order."""
+        with envs.read(self._shared) as txn:
+            yield from _scan(txn, CONTEXT)
+
+    def add_counts(self, counts: Sequence[OrderCounts], *, meta: dict[str, object]) -> None:
+        """Merge counts that have no file records (a shard of a distributed build) and
+        record `meta` (e.g. the shard's index), in one transaction."""
+        def body(txn: lmdb.Transaction) -> None:
+            # Into a store without context records, sorted orders are appended in key order:
+            # no lookups of existing records, and full B-tree pages.
+            fresh = not any(True for _ in _scan(txn, CONTEXT))
+            contexts = ngrams = 0
+            for delta in sorted(counts, key=lambda c: c.order):
+                if not len(delta):
+                    continue
+                if fresh:
+                    if (delta.counts <= 0).any():
+                        raise ValueError("counts added to an empty store must be positive")
+                    keys, records = _records_of(delta, self.top_n)
+                    with txn.cursor() as cursor:
+                        cursor.putmulti(list(zip(keys, records)), append=True)
+                    more_contexts, more_ngrams = len(keys), len(delta)
+                else:
+                    more_contexts, more_ngrams = self._apply_order(txn, delta)
+                contexts, ngrams = contexts + more_contexts, ngrams + more_ngrams
+            _add_meta(txn, contexts=contexts, ngrams=ngrams)
+            for name, value in meta.items():
+                txn.put(META + name.encode(), msgpack.packb(value))
+        self._write(body)
+
+    def meta(self) -> dict:
+        """The store's metadata (schema, orders, tokenizer, totals; a shard's index and count)."""
+        with envs.read(self._shared) as txn:
+            return _meta(txn)
 
     def count(self, gram: Sequence[int]) -> int:
         """Exact count of one n-gram (its length is its order)."""
@@ -420,13 +429,9 @@ class NgramStore:
             meta = _meta(txn)
         expected: dict[bytes, bytes] = {}
         ngrams = 0
-        for n, counted in count_ngrams(sequences, self.orders).items():
+        for counted in count_ngrams(sequences, self.orders).values():
             ngrams += len(counted)
-            contexts = counted.grams[:, : n - 1]
-            is_start = run_starts(contexts)
-            records, _ = summary.encode_many(int(is_start.sum()), np.cumsum(is_start) - 1,
-                                             counted.grams[:, n - 1].astype(np.int64), counted.counts, self.top_n)
-            expected.update(zip(encode_keys(CONTEXT, n, contexts[is_start]).tolist(), records))
+            expected.update(zip(*_records_of(counted, self.top_n)))
         problems = [f"context {decode_key(k)}: stored {summary.decode(stored[k]) if k in stored else None}, "
                     f"expected {summary.decode(v)}" for k, v in expected.items() if stored.get(k) != v]
         problems += [f"context {decode_key(k)}: stored but not in any file" for k in stored.keys() - expected.keys()]

@@ -1,6 +1,7 @@
 """`spd-lsp` entry point: dispatch to one sub-command module each.
 
 `spd-lsp complete ...` prints drafts, `spd-lsp index ...` builds the n-gram store,
+`spd-lsp engine ...` serves the shared engine (spd_lsp/engined),
 anything else (including no arguments or `--stdio`) serves LSP.
 """
 
@@ -15,8 +16,14 @@ def main(argv: list[str] | None = None) -> int:
     if command == "complete":
         from spd_lsp.complete_command import main as run
         return run(argv[1:])
+    if command == "engine" and "--ray" in argv[1:]:  # the optional `ray` extra's team engine
+        from spd_lsp.ray_serve.command import main as run
+        return run(argv[1:])
     if command == "index":
         from spd_lsp.index_command import main as run
+        return run(argv[1:])
+    if command == "engine":
+        from spd_lsp.engined.command import main as run
         return run(argv[1:])
     from spd_lsp.serve_command import main as run
     return run(argv)

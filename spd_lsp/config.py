@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from spd_lsp.decoding.types import PAPER_NGRAM_WEIGHTS, DecodeOptions
+from spd_lsp.engined import address as engine_address
 
 DECODINGS: tuple[str, ...] = ("superposed", "greedy", "nucleus", "beam")
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
@@ -47,6 +48,11 @@ class Settings:
     max_prefix_tokens: int | None = None  # None = CPU_PREFIX_TOKENS / ACCELERATOR_PREFIX_TOKENS
     multiline: bool = False
     ngrams: NgramSettings = field(default_factory=NgramSettings)
+    # Where decoding runs (spd_lsp/engined): "in-process", "auto" (one shared engine per user
+    # and machine, started on demand) or an address: unix:/path, tcp://host:port, tls://host:port.
+    engine: str = "in-process"
+    engine_token_file: str | None = None  # TCP/TLS engines: the token file (else $SPD_LSP_TOKEN)
+    engine_certificate: str | None = None  # TLS engines: the certificate (or CA) to trust
 
     def decode_options(self) -> DecodeOptions:
         defaults = DecodeOptions()
@@ -65,9 +71,10 @@ class Settings:
             return self.max_prefix_tokens
         return CPU_PREFIX_TOKENS if device_type == "cpu" else ACCELERATOR_PREFIX_TOKENS
 
-    def model_key(self) -> tuple[str | None, str, str, str]:
+    def model_key(self) -> tuple[str | None, ...]:
         """What a model load depends on: a change here means a reload."""
-        return (self.model, self.device, self.dtype, self.quantize)
+        return (self.model, self.device, self.dtype, self.quantize, self.engine, self.engine_token_file,
+                self.engine_certificate)
 
 
 class _Invalid(ValueError):
@@ -168,6 +175,9 @@ KEYS: dict[str, tuple[str, Check]] = {
     "quantize": ("quantize", _choice(QUANTIZE)),
     "maxPrefixTokens": ("max_prefix_tokens", _optional(_integer(16, 32768))),
     "multiline": ("multiline", _boolean),
+    "engine": ("engine", engine_address.check_setting),
+    "engineTokenFile": ("engine_token_file", _optional(_text)),
+    "engineCertificate": ("engine_certificate", _optional(_text)),
 }
 
 

@@ -59,10 +59,7 @@ class Engine:
         timings = Timings()
         healed = self.healed_prompt(prefix, healing=options.heal, ids=ids)
         prompt = healed.prompt_ids
-        rules = DraftRules(
-            table=self.table, stop_ids=self.stop_ids, stop_at_newline=options.stop_at_newline,
-            candidate_device=self.candidate_device,
-        )
+        rules = self.draft_rules(options)
         logits, timings.reused_tokens = self.runner.prefill(prompt, cancelled)  # its forward syncs the device
         timings.prefill_tokens = len(prompt) - timings.reused_tokens
         timings.prefill_s = time.perf_counter() - started
@@ -81,6 +78,13 @@ class Engine:
         request there reuses the cache; returns the tokens run. Cancelled between chunks."""
         prompt = self.healed_prompt(prefix, healing=options.heal, ids=ids).prompt_ids
         return len(prompt) - self.runner.prefill(prompt, cancelled or _never)[1]
+
+    def draft_rules(self, options: DecodeOptions) -> DraftRules:
+        """The stop, healing and placement rules every draft of a request follows."""
+        return DraftRules(
+            table=self.table, stop_ids=self.stop_ids, stop_at_newline=options.stop_at_newline,
+            candidate_device=self.candidate_device,
+        )
 
     def healed_prompt(self, prefix: str, *, healing: bool = True, ids: list[int] | None = None) -> HealedPrompt:
         """What the model is fed for `prefix` (or its given token ids), and the text every draft must first re-produce."""

@@ -7,7 +7,9 @@ run while the server has the store open (one writer at a time, readers go on).
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
+import os
 import sys
 import sysconfig
 import time
@@ -48,12 +50,22 @@ def _parser() -> argparse.ArgumentParser:
                         help="empty the store first and count everything again (needed after changing the "
                              "model's tokenizer); safe while a server has it open")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--engine", choices=["local", "ray"], default="local",
+                        help="with --base: count in this process (local, the default) or on a Ray cluster "
+                             "(ray: needs the `ray` extra; writes an exact sharded store)")
+    parser.add_argument("--shards", type=int, default=4, help="with --engine ray: number of shards (default: %(default)s)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="with --engine ray: parallel tasks, and CPUs of the local cluster started when "
+                             "none is running (default: %(default)s)")
     return parser
 
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="spd-lsp index: %(message)s")
+    if args.engine == "ray" and (not args.base or args.watch):
+        print("spd-lsp index: --engine ray builds a base store: pass --base (and not --watch)", file=sys.stderr)
+        return 2
     roots = [r.resolve() for r in args.roots] or [Path(sysconfig.get_paths()["stdlib"]) if args.base else Path.cwd()]
     missing = [str(r) for r in roots if not r.is_dir()]
     if missing:
@@ -76,6 +88,8 @@ def main(argv: list[str]) -> int:
     except ModelLoadError as error:
         print(f"spd-lsp index: {error}", file=sys.stderr)
         return 2
+    if args.engine == "ray":
+        return _build_on_ray(args, db, roots, exclude, tokenizer_identity(tokenizer))
     try:
         store = NgramStore.open(db, tokenizer_identity(tokenizer), rebuild="always" if args.rebuild else "no")
     except TokenizerMismatchError as error:
@@ -122,3 +136,47 @@ def _watch(indexer: Indexer) -> int:
         return 0
     finally:
         watcher.stop()
+
+
+@functools.lru_cache(maxsize=4)
+def _encoder_for(spec: str | None):  # type: ignore[no-untyped-def]
+    """The batch encoder of a model's tokenizer, loaded once per (Ray worker) process."""
+    from spd_lsp.model import encode_texts, load_tokenizer
+
+    tokenizer = load_tokenizer(spec)
+    return lambda texts: encode_texts(tokenizer, texts)
+
+
+def _build_on_ray(args: argparse.Namespace, db: Path, roots: list[Path], exclude: list[str], identity: Any) -> int:
+    """`--base --engine ray`: an exact sharded base store built with Ray Data."""
+    from ngram_db.shards import is_sharded
+
+    if (db / "data.mdb").exists() and not is_sharded(db):
+        print(f"spd-lsp index: {db} holds an unsharded store; delete it or pass another --db for the sharded one",
+              file=sys.stderr)
+        return 2
+    try:
+        from ngram_db.distributed import build_with_ray
+    except ImportError as error:
+        print(f"spd-lsp index: --engine ray needs the ray extra (pip install 'spd-lsp[ray]'): {error}",
+              file=sys.stderr)
+        return 2
+    options = IndexOptions(max_file_bytes=args.max_file_bytes, exclude=exclude, include_secrets=args.include_secrets,
+                           max_files=args.max_files, max_total_bytes=args.max_total_bytes)
+    if args.quiet:
+        logging.getLogger("ray").setLevel(logging.WARNING)
+    say = (lambda line: None) if args.quiet else (lambda line: print(f"spd-lsp index: {line}", file=sys.stderr))
+    try:
+        report = build_with_ray(db, roots, functools.partial(_encoder_for, args.model), identity,
+                                shards=args.shards, workers=args.workers, options=options, say=say,
+                                progress_bars=not args.quiet, rebuild=args.rebuild)
+    except (StoreError, ValueError) as error:
+        print(f"spd-lsp index: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("spd-lsp index: interrupted; tokenized sources are cached, run again to finish", file=sys.stderr)
+        return 130
+    state = "unchanged" if report.build is None else f"published {report.build.name}"
+    print(f"{db}: {state}; {report.files} files, {report.tokenized} tokenized, {report.tokens} tokens, "
+          f"{args.shards} shards, {report.shard_bytes / 1e6:.1f} MB in {report.seconds:.1f}s")
+    return 0

@@ -82,7 +82,12 @@ Loader = Callable[[Settings], Loaded]
 
 
 def load_engine(settings: Settings) -> Loaded:
-    """The real model and engine, imported lazily so the server answers `initialize` at once."""
+    """The real model and engine, imported lazily so the server answers `initialize` at once;
+    or, with the `engine` setting, a client of the shared engine process (spd_lsp/engined)."""
+    if settings.engine != "in-process":
+        from spd_lsp.engined.remote import load_remote
+
+        return load_remote(settings)
     from spd_lsp.engine import Engine
     from spd_lsp.model import load_model
 
@@ -279,6 +284,8 @@ class Session:
                                  on_ready=self._loaded.engine.set_ngrams)
 
     def _load(self, settings: Settings) -> None:
+        if self._loaded is not None and hasattr(self._loaded.engine, "close"):
+            self._loaded.engine.close()  # a shared engine's connection (spd_lsp/engined)
         self._loaded, self._loaded_key = None, settings.model_key()
         try:
             self._loaded = self.loader(settings)
@@ -381,7 +388,7 @@ class Session:
 
         def work(cancelled: CancelCheck) -> None:
             loaded = self._loaded
-            if loaded is None:
+            if loaded is None or not hasattr(loaded.engine, "warm"):  # a shared engine's client has no cache here
                 return
             if line is None:
                 prefix = opening(text, token_spans(loaded.engine.tokenizer), settings.prefix_budget(loaded.device_type))

@@ -26,6 +26,7 @@ from ngram_db.guarded import GuardedNgrams
 from ngram_db.indexer import IndexCancelled, Indexer, IndexOptions, IndexProgress, IndexTooLargeError
 from ngram_db.layered import DEFAULT_BASE_WEIGHT, LayeredNgrams
 from ngram_db.paths import base_store_path, broad_root, default_store_path, explicit_store_path
+from ngram_db.shards import ShardedStore, open_readonly
 from ngram_db.store import NgramStore
 from ngram_db.watcher import Watcher
 from spd_lsp.config import NgramSettings
@@ -68,7 +69,7 @@ class Workspace:
         self.client = client
         self.options = IndexOptions()  # caps and sizes; `exclude` comes from the settings
         self._roots: list[RootStore] = []
-        self._base: NgramStore | None = None
+        self._base: NgramStore | ShardedStore | None = None
         self._key: tuple[Any, ...] | None = None
         # A daemon thread: quitting the editor must not wait for a long indexing run
         # (every batch is its own transaction, so stopping midway loses nothing).
@@ -131,11 +132,13 @@ class Workspace:
                     self._watch(root_store)
                     self._schedule_index(root_store)
 
-    def _open(self, path: Path, identity: TokenizerId, *, readonly: bool = False) -> NgramStore | None:
+    def _open(self, path: Path, identity: TokenizerId, *, readonly: bool = False) -> NgramStore | ShardedStore | None:
         try:
             # Another tokenizer's (or schema's) store is emptied in place and rebuilt, at the
             # default location and at an explicit `ngrams.db` alike.
-            return NgramStore.open(path, identity, readonly=readonly, rebuild="no" if readonly else "foreign")
+            if readonly:
+                return open_readonly(path, identity)  # a sharded base (`index --base --engine ray`) too
+            return NgramStore.open(path, identity, rebuild="foreign")
         except (StoreError, OSError) as exc:
             self.client.show("warning", f"spd-lsp: n-gram store {path} unusable, completing without it: {exc}")
             return None

@@ -29,6 +29,9 @@ NEOVIM_OPTIONS = {
     "quantize": "int8",
     "max_prefix_tokens": 256,
     "multiline": True,
+    "engine": "tcp://127.0.0.1:7777",
+    "engine_token_file": "/run/team.token",
+    "engine_certificate": "/etc/team.pem",
     "ngrams": {
         "enabled": False,
         "orders": [2, 3],

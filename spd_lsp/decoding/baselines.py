@@ -7,12 +7,14 @@ cache and apply the same token healing and stop rules.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from spd_lsp.decoding.drafts import DraftRules, FinishedPool, Hypothesis, extension_totals, select
 from spd_lsp.decoding.lm import ModelRunner
-from spd_lsp.decoding.placement import model_step
-from spd_lsp.decoding.types import CancelCheck, Cancelled, DecodeOptions, Timings
+from spd_lsp.decoding.stepping import Progress, run_alone
+from spd_lsp.decoding.types import CancelCheck, DecodeOptions, Timings
 
 
 def nucleus_filter(logp: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -45,6 +47,90 @@ def constrained_logp(lm_logp: torch.Tensor, hyps: list[Hypothesis], rules: Draft
     return out
 
 
+@dataclass
+class IndependentState(Progress):
+    """`batch` independent drafts (greedy or nucleus) between steps: a `stepping.StepState` of `batch` rows."""
+
+    remainder: str
+    rules: DraftRules
+    options: DecodeOptions
+    batch: int
+    sample: bool
+    generator: torch.Generator | None
+
+    def __post_init__(self) -> None:
+        self.logits = self.logits.expand(self.batch, -1)
+        self.hyps = [Hypothesis(remainder=self.remainder) for _ in range(self.batch)]
+        self.temperature = self.options.nucleus_temperature if self.sample else 1.0
+        self.steps = self.options.step_budget(self.remainder)
+        self.tokens: torch.Tensor | None = None
+
+    def select(self) -> None:
+        self.begin_step()
+        logits, options = self.logits, self.options
+        model_logp = torch.log_softmax(logits, dim=-1)
+        scaled = model_logp if self.temperature == 1.0 else torch.log_softmax(logits / self.temperature, dim=-1)
+        logp = constrained_logp(scaled, self.hyps, self.rules)
+        tokens = sample_rows(logp, options.top_p, self.generator) if self.sample else torch.argmax(logp, dim=-1)
+        token_logp = model_logp.gather(1, tokens[:, None]).squeeze(1)
+        self.hyps = [
+            h if h.finished else self.rules.extend(h, int(t), h.score + float(lp))
+            for h, t, lp in zip(self.hyps, tokens.tolist(), token_logp.tolist())
+        ]
+        self.tokens = tokens
+        self.step += 1
+        self.done = all(h.finished for h in self.hyps) or self.step == self.steps
+
+    def parents(self) -> list[int]:
+        return [0] * self.batch if self.step == 1 else list(range(self.batch))  # the prompt forks into rows
+
+    def drafts(self) -> list[Hypothesis]:
+        return self.hyps
+
+    def inputs(self, runner: ModelRunner) -> torch.Tensor:
+        assert self.tokens is not None
+        return runner.embed(self.tokens)[:, None, :]
+
+    def own_forward(self, runner: ModelRunner) -> torch.Tensor | None:
+        return None
+
+
+@dataclass
+class BeamState(Progress):
+    """Beam search with k beams between steps: rows follow the kept parents."""
+
+    remainder: str
+    rules: DraftRules
+    options: DecodeOptions
+
+    def __post_init__(self) -> None:
+        self.finished = FinishedPool(self.options.k)
+        self.hyps = [Hypothesis(remainder=self.remainder)]
+        self.rows: list[int] = [0]
+        self.steps = self.options.step_budget(self.remainder)
+
+    def select(self) -> None:
+        self.begin_step()
+        options = self.options
+        cand_ids, cand_logp = self.rules.propose(torch.log_softmax(self.logits, dim=-1), self.hyps, options.pool)
+        self.hyps, self.rows = select(self.hyps, cand_ids, extension_totals(self.hyps, cand_logp), options.k,
+                                      self.rules, self.finished)
+        self.step += 1
+        self.done = not self.hyps or self.finished.saturated(self.hyps) or self.step == self.steps
+
+    def parents(self) -> list[int]:
+        return self.rows
+
+    def inputs(self, runner: ModelRunner) -> torch.Tensor:
+        return runner.embed(torch.tensor([h.tokens[-1] for h in self.hyps], device=runner.device))[:, None, :]
+
+    def own_forward(self, runner: ModelRunner) -> torch.Tensor | None:
+        return None
+
+    def drafts(self) -> list[Hypothesis]:
+        return list(self.finished.by_text.values()) + self.hyps
+
+
 def independent_decode(
     runner: ModelRunner,
     logits: torch.Tensor,
@@ -59,28 +145,10 @@ def independent_decode(
     timings: Timings,
 ) -> list[Hypothesis]:
     """`batch` independent drafts (greedy or nucleus), one token per row per step."""
-    cache = runner.fork(batch) if batch > 1 else runner.cache
-    logits = logits.expand(batch, -1)
-    hyps = [Hypothesis(remainder=remainder) for _ in range(batch)]
-    temperature = options.nucleus_temperature if sample else 1.0
-    steps = options.step_budget(remainder)
-    for step in range(steps):
-        if cancelled():
-            raise Cancelled()
-        model_logp = torch.log_softmax(logits, dim=-1)
-        scaled = model_logp if temperature == 1.0 else torch.log_softmax(logits / temperature, dim=-1)
-        logp = constrained_logp(scaled, hyps, rules)
-        tokens = sample_rows(logp, options.top_p, generator) if sample else torch.argmax(logp, dim=-1)
-        token_logp = model_logp.gather(1, tokens[:, None]).squeeze(1)
-        hyps = [
-            h if h.finished else rules.extend(h, int(t), h.score + float(lp))
-            for h, t, lp in zip(hyps, tokens.tolist(), token_logp.tolist())
-        ]
-        if all(h.finished for h in hyps) or step == steps - 1:
-            break
-        with model_step(timings, runner.device):
-            logits = runner.forward(cache, ids=tokens[:, None])
-    return hyps
+    state = IndependentState(remainder, rules, options, batch, sample, generator, cancelled=cancelled,
+                             timings=timings, logits=logits)
+    run_alone(runner, state)
+    return state.drafts()
 
 
 def beam_decode(
@@ -93,21 +161,6 @@ def beam_decode(
     timings: Timings,
 ) -> list[Hypothesis]:
     """Beam search with k beams over one batch-k cache, reordered to follow the kept parents."""
-    finished = FinishedPool(options.k)
-    hyps = [Hypothesis(remainder=remainder)]
-    cache = None
-    steps = options.step_budget(remainder)
-    for step in range(steps):
-        if cancelled():
-            raise Cancelled()
-        cand_ids, cand_logp = rules.propose(torch.log_softmax(logits, dim=-1), hyps, options.pool)
-        hyps, parents = select(hyps, cand_ids, extension_totals(hyps, cand_logp), options.k, rules, finished)
-        if not hyps or finished.saturated(hyps) or step == steps - 1:
-            break
-        with model_step(timings, runner.device):
-            if cache is None:  # first step: every beam's parent is the prompt
-                cache = runner.fork(len(hyps))
-            else:
-                cache.reorder_cache(torch.tensor(parents, dtype=torch.long, device=runner.device))
-            logits = runner.forward(cache, ids=torch.tensor([[h.tokens[-1]] for h in hyps], device=runner.device))
-    return list(finished.by_text.values()) + hyps
+    state = BeamState(remainder, rules, options, cancelled=cancelled, timings=timings, logits=logits)
+    run_alone(runner, state)
+    return state.drafts()

@@ -75,9 +75,20 @@ class ModelRunner:
         return self.embedding(ids.to(self.device))
 
     @torch.inference_mode()
-    def forward(self, cache: DynamicCache, ids: torch.Tensor | None = None, embeds: torch.Tensor | None = None) -> torch.Tensor:
-        """Append ids [B, T] or embeds [B, T, H] to cache; return last-position logits [B, V] in fp32."""
+    def forward(
+        self, cache: DynamicCache, ids: torch.Tensor | None = None, embeds: torch.Tensor | None = None, *,
+        attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Append ids [B, T] or embeds [B, T, H] to cache; return last-position logits [B, V] in fp32.
+
+        `attention_mask` [B, cached + T] and `position_ids` [B, T]: rows of a left-padded batch
+        (the engine's continuous batching); None for unpadded rows.
+        """
         kwargs: dict[str, Any] = {self._cache_kwarg: cache, "use_cache": True}
+        if attention_mask is not None:
+            kwargs["attention_mask"] = attention_mask.to(self.device)
+        if position_ids is not None:
+            kwargs["position_ids"] = position_ids.to(self.device)
         if self._keep_last:
             kwargs["logits_to_keep"] = 1
         if ids is not None:

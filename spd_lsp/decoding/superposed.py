@@ -8,6 +8,7 @@ distribution, mixes in n-gram probabilities per draft and keeps the best k.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -15,8 +16,9 @@ from ngram_db import NgramSource
 from spd_lsp.decoding.drafts import DraftRules, FinishedPool, Hypothesis, extension_totals, select
 from spd_lsp.decoding.interpolate import interpolate
 from spd_lsp.decoding.lm import ModelRunner
-from spd_lsp.decoding.placement import CPU, model_step
-from spd_lsp.decoding.types import CancelCheck, Cancelled, DecodeOptions, Timings
+from spd_lsp.decoding.placement import CPU
+from spd_lsp.decoding.stepping import Progress, run_alone
+from spd_lsp.decoding.types import CancelCheck, DecodeOptions, Timings
 from spd_lsp.decoding.verify import verify
 
 
@@ -44,6 +46,62 @@ def ngram_probabilities(
     return torch.tensor(p, dtype=torch.float32, device=cand_ids.device)
 
 
+@dataclass
+class SuperposedState(Progress):
+    """One superposed request between steps (a `stepping.StepState` of one row).
+
+    `logits` are the request's newest LM logits [1, V]; `done` once its drafts are final.
+    """
+
+    prompt_ids: list[int]
+    remainder: str
+    rules: DraftRules
+    options: DecodeOptions
+    ngrams: NgramSource | None
+
+    def __post_init__(self) -> None:
+        self.first_logits = self.logits
+        self.alpha = self.options.alpha if self.ngrams is not None else 0.0
+        self.steps = self.options.step_budget(self.remainder)
+        self.finished = FinishedPool(self.options.k)
+        self.hyps = [Hypothesis(remainder=self.remainder)]
+
+    @property
+    def resets(self) -> bool:
+        """Paper 5.3: this step re-feeds the best draft instead of the superposed embedding."""
+        every = self.options.reset_every
+        return bool(every) and self.step % every == 0
+
+    def select(self) -> None:
+        """Expand the drafts by the candidates of `logits` and keep the best k (the CPU half of a step)."""
+        self.begin_step()
+        options = self.options
+        lm_logp = torch.log_softmax(self.logits / options.temperature, dim=-1)
+        cand_ids, cand_lm = self.rules.propose(lm_logp, self.hyps, options.pool)
+        p_ngram = torch.zeros_like(cand_lm)
+        if self.alpha > 0.0:
+            started = time.perf_counter()
+            p_ngram = ngram_probabilities(self.ngrams, self.prompt_ids, self.hyps, cand_ids, options)
+            self.timings.ngram_s += time.perf_counter() - started
+        mixed = interpolate(cand_lm, p_ngram, self.alpha, options.log_delta, drop_unsupported=options.drop_unsupported)
+        self.hyps, _ = select(self.hyps, cand_ids, extension_totals(self.hyps, mixed), options.k, self.rules, self.finished)
+        self.step += 1
+        self.done = not self.hyps or self.finished.saturated(self.hyps) or self.step == self.steps
+
+    def drafts(self) -> list[Hypothesis]:
+        """Finished and live drafts (unranked)."""
+        return list(self.finished.by_text.values()) + self.hyps
+
+    def parents(self) -> list[int]:
+        return [0]  # one row: the superposition of the k drafts
+
+    def inputs(self, runner: ModelRunner) -> torch.Tensor:
+        return superposed_embedding(runner, self.hyps)
+
+    def own_forward(self, runner: ModelRunner) -> torch.Tensor | None:
+        return reset_to_best(runner, self.prompt_ids, self.hyps) if self.resets else None
+
+
 def superposed_decode(
     runner: ModelRunner,
     logits: torch.Tensor,
@@ -56,33 +114,12 @@ def superposed_decode(
     timings: Timings,
 ) -> list[Hypothesis]:
     """Run SPD from the prompt's last logits; returns finished and live drafts (unranked)."""
-    alpha = options.alpha if ngrams is not None else 0.0
-    first_logits = logits
-    finished = FinishedPool(options.k)
-    hyps = [Hypothesis(remainder=remainder)]
-    steps = options.step_budget(remainder)
-    for step in range(steps):
-        if cancelled():
-            raise Cancelled()
-        lm_logp = torch.log_softmax(logits / options.temperature, dim=-1)
-        cand_ids, cand_lm = rules.propose(lm_logp, hyps, options.pool)
-        p_ngram = torch.zeros_like(cand_lm)
-        if alpha > 0.0:
-            started = time.perf_counter()
-            p_ngram = ngram_probabilities(ngrams, prompt_ids, hyps, cand_ids, options)
-            timings.ngram_s += time.perf_counter() - started
-        mixed = interpolate(cand_lm, p_ngram, alpha, options.log_delta, drop_unsupported=options.drop_unsupported)
-        hyps, _ = select(hyps, cand_ids, extension_totals(hyps, mixed), options.k, rules, finished)
-        if not hyps or finished.saturated(hyps) or step == steps - 1:
-            break
-        with model_step(timings, runner.device):
-            if options.reset_every and (step + 1) % options.reset_every == 0:
-                logits = reset_to_best(runner, prompt_ids, hyps)
-            else:
-                logits = runner.forward(runner.cache, embeds=superposed_embedding(runner, hyps))
-    drafts = list(finished.by_text.values()) + hyps
+    state = SuperposedState(prompt_ids, remainder, rules, options, ngrams, cancelled=cancelled, timings=timings,
+                            logits=logits)
+    run_alone(runner, state)
+    drafts = state.drafts()
     if options.verify_rounds:
-        drafts = verify(runner, first_logits, prompt_ids, remainder, drafts, rules, options, ngrams, timings)
+        drafts = verify(runner, state.first_logits, prompt_ids, remainder, drafts, rules, options, ngrams, timings)
     return drafts
 
 

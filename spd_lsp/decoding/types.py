@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Literal
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Callable, Literal
 
 Method = Literal["superposed", "greedy", "nucleus", "nucleus_batched", "beam"]
 METHODS: tuple[str, ...] = ("superposed", "greedy", "nucleus", "nucleus_batched", "beam")
@@ -53,6 +53,42 @@ class DecodeOptions:
         """Tokens to generate: max_tokens new ones, plus one to re-produce healed text."""
         return self.max_tokens + (1 if healed_text else 0)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values for the engine protocol (n-gram orders as string keys)."""
+        values = asdict(self)
+        values["ngram_weights"] = {str(n): w for n, w in self.ngram_weights.items()}
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "DecodeOptions":
+        """The inverse of `to_dict`; missing keys take defaults, unknown keys or bad types raise ValueError."""
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ValueError(f"unknown decode options: {', '.join(map(str, unknown))}")
+        values = dict(values)
+        if "ngram_weights" in values:
+            try:
+                values["ngram_weights"] = {int(n): float(w) for n, w in values["ngram_weights"].items()}
+            except (AttributeError, TypeError, ValueError) as exc:
+                raise ValueError(f"ngram_weights must map orders to weights: {exc}") from exc
+        defaults = cls()
+        for name, value in values.items():
+            expected = getattr(defaults, name)
+            if name != "ngram_weights" and not _same_kind(value, expected, optional=known[name].type.endswith("None")):
+                raise ValueError(f"decode option {name}={value!r} has the wrong type")
+        return cls(**values)
+
+
+def _same_kind(value: Any, default: Any, *, optional: bool) -> bool:
+    if value is None:
+        return optional
+    if isinstance(value, bool) or isinstance(default, bool):
+        return isinstance(value, bool) and (default is None or isinstance(default, bool))
+    if isinstance(value, (int, float)):
+        return default is None or isinstance(default, (int, float))
+    return default is None or isinstance(value, type(default))
+
 
 @dataclass
 class Timings:
@@ -70,6 +106,15 @@ class Timings:
     @property
     def per_step_ms(self) -> float:
         return 1000.0 * self.model_s / self.steps if self.steps else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "Timings":
+        """Known keys only (a newer engine may report more phases)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{name: value for name, value in values.items() if name in known})
 
 
 @dataclass

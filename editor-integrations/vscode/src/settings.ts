@@ -29,11 +29,15 @@ export interface ServerSettings {
   quantize?: string;
   maxPrefixTokens?: number;
   multiline?: boolean;
+  engine?: string;
+  engineTokenFile?: string;
+  engineCertificate?: string;
   ngrams?: NgramSettings;
 }
 
 const TOP_LEVEL = [
   "k", "maxTokens", "decoding", "temperature", "model", "device", "dtype", "quantize", "maxPrefixTokens", "multiline",
+  "engine", "engineTokenFile", "engineCertificate",
 ] as const;
 const NGRAM_KEYS = ["enabled", "orders", "weights", "alpha", "db", "index", "exclude"] as const;
 

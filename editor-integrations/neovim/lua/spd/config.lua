@@ -28,13 +28,16 @@ M.defaults = {
   quantize = nil, ---@type 'none'|'int8'|nil
   max_prefix_tokens = nil,
   multiline = false,
+  engine = nil, ---@type 'in-process'|'auto'|string|nil an address: unix:/path, tcp://host:port, tls://host:port
+  engine_token_file = nil,
+  engine_certificate = nil,
   ngrams = {}, ---@type { enabled?: boolean, orders?: integer[], weights?: table<string, number>, alpha?: number, db?: string, index?: boolean, exclude?: string[] }
 }
 
 local CLIENT_KEYS = { 'cmd', 'filetypes', 'debounce_ms', 'auto_trigger', 'keymaps', 'hl_group', 'counter_hl_group' }
 local SERVER_KEYS = {
   'k', 'max_tokens', 'decoding', 'temperature', 'model', 'device', 'dtype', 'quantize', 'max_prefix_tokens', 'multiline',
-  'ngrams',
+  'engine', 'engine_token_file', 'engine_certificate', 'ngrams',
 }
 
 local function camel(key)

@@ -1,0 +1,329 @@
+"""Continuous batching: concurrent requests decode together, each its rows of one batch.
+
+A superposed request takes ONE row; the batched baselines (nucleus_batched, beam) take
+k rows per request, greedy one. A request joins between steps: its prompt is
+prefilled on the runner of its affinity key (so an editor's next request reuses its
+prompt cache), then its key/value rows join the batch's cache, left-padded to the
+longest row and masked, with its own position ids. Every step runs
+`stepping.decode_step` over all requests (ONE forward); a finished or cancelled
+request leaves between steps. The batch cache is rebuilt only when its membership
+changes and re-gathered only when a request forks or reorders its rows (beam);
+steps in between just append.
+
+Requests the batch cannot take run alone through `Engine.complete` between steps:
+sequential nucleus, `reset_every`, verification (it re-scores on the request's own
+prompt cache), extra prompt arguments, and models whose cache is not a plain
+per-layer key/value cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+from ngram_db import NgramSource
+from spd_lsp.decoding.drafts import to_drafts
+from spd_lsp.decoding.lm import ModelRunner
+from spd_lsp.decoding.baselines import BeamState, IndependentState
+from spd_lsp.decoding.stepping import decode_step
+from spd_lsp.decoding.superposed import SuperposedState
+from spd_lsp.decoding.types import Cancelled, DecodeOptions, DecodeResult, Timings
+
+log = logging.getLogger(__name__)
+RUNNERS = 16  # prompt caches kept, one per affinity key (an editor's document), least recently used out
+
+
+@dataclass
+class Job:
+    """One `complete` request as the scheduler sees it; `future` gets a DecodeResult or an exception."""
+
+    prefix: str
+    options: DecodeOptions
+    ngrams: NgramSource | None = None
+    ids: list[int] | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    affinity: str = ""
+    future: Future = field(default_factory=Future)
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+    started: float = field(default_factory=time.perf_counter)
+
+    def cancel(self) -> None:
+        self.cancel_event.set()
+
+    def cancelled(self) -> bool:
+        return self.cancel_event.is_set()
+
+
+@dataclass(eq=False)
+class Member:
+    job: Job
+    state: Any  # a stepping.StepState
+    prompt: list[int]
+    remainder: str
+    length: int  # real (unpadded) positions of each of its rows
+    prompt_rows: list[tuple[torch.Tensor, torch.Tensor]]  # its prompt's key/values per layer, until it joins
+    rows: int = 1  # its rows in the batch cache
+
+
+BATCHED_METHODS = ("superposed", "greedy", "nucleus_batched", "beam")
+
+
+def batchable(job: Job) -> bool:
+    options = job.options
+    return (options.method in BATCHED_METHODS and not options.reset_every and not options.verify_rounds
+            and not job.args)
+
+
+def start_state(job: Job, logits: torch.Tensor, prompt: list[int], remainder: str, rules: Any,
+                timings: Timings) -> Any:
+    """The step state of a batchable request (the methods of `Engine._run`)."""
+    options = job.options
+    progress = {"cancelled": _never, "timings": timings, "logits": logits}  # the scheduler checks cancellation
+    if options.method == "superposed":
+        return SuperposedState(prompt, remainder, rules, options, job.ngrams, **progress)
+    if options.method == "beam":
+        return BeamState(remainder, rules, options, **progress)
+    sample = options.method == "nucleus_batched"
+    generator = torch.Generator(device=logits.device).manual_seed(options.seed) if options.seed is not None else None
+    return IndependentState(remainder, rules, options, options.k if sample else 1, sample, generator, **progress)
+
+
+class BatchCache:
+    """The rows of the batch in one left-padded key/value cache, rebuilt when members change."""
+
+    def __init__(self, runner: ModelRunner) -> None:
+        self.runner = runner
+        self.members: list[Member] = []
+        self.cache: DynamicCache | None = None
+        self.width = 0
+
+    def forward(self, members: list[Member], inputs: torch.Tensor) -> torch.Tensor:
+        if [id(m) for m in members] != [id(m) for m in self.members]:
+            self._rebuild(members)
+        assert self.cache is not None
+        self._follow_parents(members)
+        lengths = torch.tensor([m.length for m in members for _ in range(m.rows)])
+        positions = torch.arange(self.width + 1)[None, :]
+        mask = (positions >= (self.width - lengths)[:, None]).long()  # [B, width + 1], pads are 0
+        logits = self.runner.forward(self.cache, embeds=inputs, attention_mask=mask, position_ids=lengths[:, None])
+        self.width += 1
+        for member in members:
+            member.length += 1
+        return logits
+
+    def _follow_parents(self, members: list[Member]) -> None:
+        """Re-gather rows where a request forks (its first baseline step) or reorders them (beam)."""
+        index, offset, moved = [], 0, False
+        for member in members:
+            parents = member.state.parents()
+            moved = moved or parents != list(range(member.rows))
+            index += [offset + p for p in parents]
+            offset += member.rows
+            member.rows = len(parents)
+        if moved:
+            self.cache.reorder_cache(torch.tensor(index, dtype=torch.long, device=self.runner.device))
+
+    def _rebuild(self, members: list[Member]) -> None:
+        rows = [self._rows(m) for m in members]
+        width = max(m.length for m in members)
+        layers = []
+        for layer in range(len(rows[0])):
+            keys = torch.cat([_left_pad(row[layer][0], width) for row in rows])
+            values = torch.cat([_left_pad(row[layer][1], width) for row in rows])
+            layers.append((keys, values))
+        self.cache = DynamicCache(ddp_cache_data=layers)
+        self.members, self.width = list(members), width
+
+    def _rows(self, member: Member) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The member's own key/values [rows, heads, length, dim] per layer: from the batch, else its prompt."""
+        if member in self.members and self.cache is not None:
+            first = sum(m.rows for m in self.members[: self.members.index(member)])
+            rows, start = slice(first, first + member.rows), self.width - member.length
+            return [(layer.keys[rows, :, start:], layer.values[rows, :, start:]) for layer in self.cache.layers]
+        return member.prompt_rows
+
+
+def _left_pad(tensor: torch.Tensor, width: int) -> torch.Tensor:
+    missing = width - tensor.shape[2]
+    if missing == 0:
+        return tensor
+    pad = tensor.new_zeros(tensor.shape[0], tensor.shape[1], missing, tensor.shape[3])
+    return torch.cat([pad, tensor], dim=2)
+
+
+def plain_cache(cache: Any) -> bool:
+    """A cache the batch can slice: every layer a full (not sliding) key/value layer."""
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(
+        type(layer).__name__ == "DynamicLayer" and getattr(layer, "keys", None) is not None for layer in layers
+    )
+
+
+class Scheduler:
+    """The engine's one model thread: admits jobs between steps and steps the batch.
+
+    `submit` is thread-safe; everything else runs on the thread. `max_batch` caps the rows.
+    """
+
+    def __init__(self, engine: Any, *, max_batch: int = 32) -> None:
+        self.engine = engine
+        self.max_batch = max_batch
+        self._incoming: queue.Queue[Job | None] = queue.Queue()
+        self._runners: OrderedDict[str, ModelRunner] = OrderedDict()
+        self._members: list[Member] = []
+        self._waiting: list[Job] = []
+        self._batch = BatchCache(engine.runner)
+        self.counts = {"batched": 0, "alone": 0, "cancelled": 0, "failed": 0, "steps": 0, "maxBatched": 0}
+        self._thread = threading.Thread(target=self._run, name="spd-engine-model", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Job) -> Future:
+        self._incoming.put(job)
+        return job.future
+
+    def status(self) -> dict[str, Any]:
+        return {"rows": len(self._members), "queued": self._incoming.qsize() + len(self._waiting), **self.counts}
+
+    def close(self, timeout: float = 10.0) -> None:
+        self._incoming.put(None)
+        self._thread.join(timeout)
+
+    # -- the model thread ------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            if not self._admit(block=not self._members):
+                break
+            self._step()
+
+    def _admit(self, *, block: bool) -> bool:
+        """Take new jobs; run the unbatchable ones; prefill joiners. False once closed."""
+        try:
+            while True:
+                job = self._incoming.get(block=block and not self._waiting)
+                block = False
+                if job is None:
+                    self._fail_all(RuntimeError("the engine is shutting down"))
+                    return False
+                self._waiting.append(job)
+        except queue.Empty:
+            pass
+        waiting, self._waiting = self._waiting, []
+        for job in waiting:
+            if job.cancelled():
+                self._finish(job, error=Cancelled())
+            elif len(self._members) >= self.max_batch:
+                self._waiting.append(job)
+            else:
+                self._start(job)
+        return True
+
+    def _start(self, job: Job) -> None:
+        try:
+            if not batchable(job):
+                self.counts["alone"] += 1
+                self._finish(job, result=self.engine.complete(job.prefix, job.options, job.cancelled, ids=job.ids, **job.args))
+                return
+            member = self._prefill(job)
+        except BaseException as exc:  # noqa: BLE001 - a bad request fails alone
+            self._finish(job, error=exc)
+            return
+        if member is not None:
+            self.counts["batched"] += 1
+            self._members.append(member)
+            self.counts["maxBatched"] = max(self.counts["maxBatched"], len(self._members))
+
+    def _prefill(self, job: Job) -> Member | None:
+        engine, options = self.engine, job.options
+        timings = Timings()
+        healed = engine.healed_prompt(job.prefix, healing=options.heal, ids=job.ids)
+        prompt = healed.prompt_ids
+        rules = engine.draft_rules(options)
+        runner = self._runner(job.affinity)
+        logits, timings.reused_tokens = runner.prefill(prompt, job.cancelled)
+        timings.prefill_tokens = len(prompt) - timings.reused_tokens
+        timings.prefill_s = time.perf_counter() - job.started
+        state = start_state(job, logits, prompt, healed.remainder, rules, timings)
+        if not plain_cache(runner.cache):
+            self.counts["alone"] += 1
+            self._finish(job, result=self.engine.complete(job.prefix, options, job.cancelled, ids=job.ids))
+            return None
+        rows = [(layer.keys[:, :, : len(prompt)].clone(), layer.values[:, :, : len(prompt)].clone())
+                for layer in runner.cache.layers]
+        return Member(job, state, prompt, healed.remainder, len(prompt), rows)
+
+    def _runner(self, affinity: str) -> ModelRunner:
+        runner = self._runners.pop(affinity, None)
+        if runner is None:
+            base = self.engine.runner
+            runner = ModelRunner(base.model, base.device, chunk_tokens=base.chunk_tokens, slots=1)
+        self._runners[affinity] = runner
+        while len(self._runners) > RUNNERS:
+            self._runners.popitem(last=False)
+        return runner
+
+    def _step(self) -> None:
+        for member in [m for m in self._members if m.job.cancelled()]:
+            self.counts["cancelled"] += 1
+            self._leave(member, error=Cancelled())
+        if not self._members:
+            return
+        members = list(self._members)
+        by_state = {id(m.state): m for m in members}
+
+        def forward(states: list[Any], inputs: torch.Tensor) -> torch.Tensor:
+            return self._batch.forward([by_state[id(s)] for s in states], inputs)
+
+        try:
+            decode_step(self.engine.runner, [m.state for m in members], forward)
+        except BaseException as exc:  # noqa: BLE001 - a failed step fails its batch, not the engine
+            log.exception("a batch step failed")
+            self.counts["failed"] += len(members)
+            for member in members:
+                self._leave(member, error=exc)
+            self._batch = BatchCache(self.engine.runner)
+            return
+        self.counts["steps"] += 1
+        for member in members:
+            if member.state.done:
+                self._leave(member)
+
+    def _leave(self, member: Member, *, error: BaseException | None = None) -> None:
+        self._members.remove(member)
+        if error is not None:
+            self._finish(member.job, error=error)
+            return
+        state, engine = member.state, self.engine
+        options = state.options
+        drafts = to_drafts(state.drafts(), options.k, engine.table, member.prompt, member.remainder,
+                           stop_at_newline=options.stop_at_newline)
+        state.timings.total_s = time.perf_counter() - member.job.started
+        self._finish(member.job, result=DecodeResult(drafts, state.timings, options.method))
+
+    def _finish(self, job: Job, *, result: DecodeResult | None = None, error: BaseException | None = None) -> None:
+        if job.future.done():
+            return
+        if error is not None:
+            job.future.set_exception(error)
+        else:
+            job.future.set_result(result)
+
+    def _fail_all(self, error: BaseException) -> None:
+        for member in list(self._members):
+            self._leave(member, error=error)
+        for job in self._waiting:
+            self._finish(job, error=error)
+        self._waiting = []
+
+
+def _never() -> bool:
+    return False
+

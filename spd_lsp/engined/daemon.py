@@ -1,0 +1,100 @@
+"""The per-user engine: found at, or started on, an owner-only Unix socket.
+
+`user_runtime_dir("spd-lsp")` (mode 0700) holds one socket per model setting
+(`engine-<key>.sock`, 0600), its start lock and its log. Two front ends starting at
+once take the lock in turn: the second finds the first one's engine answering.
+The engine exits after `IDLE_TIMEOUT_S` without connections; the next request
+starts it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import fasteners
+import platformdirs
+
+IDLE_TIMEOUT_S = 600.0
+_started: list[subprocess.Popen] = []  # engines this process started: reaped once they exit
+START_TIMEOUT_S = 180.0  # loading the model from a cold disk
+
+
+@dataclass(frozen=True)
+class Paths:
+    socket: Path
+    lock: Path
+    log: Path
+
+
+def model_args(settings: Any) -> list[str]:
+    """The `spd-lsp engine` flags that select the model of `settings` (and name its socket)."""
+    args = ["--device", settings.device, "--dtype", settings.dtype, "--quantize", settings.quantize]
+    return (["--model", settings.model] if settings.model else []) + args
+
+
+def runtime_dir() -> Path:
+    """The user's runtime directory for spd-lsp, created owner-only (and refused if it is not ours)."""
+    path = Path(platformdirs.user_runtime_dir("spd-lsp"))
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.stat()
+    if info.st_uid != os.getuid():
+        raise PermissionError(f"{path} belongs to uid {info.st_uid}, not to you")
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def paths_for(model_args: list[str]) -> Paths:
+    """One engine per user, machine and model setting."""
+    key = hashlib.sha256("\0".join(model_args).encode()).hexdigest()[:12]
+    root = runtime_dir()
+    return Paths(root / f"engine-{key}.sock", root / f"engine-{key}.lock", root / f"engine-{key}.log")
+
+
+def answering(path: Path) -> bool:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(2.0)
+    try:
+        sock.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+def ensure(model_args: list[str], *, idle_timeout: float = IDLE_TIMEOUT_S,
+           start_timeout: float = START_TIMEOUT_S) -> Path:
+    """The socket of this user's engine for `model_args`, started (once) if none answers."""
+    _started[:] = [process for process in _started if process.poll() is None]
+    paths = paths_for(model_args)
+    if answering(paths.socket):
+        return paths.socket
+    with fasteners.InterProcessLock(str(paths.lock)):
+        if answering(paths.socket):  # another front end started it while we waited
+            return paths.socket
+        paths.socket.unlink(missing_ok=True)  # a dead engine's socket
+        command = [sys.executable, "-m", "spd_lsp.cli", "engine", "--socket", str(paths.socket),
+                   "--idle-timeout", str(idle_timeout), *model_args]
+        with open(paths.log, "ab") as log:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                       start_new_session=True)  # outlives the front end that started it
+        _started.append(process)
+        deadline = time.monotonic() + start_timeout
+        while not answering(paths.socket):
+            if process.poll() is not None:
+                raise RuntimeError(f"the engine exited with {process.returncode} while starting; see {paths.log}")
+            if time.monotonic() > deadline:
+                process.kill()
+                raise TimeoutError(f"the engine did not start within {start_timeout:.0f} s; see {paths.log}")
+            time.sleep(0.05)
+    return paths.socket

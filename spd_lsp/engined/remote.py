@@ -1,0 +1,58 @@
+"""`load_engine` for the `engine` setting's other values: a `RemoteEngine` with the engine's
+own tokenizer, reached over the per-user daemon ("auto") or an address."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from spd_lsp import auth
+from spd_lsp.engined import daemon, protocol
+from spd_lsp.engined import tokenizer as tokenizer_wire
+from spd_lsp.engined.address import AUTO, Address, parse
+from spd_lsp.engined.client import Connection, EngineGone, RemoteEngine
+
+
+def load_remote(settings: Any) -> Any:
+    """A `session.Loaded` whose engine is a `RemoteEngine`."""
+    from spd_lsp.session import Loaded
+
+    if settings.engine == AUTO:
+        flags = daemon.model_args(settings)
+
+        def connect(*, restart: bool = False) -> Connection:
+            try:
+                sock = daemon.ensure(flags)
+            except (RuntimeError, TimeoutError, OSError) as exc:  # it could not start: the request answers nothing
+                raise EngineGone(str(exc)) from exc
+            return Connection(Address("unix", path=str(sock)))
+    else:
+        address = parse(settings.engine)
+        token = _token(settings) if address.kind != "unix" else None
+
+        def connect(*, restart: bool = False) -> Connection:
+            return Connection(address, token=token, cafile=settings.engine_certificate)
+
+    connection = connect()
+    try:
+        _, future = connection.request({"op": protocol.TOKENIZER})
+        reply = future.result(timeout=60)
+        tokenizer = tokenizer_wire.from_wire(reply["tokenizer"])
+    except BaseException:
+        connection.close()
+        raise
+    local = settings.engine == AUTO or settings.engine.startswith("unix:")
+    engine = RemoteEngine(connect, tokenizer, local=local, connection=connection, affinity=f"{os.getpid()}")
+    info = {**connection.info, "engine": settings.engine if settings.engine == AUTO else str(parse(settings.engine))}
+    device = str(connection.info.get("device", "cpu"))
+    return Loaded(engine, info, device.split(":")[0])
+
+
+def _token(settings: Any) -> str:
+    if settings.engine_token_file:
+        return auth.read_file(Path(settings.engine_token_file))
+    token = os.environ.get(auth.TOKEN_ENV)
+    if not token:
+        raise auth.TokenError(f"a TCP engine needs a token: set engineTokenFile or ${auth.TOKEN_ENV}")
+    return token

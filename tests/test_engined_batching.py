@@ -1,0 +1,108 @@
+"""Continuous batching: concurrent superposed requests in one batch answer exactly what
+each would alone; a request joining mid-way or cancelled mid-way disturbs no other."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from ngram_db.memory import MemoryNgrams
+from spd_lsp.decoding.types import Cancelled, DecodeOptions
+from spd_lsp.engine import Engine
+from spd_lsp.engined.batching import Job, Scheduler
+from tests.tiny_models import CORPUS, tiny_model, tiny_tokenizer
+
+PREFIXES = [
+    "for name in names:\n    if name",
+    "def add(a, b):\n    return",
+    "import os\nimport sys\nresult = os.path.join(root, name)\nclass Point:\n    def __init__(self, x",
+    "class Point:\n    def",
+]
+OPTIONS = DecodeOptions(k=3, max_tokens=8, stop_at_newline=False)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    torch.set_num_threads(1)  # one thread: the same float summation order alone and batched
+    return Engine(tiny_model("llama"))
+
+
+@pytest.fixture(scope="module")
+def ngrams() -> MemoryNgrams:
+    tokenizer = tiny_tokenizer()
+    return MemoryNgrams.from_sequences([tokenizer.encode(t) for t in CORPUS[:4]], orders=(2, 3, 4))
+
+
+def _texts(result) -> list[tuple[str, float]]:
+    return [(d.text, round(d.score, 4)) for d in result.drafts]
+
+
+def test_batched_answers_equal_single_answers(engine: Engine, ngrams: MemoryNgrams) -> None:
+    alone = []
+    for prefix in PREFIXES:
+        engine.set_ngrams(ngrams)
+        alone.append(_texts(engine.complete(prefix, OPTIONS)))
+    scheduler = Scheduler(engine)
+    try:
+        jobs = [Job(prefix, OPTIONS, ngrams=ngrams, affinity=f"editor{i}") for i, prefix in enumerate(PREFIXES)]
+        futures = [scheduler.submit(job) for job in jobs]
+        together = [_texts(f.result(timeout=60)) for f in futures]
+        assert scheduler.status()["maxBatched"] >= 2  # they really shared a batch
+    finally:
+        scheduler.close()
+        engine.set_ngrams(None)
+    assert together == alone
+
+
+def test_joining_and_cancelled_requests_disturb_no_other(engine: Engine) -> None:
+    long = DecodeOptions(k=3, max_tokens=30, stop_at_newline=False, alpha=0.0)
+    expected = _texts(engine.complete(PREFIXES[0], long))
+    late_expected = _texts(engine.complete(PREFIXES[1], OPTIONS))
+    scheduler = Scheduler(engine)
+    try:
+        victim = Job(PREFIXES[2], long, affinity="victim")
+        first = Job(PREFIXES[0], long, affinity="first")
+        scheduler.submit(victim)
+        scheduler.submit(first)
+        while scheduler.counts["steps"] < 3:  # both are decoding
+            threading.Event().wait(0.005)
+        victim.cancel()
+        late = Job(PREFIXES[1], OPTIONS, affinity="late")  # joins a batch already at step >= 3
+        scheduler.submit(late)
+        with pytest.raises(Cancelled):
+            victim.future.result(timeout=60)
+        assert _texts(first.future.result(timeout=60)) == expected
+        assert _texts(late.future.result(timeout=60)) == late_expected
+        assert scheduler.counts["cancelled"] == 1
+    finally:
+        scheduler.close()
+
+
+@pytest.mark.parametrize("method", ["beam", "nucleus_batched", "greedy"])
+def test_batched_baselines_keep_k_rows_and_their_answers(engine: Engine, method: str) -> None:
+    options = DecodeOptions(method=method, k=3, max_tokens=6, stop_at_newline=False, seed=11)
+    alone = [_texts(engine.complete(prefix, options)) for prefix in PREFIXES]
+    mixed = DecodeOptions(k=3, max_tokens=9, stop_at_newline=False, alpha=0.0)  # SPD rows in the same batch
+    spd_alone = _texts(engine.complete(PREFIXES[0], mixed))
+    scheduler = Scheduler(engine)
+    try:
+        spd = scheduler.submit(Job(PREFIXES[0], mixed, affinity="spd"))
+        futures = [scheduler.submit(Job(p, options, affinity=str(i))) for i, p in enumerate(PREFIXES)]
+        together = [_texts(f.result(timeout=60)) for f in futures]
+        assert _texts(spd.result(timeout=60)) == spd_alone
+    finally:
+        scheduler.close()
+    assert together == alone and scheduler.counts["alone"] == 0 and scheduler.counts["maxBatched"] >= 2
+
+
+def test_unbatchable_requests_run_alone_with_the_same_answer(engine: Engine) -> None:
+    options = DecodeOptions(method="nucleus", k=2, max_tokens=6, stop_at_newline=False, seed=3)
+    expected = _texts(engine.complete(PREFIXES[0], options))
+    scheduler = Scheduler(engine)
+    try:
+        got = scheduler.submit(Job(PREFIXES[0], options)).result(timeout=60)
+    finally:
+        scheduler.close()
+    assert _texts(got) == expected and scheduler.counts["alone"] == 1
