@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 Method = Literal["superposed", "greedy", "nucleus", "nucleus_batched", "beam"]
 METHODS: tuple[str, ...] = ("superposed", "greedy", "nucleus", "nucleus_batched", "beam")
@@ -87,6 +87,7 @@ class DecodeResult:
     drafts: list[Draft]
     timings: Timings
     method: str
+    prompt: dict[str, Any] = field(default_factory=dict)  # format and token counts per part (prompt/build.py)
 
 
 CancelCheck = Callable[[], bool]
