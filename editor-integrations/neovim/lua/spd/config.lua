@@ -29,12 +29,14 @@ M.defaults = {
   max_prefix_tokens = nil,
   multiline = false,
   ngrams = {}, ---@type { enabled?: boolean, orders?: integer[], weights?: table<string, number>, alpha?: number, db?: string, index?: boolean, exclude?: string[] }
+  prompt_format = nil, ---@type 'auto'|'qwen'|'codegemma'|'starcoder'|'starcoder1'|'deepseek'|'codellama'|'codestral'|'file_sep'|'filename'|'prefix'|nil
+  context = {}, ---@type { snippets?: boolean, header?: boolean, tokens?: integer, suffixTokens?: integer, sources?: string[] }
 }
 
 local CLIENT_KEYS = { 'cmd', 'filetypes', 'debounce_ms', 'auto_trigger', 'keymaps', 'hl_group', 'counter_hl_group' }
 local SERVER_KEYS = {
   'k', 'max_tokens', 'decoding', 'temperature', 'model', 'device', 'dtype', 'quantize', 'max_prefix_tokens', 'multiline',
-  'ngrams',
+  'ngrams', 'prompt_format', 'context',
 }
 
 local function camel(key)
