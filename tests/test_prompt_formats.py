@@ -12,6 +12,7 @@ from spd_lsp.decoding.healing import TokenTable
 from spd_lsp.decoding.types import DecodeOptions
 from spd_lsp.engine import Engine
 from spd_lsp.model import LoadedModel
+from spd_lsp.prompt.build import stop_ids
 from spd_lsp.prompt.formats import detect, resolve
 from spd_lsp.prompt.layout import Context
 from tests.tiny_models import tiny_model, tiny_tokenizer
@@ -117,3 +118,13 @@ def test_the_suffix_reaches_the_model_only_with_fill_in_the_middle(family: str, 
     engine.complete("def add(a, b):\n    return ", DecodeOptions(k=2, max_tokens=2), suffix=suffix, filename="a.py")
     fed = engine.tokenizer.decode(engine.runner.cached_ids)
     assert ("result = compute(total)" in fed) is reaches
+
+
+@pytest.mark.parametrize("family, stops", [("qwen", {"<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>"}),
+                                           ("codellama", {"▁<EOT>"}), ("codegemma", {"<|file_separator|>", "<eos>"}),
+                                           ("file_sep", {"<file_sep>"}), ("prefix", set())])
+def test_a_draft_ends_at_the_format_end_tokens_instead_of_never_using_them(family: str, stops: set[str]) -> None:
+    """Special tokens are banned from drafts unless they stop them: the end of the middle must stop one."""
+    tokenizer = family_tokenizer(family)
+    fmt = detect(tokenizer)
+    assert {tokenizer.convert_ids_to_tokens(i) for i in stop_ids(fmt, tokenizer)} == stops
