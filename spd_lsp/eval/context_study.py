@@ -180,34 +180,34 @@ def report_on(paths: list[Path], against: str = "prefix") -> dict[str, Any]:
     return out
 
 
+def _report(args: argparse.Namespace) -> None:
+    out = report_on(args.paths)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m spd_lsp.eval.context_study", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="answer positions; append one JSON line per (position, configuration)")
+    r.set_defaults(action=run)
+    r.add_argument("--out", type=Path, required=True)
     r.add_argument("--split", choices=("validation", "test"), required=True)
-    r.add_argument("--per-kind", type=int, default=50, help="positions per corpus and kind")
     r.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     r.add_argument("--packages", nargs="+", default=list(STUDY_PACKAGES))
     r.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "study")
-    r.add_argument("--out", type=Path, required=True)
-    r.add_argument("--max-tokens", type=int, default=10)
-    r.add_argument("--snippet-tokens", type=int, default=256)
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--start", type=int, default=0)
+    for flag, default in {"--per-kind": 50, "--start": 0, "--seed": 0, "--max-tokens": 10, "--snippet-tokens": 256}.items():
+        r.add_argument(flag, type=int, default=default)
     s = sub.add_parser("report", help="tables and paired intervals from a run's JSON lines")
+    s.set_defaults(action=_report)
     s.add_argument("paths", type=Path, nargs="+")
-    s.add_argument("--json", type=Path)
+    s.add_argument("--json", type=Path, help="also write the figures here")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "run":
-        run(args)
-    else:
-        out = report_on(args.paths)
-        if args.json:
-            args.json.write_text(json.dumps(out, indent=1))
+    args.action(args)
     return 0
 
 
