@@ -25,7 +25,9 @@ def test_chunks_are_ranked_by_identifier_overlap_with_the_query() -> None:
 def test_a_chunk_repeating_the_text_around_the_cursor_is_dropped() -> None:
     """The model would copy it back, and the prompt holds it already."""
     ranked = [Chunk("copy.py", 0, PARSER, "open", 1.0), Chunk("render.py", 0, RENDER, "open", 0.5)]
-    chosen = select(ranked, near_cursor=PARSER + "\nheaders = {}\n", budget=1000, count_tokens=words)
+    # a whole screen around the cursor: many names besides the copied ones
+    screen = "".join(f"value_{i} = compute_{i}(item_{i}, limit_{i})\n" for i in range(25))
+    chosen = select(ranked, near_cursor=screen + PARSER + screen, budget=1000, count_tokens=words)
     assert [c.path for c in chosen] == ["render.py"]
 
 
@@ -88,3 +90,10 @@ def test_a_draft_stops_where_it_starts_reproducing_the_suffix() -> None:
     assert cut_echo("myitems", "items = []") == "myitems"  # never inside a word
     assert cut_echo("self.items", "items = []") == "self."
     assert cut_echo("value", "") == "value"
+
+
+def test_a_chunk_sharing_names_but_not_lines_with_the_cursor_region_is_kept() -> None:
+    """The definition the cursor's code calls shares its identifiers: that is what makes it relevant."""
+    near = "for line in lines:\n    key, value = parse_header(line)\n    headers[key] = value\n"
+    ranked = [Chunk("parse.py", 0, PARSER, "workspace", 1.0)]
+    assert [c.path for c in select(ranked, near, 1000, words)] == ["parse.py"]

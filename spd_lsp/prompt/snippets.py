@@ -19,7 +19,7 @@ WINDOW_LINES = 12  # lines per candidate chunk
 WINDOW_STRIDE = 6  # overlapping windows: a definition is rarely cut in two
 QUERY_LINES = 20  # lines before the cursor that make the query
 AROUND_LINES = 30  # lines before and after the cursor a chunk must not repeat
-DUPLICATE_JACCARD = 0.6  # a chunk at least this similar to the text around the cursor is dropped
+REPEATED_SHARE = 0.5  # a chunk with at least this share of its lines already around the cursor is dropped
 MIN_SCORE = 0.05  # below this a chunk shares almost nothing with the query
 SOURCES: tuple[str, ...] = ("open", "edited", "workspace")
 
@@ -74,6 +74,17 @@ def rank_by_overlap(query: str, chunks: Iterable[Chunk]) -> list[Chunk]:
     return sorted((c for c in scored if c.score >= MIN_SCORE), key=lambda c: -c.score)
 
 
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def repeated_share(text: str, near_cursor: frozenset[str]) -> float:
+    """The share of `text`'s non-blank lines that the text around the cursor already has (copies, not
+    mere shared names: a chunk using the cursor's identifiers is the relevant kind)."""
+    lines = _lines(text)
+    return sum(line in near_cursor for line in lines) / len(lines) if lines else 1.0
+
+
 def _overlaps(a: Chunk, b: Chunk) -> bool:
     return a.path == b.path and a.start_line < b.end_line and b.start_line < a.end_line
 
@@ -82,13 +93,13 @@ def select(
     ranked: Sequence[Chunk], near_cursor: str, budget: int, count_tokens: Callable[[str], int]
 ) -> list[Chunk]:
     """The best chunks that fit `budget` tokens: none overlapping a better one, none repeating the cursor's text."""
-    seen = identifiers(near_cursor)
+    seen = frozenset(_lines(near_cursor))
     chosen: list[Chunk] = []
     left = budget
     for chunk in ranked:
         if any(_overlaps(chunk, c) or chunk.text == c.text for c in chosen):
             continue
-        if jaccard(identifiers(chunk.text), seen) >= DUPLICATE_JACCARD:
+        if repeated_share(chunk.text, seen) >= REPEATED_SHARE:
             continue
         cost = count_tokens(chunk.text)
         if cost <= left:
