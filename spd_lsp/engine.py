@@ -23,7 +23,7 @@ from spd_lsp.decoding.types import METHODS, CancelCheck, DecodeOptions, DecodeRe
 from spd_lsp.model import LoadedModel
 from spd_lsp.prompt.build import Prompt, build_prompt, stop_ids
 from spd_lsp.prompt.echo import cut_echo
-from spd_lsp.prompt.formats import resolve
+from spd_lsp.prompt.formats import PromptFormat, resolve
 from spd_lsp.prompt.layout import Context
 
 
@@ -39,7 +39,7 @@ class Engine:
         vocab_size = loaded.model.get_input_embeddings().weight.shape[0]
         self.table = TokenTable(self.tokenizer, vocab_size)
         self.stop_ids = frozenset(_eos_ids(loaded))
-        self._stops: dict[str, frozenset[int]] = {}  # the prompt format's own end tokens, per format
+        self._formats: dict[str, tuple[PromptFormat, frozenset[int]]] = {}  # per promptFormat setting
         self.candidate_device: torch.device | None = CPU  # where each step's candidates live (placement.py)
         self.ngrams = ngrams
         self._warm_up()
@@ -86,7 +86,7 @@ class Engine:
         healed = built.healed
         prompt = healed.prompt_ids
         rules = DraftRules(
-            table=self.table, stop_ids=self.stop_ids | self._format_stops(prompt_format), stop_at_newline=options.stop_at_newline,
+            table=self.table, stop_ids=self.stop_ids | self._format(prompt_format)[1], stop_at_newline=options.stop_at_newline,
             candidate_device=self.candidate_device,
         )
         logits, timings.reused_tokens = self.runner.prefill(prompt, cancelled)  # its forward syncs the device
@@ -114,15 +114,17 @@ class Engine:
         prompt_format: str = "auto",
     ) -> Prompt:
         """The healed prompt with its context laid out in the model's format, and its token counts."""
-        fmt, _ = resolve(self.tokenizer, prompt_format)
+        fmt = self._format(prompt_format)[0]
         prefix_ids = self.encode(prefix) if ids is None else ids
         return build_prompt(fmt, context or Context(), prefix_ids, tokenizer=self.tokenizer, table=self.table,
                             with_bos=self._with_bos, healing=healing)
 
-    def _format_stops(self, prompt_format: str) -> frozenset[int]:
-        if prompt_format not in self._stops:
-            self._stops[prompt_format] = stop_ids(resolve(self.tokenizer, prompt_format)[0], self.tokenizer)
-        return self._stops[prompt_format]
+    def _format(self, prompt_format: str) -> tuple[PromptFormat, frozenset[int]]:
+        """The format a `promptFormat` setting means for this tokenizer, and its end tokens (memoised)."""
+        if prompt_format not in self._formats:
+            fmt = resolve(self.tokenizer, prompt_format)[0]
+            self._formats[prompt_format] = (fmt, stop_ids(fmt, self.tokenizer))
+        return self._formats[prompt_format]
 
     def _with_bos(self, ids: list[int]) -> list[int]:
         bos = self.tokenizer.bos_token_id

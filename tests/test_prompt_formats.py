@@ -73,6 +73,14 @@ def family_engine(family: str) -> Engine:
                               dtype=torch.float32, name=f"tiny-{family}", source="in-memory", load_s=0.0))
 
 
+def prompt_engine(family: str) -> Engine:
+    """An engine without a model: building a prompt needs only the tokenizer and its token table."""
+    tokenizer = family_tokenizer(family)
+    engine = Engine.__new__(Engine)
+    engine.tokenizer, engine.table, engine._formats = tokenizer, TokenTable(tokenizer, len(tokenizer)), {}
+    return engine
+
+
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_the_format_is_recognised_from_the_tokenizer_tokens(family: str) -> None:
     assert detect(family_tokenizer(family)).name == family
@@ -80,10 +88,8 @@ def test_the_format_is_recognised_from_the_tokenizer_tokens(family: str) -> None
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_each_family_gets_its_exact_template(family: str) -> None:
-    tokenizer = family_tokenizer(family)
-    table = TokenTable(tokenizer, len(tokenizer))
-    engine = Engine.__new__(Engine)  # the prompt needs the tokenizer and its table, not a model
-    engine.tokenizer, engine.table = tokenizer, table
+    engine = prompt_engine(family)
+    tokenizer = engine.tokenizer
     prompt = engine.prompt(PREFIX, healing=False, context=CONTEXT)
     assert prompt.format == family
     assert tokenizer.decode(prompt.healed.prompt_ids) == EXPECTED[family]
@@ -92,9 +98,8 @@ def test_each_family_gets_its_exact_template(family: str) -> None:
 @pytest.mark.parametrize("family, tail", [("qwen", "<|fim_middle|>"), ("codestral", "y = g"), ("file_sep", "y = g")])
 def test_healing_backs_up_the_prefix_last_token_wherever_the_prefix_sits(family: str, tail: str) -> None:
     """Prefix-suffix-middle: the boundary token leaves the prefix section and the middle must start with it."""
-    tokenizer = family_tokenizer(family)
-    engine = Engine.__new__(Engine)
-    engine.tokenizer, engine.table = tokenizer, TokenTable(tokenizer, len(tokenizer))
+    engine = prompt_engine(family)
+    tokenizer = engine.tokenizer
     healed = engine.prompt(PREFIX, context=CONTEXT).healed
     text = tokenizer.decode(healed.prompt_ids)
     assert healed.remainder == "("
