@@ -57,7 +57,7 @@ from spd_lsp.model import load_model
 from spd_lsp.postprocess import Fit, finalize
 from spd_lsp.prompt.layout import Context
 from spd_lsp.prompt.retrieval import ChunkIndex
-from spd_lsp.prompt.snippets import around, query_text, select
+from spd_lsp.prompt.snippets import around, identifiers, query_text, select
 from spd_lsp.session import token_spans
 from spd_lsp.syntax import language_of
 
@@ -114,24 +114,31 @@ def answer(engine: Engine, case: Case, config: str, options: DecodeOptions, snip
             "prompt": result.prompt}
 
 
-def run(args: argparse.Namespace) -> None:
-    options = registry(DecodeOptions(max_tokens=args.max_tokens))["spd"].options
-    engine = Engine(load_model())
-    spans = token_spans(engine.tokenizer)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    done = _done(args.out)
+def _prepare(args: argparse.Namespace, tokenizer: Any, *, with_stores: bool = True) -> tuple[dict, dict, dict]:
+    """Per corpus: its n-gram store and BM25 index over the indexed split; per (corpus, kind): the cases."""
+    spans = token_spans(tokenizer)
     stores, indexes, cases = {}, {}, {}
     for package in args.packages:
         name = package.split("==")[0]
         root = fetch_packages([package], args.workdir / f"corpus-{name}").resolve()
         split = split_files(root)
-        stores[name] = workspace_store(args.workdir / f"ws-{name}", engine.tokenizer, root, split.indexed)
+        if with_stores:
+            stores[name] = workspace_store(args.workdir / f"ws-{name}", tokenizer, root, split.indexed)
         indexes[name] = ChunkIndex.of_files((str(f.relative_to(root)), f.read_text(encoding="utf-8", errors="replace"))
                                             for f in split.indexed)
         files = split.validation if args.split == "validation" else split.test
         for kind in KINDS:
             sample = sample_positions(files, args.per_kind, args.seed, kinds=(kind,))
             cases[name, kind] = [c for c in (_case(p, root, spans) for p in sample) if c is not None]
+    return stores, indexes, cases
+
+
+def run(args: argparse.Namespace) -> None:
+    options = registry(DecodeOptions(max_tokens=args.max_tokens))["spd"].options
+    engine = Engine(load_model())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    done = _done(args.out)
+    stores, indexes, cases = _prepare(args, engine.tokenizer)
     for index in range(args.start, args.per_kind):  # index-major: a stopped run covers every corpus and kind
         for (name, kind), sample in cases.items():
             todo = [c for c in args.configs if (name, kind, index, c) not in done]
@@ -148,6 +155,31 @@ def run(args: argparse.Namespace) -> None:
             _say(f"{name} {kind} {index + 1}/{len(sample)}")
     for store in stores.values():
         store.close()
+
+
+def recall(args: argparse.Namespace) -> None:
+    """Without the model: how often the chosen snippets hold a name the rest of the line needs and
+    the prefix lacks (what snippets could teach the model), over many positions."""
+    engine = Engine(load_model())
+    _, indexes, cases = _prepare(args, engine.tokenizer, with_stores=False)
+    rows = []
+    for (name, kind), sample in cases.items():
+        needing = hits = 0
+        for case in sample:
+            new_names = identifiers(case.position.target) - identifiers(case.position.prefix + case.suffix)
+            if not new_names:
+                continue
+            needing += 1
+            found = "".join(code for _, code in _snippets(case, indexes[name], engine, args.snippet_tokens))
+            hits += bool(new_names & identifiers(found))
+        rows.append({"corpus": name, "kind": kind, "positions": len(sample), "needing": needing, "hits": hits})
+        _say(f"{name} {kind}: {hits}/{needing} of {len(sample)}")
+    args.out.write_text(json.dumps(rows, indent=1))
+    for kind in KINDS:
+        needing = sum(r["needing"] for r in rows if r["kind"] == kind)
+        hits = sum(r["hits"] for r in rows if r["kind"] == kind)
+        total = sum(r["positions"] for r in rows if r["kind"] == kind)
+        print(f"{kind}: {total} positions, {needing} need a name the prefix lacks, snippets hold one for {hits}")
 
 
 EXTRA_COLUMNS = [("method", "config", "str"), ("prompt tokens", "prompt_tokens", "num"),
@@ -198,6 +230,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "study")
     for flag, default in {"--per-kind": 50, "--start": 0, "--seed": 0, "--max-tokens": 10, "--snippet-tokens": 256}.items():
         r.add_argument(flag, type=int, default=default)
+    c = sub.add_parser("recall", help="without the model: do the snippets hold the names the line needs?")
+    c.set_defaults(action=recall)
+    c.add_argument("--out", type=Path, required=True)
+    c.add_argument("--split", choices=("validation", "test"), required=True)
+    c.add_argument("--packages", nargs="+", default=list(STUDY_PACKAGES))
+    c.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "study")
+    for flag, default in {"--per-kind": 150, "--seed": 0, "--snippet-tokens": 256}.items():
+        c.add_argument(flag, type=int, default=default)
     s = sub.add_parser("report", help="tables and paired intervals from a run's JSON lines")
     s.set_defaults(action=_report)
     s.add_argument("paths", type=Path, nargs="+")
