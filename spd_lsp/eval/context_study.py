@@ -164,22 +164,27 @@ def recall(args: argparse.Namespace) -> None:
     _, indexes, cases = _prepare(args, engine.tokenizer, with_stores=False)
     rows = []
     for (name, kind), sample in cases.items():
-        needing = hits = 0
+        known = frozenset().union(*(identifiers(c.text) for c in indexes[name].chunks))
+        needing = hits = anywhere = 0
         for case in sample:
             new_names = identifiers(case.position.target) - identifiers(case.position.prefix + case.suffix)
             if not new_names:
                 continue
             needing += 1
+            anywhere += bool(new_names & known)
             found = "".join(code for _, code in _snippets(case, indexes[name], engine, args.snippet_tokens))
             hits += bool(new_names & identifiers(found))
-        rows.append({"corpus": name, "kind": kind, "positions": len(sample), "needing": needing, "hits": hits})
-        _say(f"{name} {kind}: {hits}/{needing} of {len(sample)}")
+        rows.append({"corpus": name, "kind": kind, "positions": len(sample), "needing": needing, "hits": hits,
+                     "in_workspace": anywhere})
+        _say(f"{name} {kind}: {hits}/{needing} of {len(sample)} ({anywhere} somewhere in the workspace)")
     args.out.write_text(json.dumps(rows, indent=1))
     for kind in KINDS:
         needing = sum(r["needing"] for r in rows if r["kind"] == kind)
         hits = sum(r["hits"] for r in rows if r["kind"] == kind)
         total = sum(r["positions"] for r in rows if r["kind"] == kind)
-        print(f"{kind}: {total} positions, {needing} need a name the prefix lacks, snippets hold one for {hits}")
+        anywhere = sum(r["in_workspace"] for r in rows if r["kind"] == kind)
+        print(f"{kind}: {total} positions, {needing} need a name the prefix lacks, the workspace has one for "
+              f"{anywhere}, the snippets for {hits}")
 
 
 EXTRA_COLUMNS = [("method", "config", "str"), ("prompt tokens", "prompt_tokens", "num"),
