@@ -86,7 +86,8 @@ class Engine:
         healed = built.healed
         prompt = healed.prompt_ids
         rules = DraftRules(
-            table=self.table, stop_ids=self.stop_ids | self._format(prompt_format)[1], stop_at_newline=options.stop_at_newline,
+            table=self.table, stop_ids=self.stop_ids | (self._format(prompt_format)[1] if built.structured else frozenset()),
+            stop_at_newline=options.stop_at_newline,
             candidate_device=self.candidate_device,
         )
         logits, timings.reused_tokens = self.runner.prefill(prompt, cancelled)  # its forward syncs the device

@@ -133,3 +133,10 @@ def test_a_draft_ends_at_the_format_end_tokens_instead_of_never_using_them(famil
     tokenizer = family_tokenizer(family)
     fmt = detect(tokenizer)
     assert {tokenizer.convert_ids_to_tokens(i) for i in stop_ids(fmt, tokenizer)} == stops
+
+
+def test_end_tokens_stop_drafts_only_when_the_prompt_holds_the_format_tokens() -> None:
+    """After the bare prefix `<file_sep>` stays banned, as before context existed."""
+    engine = prompt_engine("file_sep")
+    assert engine.prompt(PREFIX).structured is False
+    assert engine.prompt(PREFIX, context=CONTEXT).structured is True

@@ -26,6 +26,7 @@ class Prompt:
     healed: HealedPrompt
     format: str
     tokens: dict[str, int] = field(default_factory=dict)  # per part: header, suffix, prefix, snippet:<path>
+    structured: bool = False  # the prompt holds the format's control tokens (so its end tokens mean something)
 
     def info(self) -> dict[str, Any]:
         """What `spd.status` shows of the prompt (plain values)."""
@@ -69,10 +70,15 @@ def build_prompt(
     healed = heal(head, table, enabled=healing and bool(prefix_ids))
     counts["prefix"] = len(prefix_ids)
     counts["header"] = counts.get("header", 0) + len(head) - len(before) - len(prefix_ids)  # the BOS
-    return Prompt(HealedPrompt(healed.prompt_ids + after, healed.remainder), fmt.name, counts)
+    structured = any(p.special for p in (*parts.before, *parts.after))
+    return Prompt(HealedPrompt(healed.prompt_ids + after, healed.remainder), fmt.name, counts, structured)
 
 
 def stop_ids(fmt: PromptFormat, tokenizer: Any) -> frozenset[int]:
-    """The format's end tokens the vocabulary has: a draft ends there (the middle or the file is done)."""
+    """The format's end tokens the vocabulary has: a draft ends there (the middle or the file is done).
+
+    Only for a structured prompt: after the bare prefix, `<file_sep>` is not an answer the model was
+    asked for, and stays banned like every other control token.
+    """
     have = set(tokenizer.get_vocab())
     return frozenset(tokenizer.convert_tokens_to_ids(t) for t in fmt.stops if t in have)
