@@ -9,6 +9,7 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from spd_lsp.decoding.healing import TokenTable
+from spd_lsp.decoding.lm import common_prefix_length
 from spd_lsp.decoding.types import DecodeOptions
 from spd_lsp.engine import Engine
 from spd_lsp.model import LoadedModel
@@ -140,3 +141,14 @@ def test_end_tokens_stop_drafts_only_when_the_prompt_holds_the_format_tokens() -
     engine = prompt_engine("file_sep")
     assert engine.prompt(PREFIX).structured is False
     assert engine.prompt(PREFIX, context=CONTEXT).structured is True
+
+
+@pytest.mark.parametrize("family", ["file_sep", "filename", "codestral"])
+def test_a_keystroke_re_prefills_only_the_prompt_tail_with_context_before_the_prefix(family: str) -> None:
+    """Stable context first: typing keeps the snippets', path's and suffix-first cache (lm.py reuses the common prefix)."""
+    engine = prompt_engine(family)
+    before = "def add(a, b):\n    total = a + b\n    return t"
+    now = engine.prompt(before, context=CONTEXT).healed.prompt_ids
+    typed = engine.prompt(before + "o", context=CONTEXT).healed.prompt_ids
+    assert len(typed) - common_prefix_length(now, typed) <= 1
+    assert common_prefix_length(now, typed) > len(engine.encode(CONTEXT.snippets[0][1]))
