@@ -97,10 +97,12 @@ def special_tokens(tokenizer: Any) -> set[str]:
 
 
 def supports(tokenizer: Any, fmt: PromptFormat) -> bool:
-    """Every token the format places (not its stops: a family may lack one of them) is special here."""
+    """Every token the format places (not its stops: a family may lack one of them) is one token here:
+    a declared or added control token, or a vocabulary entry (CodeLlama's `▁<PRE>` is one)."""
     have = special_tokens(tokenizer)
+    vocab = tokenizer.get_vocab()
     placed = (*(t for t in fmt.fim or () if t), fmt.file_sep, fmt.header, *_MARKERS.get(fmt.name, ()))
-    return all(t in have for t in placed if t)
+    return all(t in have or t in vocab for t in placed if t)
 
 
 def detect(tokenizer: Any) -> PromptFormat:
