@@ -12,6 +12,8 @@ from typing import Any, Callable, Mapping
 
 from spd_lsp.decoding.types import PAPER_NGRAM_WEIGHTS, DecodeOptions
 from spd_lsp.engined import address as engine_address
+from spd_lsp.prompt.formats import PROMPT_FORMATS
+from spd_lsp.prompt.snippets import SOURCES
 
 DECODINGS: tuple[str, ...] = ("superposed", "greedy", "nucleus", "beam")
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
@@ -36,6 +38,21 @@ class NgramSettings:
 
 
 @dataclass(frozen=True)
+class ContextSettings:
+    """What the prompt holds besides the prefix (`spd_lsp/prompt/`); the suffix goes in whenever the format has FIM."""
+
+    snippets: bool = False  # other files' chunks (off: they did not beat the prefix alone, README)
+    header: bool = False  # the file's path (`<filename>`/`<file_sep>` header; off: no gain measured)
+    tokens: int = 256  # snippet budget
+    suffix_tokens: int = 128  # the text after the cursor, for fill-in-the-middle formats
+    sources: tuple[str, ...] = SOURCES  # "open" documents, recently "edited" ranges, the "workspace" index
+
+    def status(self) -> dict[str, Any]:
+        return {"snippets": self.snippets, "header": self.header, "tokens": self.tokens,
+                "suffixTokens": self.suffix_tokens, "sources": list(self.sources)}
+
+
+@dataclass(frozen=True)
 class Settings:
     k: int = 3
     max_tokens: int = 10
@@ -53,6 +70,8 @@ class Settings:
     engine: str = "in-process"
     engine_token_file: str | None = None  # TCP/TLS engines: the token file (else $SPD_LSP_TOKEN)
     engine_certificate: str | None = None  # TLS engines: the certificate (or CA) to trust
+    prompt_format: str = "auto"  # "auto": the tokenizer's own family (spd_lsp/prompt/formats.py)
+    context: ContextSettings = field(default_factory=ContextSettings)
 
     def decode_options(self) -> DecodeOptions:
         defaults = DecodeOptions()
@@ -148,6 +167,12 @@ def _weights(value: Any) -> dict[int, float]:
     return {**PAPER_NGRAM_WEIGHTS, **weights}
 
 
+def _sources(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or any(v not in SOURCES for v in value):
+        raise _Invalid(f"expected a list of sources from {SOURCES}")
+    return tuple(dict.fromkeys(value))
+
+
 def _globs(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise _Invalid("expected a list of glob strings")
@@ -164,6 +189,15 @@ NGRAM_KEYS: dict[str, tuple[str, Check]] = {
     "exclude": ("exclude", _globs),
 }
 
+CONTEXT_KEYS: dict[str, tuple[str, Check]] = {
+    "snippets": ("snippets", _boolean),
+    "header": ("header", _boolean),
+    "tokens": ("tokens", _integer(0, 8192)),
+    "suffixTokens": ("suffix_tokens", _integer(0, 8192)),
+    "sources": ("sources", _sources),
+}
+SECTIONS = ("ngrams", "context")  # nested objects, parsed with their own keys
+
 KEYS: dict[str, tuple[str, Check]] = {
     "k": ("k", _integer(1, 16)),
     "maxTokens": ("max_tokens", _integer(1, 256)),
@@ -178,6 +212,7 @@ KEYS: dict[str, tuple[str, Check]] = {
     "engine": ("engine", engine_address.check_setting),
     "engineTokenFile": ("engine_token_file", _optional(_text)),
     "engineCertificate": ("engine_certificate", _optional(_text)),
+    "promptFormat": ("prompt_format", _choice(PROMPT_FORMATS)),
 }
 
 
@@ -191,7 +226,7 @@ def _parse_fields(raw: Any, keys: Mapping[str, tuple[str, Check]], where: str, w
     for key, value in raw.items():
         name = f"{where}.{key}" if where else key
         if key not in keys:
-            if not (where == "" and key == "ngrams"):
+            if not (where == "" and key in SECTIONS):
                 warnings.append(f"{name}: unknown setting, ignored")
             continue
         attribute, check = keys[key]
@@ -208,7 +243,9 @@ def parse_settings(raw: Any) -> tuple[Settings, list[str]]:
     top = _parse_fields(raw, KEYS, "", warnings)
     ngram_raw = raw.get("ngrams") if isinstance(raw, Mapping) else None
     ngrams = NgramSettings(**_parse_fields(ngram_raw, NGRAM_KEYS, "ngrams", warnings))
-    return Settings(**top, ngrams=ngrams), warnings
+    context_raw = raw.get("context") if isinstance(raw, Mapping) else None
+    context = ContextSettings(**_parse_fields(context_raw, CONTEXT_KEYS, "context", warnings))
+    return Settings(**top, ngrams=ngrams, context=context), warnings
 
 
 def settings_from_configuration(params_settings: Any) -> tuple[Settings, list[str]]:

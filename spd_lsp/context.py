@@ -229,3 +229,19 @@ def fit_window(prefix: str, encode: Encode, spans: TokenSpans, budget: int, prev
 def _still_starts(prefix: str, window: Window) -> bool:
     """The window's start is still a line start followed by the same characters."""
     return prefix.startswith(window.anchor, window.start) and is_line_start(prefix, window.start)
+
+
+def fit_suffix(suffix: str, spans: TokenSpans, budget: int) -> str:
+    """The longest head of `suffix` within `budget` tokens that ends at a line end.
+
+    When even the first line is over budget, the cut falls inside it.
+    """
+    if budget <= 0:
+        return ""
+    window = suffix[: budget * MAX_CHARS_PER_TOKEN]
+    token_spans = spans(window)
+    if len(token_spans) <= budget and len(window) == len(suffix):
+        return suffix
+    cut = token_spans[budget][0] if len(token_spans) > budget else len(window)
+    ends = [m.end() for m in EOL.finditer(window, 0, cut)]
+    return window[: ends[-1]] if ends else window[:cut]

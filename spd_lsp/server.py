@@ -210,7 +210,10 @@ class SpdServer(LanguageServer):
         document = self.workspace.text_documents.get(unquote(uri))  # as pygls keys them
         if document is None:
             return []
-        job = self.session.complete(uri, document.source, position.line, position.character, self.encoding, selection)
+        others = [(u, d.source) for u, d in self.workspace.text_documents.items() if d is not document]
+        job = self.session.complete(
+            uri, document.source, position.line, position.character, self.encoding, selection, neighbours=others
+        )
         try:
             suggestions = await asyncio.wrap_future(job.future)
         except (asyncio.CancelledError, Cancelled):

@@ -34,6 +34,7 @@ from spd_lsp.context import (
     TokenSpans,
     Window,
     _still_starts,
+    eol_count,
     fit_window,
     locate,
     offset_of,
@@ -41,6 +42,7 @@ from spd_lsp.context import (
 )
 from spd_lsp.decoding.types import CancelCheck, Timings
 from spd_lsp.postprocess import Fit, LineEdit, Shown, finalize, line_edits
+from spd_lsp.prompt.gather import ContextGatherer
 from spd_lsp.scheduler import Job, Scheduler
 from spd_lsp.syntax import language_of
 from spd_lsp.workspace import Client, Workspace
@@ -63,7 +65,8 @@ class EngineLike(Protocol):
     tokenizer: Any
 
     def complete(
-        self, prefix: str, options: Any, cancelled: CancelCheck | None = None, *, ids: list[int] | None = None
+        self, prefix: str, options: Any, cancelled: CancelCheck | None = None, *, ids: list[int] | None = None,
+        **context: Any,
     ) -> Any: ...
 
     def warm(self, prefix: str, options: Any, cancelled: CancelCheck | None = None, *, ids: list[int] | None = None) -> int: ...
@@ -164,6 +167,7 @@ class Stats:
         self._counts: Counter[str] = Counter()
         self._failures: Counter[str] = Counter()  # by exception class
         self._latencies: deque[tuple[float, Timings, bool]] = deque(maxlen=1000)
+        self._prompt: dict[str, Any] | None = None  # format and token counts of the newest model prompt
 
     def count(self, name: str) -> None:
         """One more `requests`, `answered`, `cancelled` or `accepted`."""
@@ -182,10 +186,16 @@ class Stats:
             self._latencies.append((total_s, timings or Timings(), timings is not None))
             self._counts["typedThrough"] += timings is None
 
+    def prompted(self, info: dict[str, Any]) -> None:
+        """What the newest model request's prompt held (format, snippets, token counts)."""
+        with self._lock:
+            self._prompt = info
+
     def last(self) -> dict[str, Any] | None:
         """The newest fully computed request, phase by phase (for benchmarks and debugging)."""
         with self._lock:
             newest = self._latencies[-1] if self._latencies else None
+            prompt = self._prompt
         if newest is None:
             return None
         total, t, from_model = newest
@@ -200,6 +210,7 @@ class Stats:
             "steps": t.steps,
             "prefillTokens": t.prefill_tokens,
             "reusedTokens": t.reused_tokens,
+            "prompt": prompt,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -262,6 +273,7 @@ class Session:
         self._windows: dict[str, list[Window]] = {}  # most recent first
         self._lines: dict[str, LineIndex] = {}
         self._ahead: dict[str, Shown] = {}  # drafts for the document with the top draft accepted
+        self.context = ContextGatherer()  # suffix, path and snippets of each prompt
 
     # -- configuration -------------------------------------------------------
     def configure(self, settings: Settings, warnings: Sequence[str] = (), roots: Sequence[Path] | None = None) -> Job:
@@ -272,6 +284,7 @@ class Session:
         self.scheduler.submit("forget all", lambda cancelled: self._forget())  # drafts of old settings
         if roots is not None:
             self.roots = list(roots)
+        self.context.configure(settings, self.roots)
         return self.scheduler.submit(SETUP, lambda cancelled: self._setup(settings))
 
     def _setup(self, settings: Settings) -> None:
@@ -279,6 +292,11 @@ class Session:
             self._load(settings)
         if self._loaded is None:
             return
+        if settings.prompt_format != "auto":
+            from spd_lsp.prompt.formats import resolve
+
+            if (warning := resolve(self._loaded.engine.tokenizer, settings.prompt_format)[1]) is not None:
+                self.client.show("warning", f"spd-lsp settings: {warning}")
         # Stores open on the index thread; the engine gets them when they are ready.
         self.workspace.configure(self.roots, self._loaded.engine.tokenizer, settings.ngrams,
                                  on_ready=self._loaded.engine.set_ngrams)
@@ -299,9 +317,13 @@ class Session:
 
     # -- completion ----------------------------------------------------------
     def complete(
-        self, key: str, text: str, line: int, character: int, encoding: str, selection: Selection | None = None
+        self, key: str, text: str, line: int, character: int, encoding: str, selection: Selection | None = None,
+        *, neighbours: Sequence[tuple[str, str]] = (),
     ) -> Job:
-        """Drafts for a document snapshot; supersedes the previous request for `key`."""
+        """Drafts for a document snapshot; supersedes the previous request for `key`.
+
+        `neighbours`: (uri, text) of the other open documents, for snippets.
+        """
         self.stats.count("requests")
         settings = self.settings
         request = Request(line, character, text, selected=selection is not None)
@@ -309,7 +331,7 @@ class Session:
         self.scheduler.cancel(WARM_UP)
         return self.scheduler.submit(
             key,
-            lambda cancelled: self._complete(key, settings, request, encoding, selection, cancelled),
+            lambda cancelled: self._complete(key, settings, request, encoding, selection, cancelled, neighbours),
             tag=request,
             keeps=extends,
         )
@@ -322,6 +344,7 @@ class Session:
         encoding: str,
         selection: Selection | None,
         cancelled: CancelCheck,
+        neighbours: Sequence[tuple[str, str]] = (),
     ) -> Suggestions:
         started = time.perf_counter()
         loaded = self._loaded
@@ -331,6 +354,7 @@ class Session:
         if loaded is None or cursor is None:
             return Suggestions([])
         request.offset = end = cursor.offset
+        self.context.visit(key, line, text)
         line_start = cursor.line_start
         if selection is not None:
             cursor, end = _apply_selection(cursor, line, selection, encoding, lines)
@@ -343,23 +367,31 @@ class Session:
             drafts = list(ahead.drafts)  # the user accepted the top draft: computed while idle
             self._shown[key] = ahead
         if not drafts:
-            drafts, timings = self._decode(key, settings, loaded, cursor, cancelled)
+            drafts, timings = self._decode(key, settings, loaded, cursor, cancelled, neighbours)
             self._shown[key] = Shown.of(cursor.prefix, cursor.line_suffix, drafts)
             if drafts and self.anticipate:
-                self._anticipate(key, settings, cursor, drafts[0])
+                self._anticipate(key, settings, cursor, drafts[0], neighbours)
         replaced = text[line_start:end]
         self.stats.record(time.perf_counter() - started, timings)
         return Suggestions(line_edits(drafts, cursor, line, replaced, encoding), timings)
 
     def _decode(
-        self, key: str, settings: Settings, loaded: Loaded, cursor: Cursor, cancelled: CancelCheck
+        self, key: str, settings: Settings, loaded: Loaded, cursor: Cursor, cancelled: CancelCheck,
+        neighbours: Sequence[tuple[str, str]] = (),
     ) -> tuple[list[str], Timings | None]:
         """Drafts from the model, the prompt cut to its budget by the document's window."""
         window = self._fit(key, settings, loaded, cursor.prefix)
         prefix = cursor.prefix[window.start :]
         if not prefix.strip():
             return [], None
-        result = loaded.engine.complete(prefix, settings.decode_options(), cancelled, ids=window.ids)
+        tokenizer = loaded.engine.tokenizer
+        context = self.context.gather(
+            key, cursor, eol_count(cursor.text, cursor.offset), settings, spans=token_spans(tokenizer),
+            count_tokens=lambda text: len(token_ids(tokenizer)(text)), roots=self.roots, neighbours=neighbours,
+        )
+        result = loaded.engine.complete(prefix, settings.decode_options(), cancelled, ids=window.ids, **context)
+        if getattr(result, "prompt", None):
+            self.stats.prompted(result.prompt)
         drafts = finalize((d.text for d in result.drafts), Fit(cursor, language_of(key), multiline=settings.multiline), settings.k)
         return drafts, result.timings
 
@@ -401,14 +433,16 @@ class Session:
 
         return self.scheduler.submit(WARM_UP, work, background=True)
 
-    def _anticipate(self, key: str, settings: Settings, cursor: Cursor, draft: str) -> None:
+    def _anticipate(
+        self, key: str, settings: Settings, cursor: Cursor, draft: str, neighbours: Sequence[tuple[str, str]] = ()
+    ) -> None:
         """While the model is idle, the drafts that follow `draft` once accepted (as llama.vim does)."""
         accepted = with_selection(cursor, cursor.offset, cursor.offset, draft)
         tag = Request(-1, -1, accepted.text, selected=False)
 
         def work(cancelled: CancelCheck) -> None:
             if self._loaded is not None:
-                drafts, _ = self._decode(key, settings, self._loaded, accepted, cancelled)
+                drafts, _ = self._decode(key, settings, self._loaded, accepted, cancelled, neighbours)
                 self._ahead[key] = Shown.of(accepted.prefix, accepted.line_suffix, drafts)
 
         self._ahead.pop(key, None)
@@ -425,6 +459,7 @@ class Session:
                 per_document.clear()
             else:
                 per_document.pop(key, None)
+        self.context.forget(key)
 
     # -- workspace, commands -------------------------------------------------
     def saved(self, path: Path) -> None:
@@ -456,6 +491,7 @@ class Session:
                 "maxTokens": self.settings.max_tokens,
                 "decoding": self.settings.decoding,
             },
+            "context": {"promptFormat": self.settings.prompt_format, **self.settings.context.status()},
             "stores": self.workspace.status(),
             **self.stats.summary(),
         }

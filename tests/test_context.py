@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spd_lsp.context import Cursor, fit_prefix, index_of, locate, units, with_selection
+from spd_lsp.config import parse_settings
+from spd_lsp.context import Cursor, fit_prefix, fit_suffix, index_of, locate, units, with_selection
 from spd_lsp.postprocess import Shown, line_edits
+from spd_lsp.prompt.gather import ContextGatherer, relative_path
 
 
 def word_spans(text: str) -> list[tuple[int, int]]:
@@ -115,3 +118,53 @@ def test_typing_into_a_shown_draft_follows_it() -> None:
     assert shown.follow("x = foob", "") == []  # the rest of the line changed
     assert shown.follow("y = foob", ")") == []  # an edit before the cursor
     assert shown.follow("x = foo\nb", ")") == []
+
+
+# -- the context beyond the prefix: the suffix window and the snippets kept per region -----------
+
+
+OTHER_FILE = "".join(f"def helper_{i}(widget_count):\n    return widget_count + {i}\n\n" for i in range(30))
+
+
+def test_the_suffix_is_cut_at_a_line_end_within_its_budget() -> None:
+    suffix = ")\nfoo = bar(baz)\nqux = 1\n"
+    assert fit_suffix(suffix, word_spans, 100) == suffix
+    assert fit_suffix(suffix, word_spans, 11) == ")\nfoo = bar(baz)\n"
+    assert fit_suffix("abc def ghi", word_spans, 2) == "abc "  # one long line: cut inside it
+    assert fit_suffix(suffix, word_spans, 0) == ""
+
+
+def test_relative_paths_come_from_the_deepest_workspace_folder(tmp_path) -> None:
+    inner = tmp_path / "pkg"
+    uri = (inner / "sub" / "a.py").as_uri()
+    assert relative_path(uri, [tmp_path, inner]) == "sub/a.py"
+    assert relative_path(uri, []) == "a.py"
+    assert relative_path("untitled:Untitled-1", []) == "Untitled-1"
+
+
+def gather(gatherer: ContextGatherer, text: str, line: int, neighbours, **settings):
+    cursor = Cursor(text, len(text))
+    raw = {"context": {"snippets": True, "sources": ["open"], **settings}, "promptFormat": "file_sep"}
+    return gatherer.gather("file:///w/main.py", cursor, line, parse_settings(raw)[0], spans=word_spans,
+                           count_tokens=lambda t: len(word_spans(t)), roots=[Path("/w")], neighbours=neighbours)
+
+
+def test_snippets_stay_while_typing_in_a_region_and_are_chosen_again_elsewhere() -> None:
+    """Kept snippets keep the prompt's stable part, and the KV cache, across keystrokes."""
+    gatherer = ContextGatherer()
+    others = [("file:///w/helpers.py", OTHER_FILE)]
+    first = gather(gatherer, "total = widget_count + helper_3(", 40, others)
+    assert first["filename"] == "main.py" and first["prompt_format"] == "file_sep"
+    assert first["snippets"] and all(path == "helpers.py" for path, _ in first["snippets"])
+    assert sum(len(word_spans(code)) for _, code in first["snippets"]) <= 256
+    edited = [("file:///w/helpers.py", "def unrelated():\n    pass\n")]
+    assert gather(gatherer, "total = widget_count + helper_3(w", 41, edited)["snippets"] == first["snippets"]
+    opened = [*edited, ("file:///w/totals.py", "def total_of(widget_count, helper_3):\n    return total\n")]
+    assert [p for p, _ in gather(gatherer, "total = widget_count + helper_3(wi", 42, opened)["snippets"]] == ["totals.py"]
+    moved = gather(gatherer, "total = widget_count + helper_3(", 40 + 200, edited)
+    assert moved["snippets"] == []  # another region: chosen again, from what the files hold now
+
+
+def test_snippets_off_send_no_path_and_no_snippets() -> None:
+    sent = gather(ContextGatherer(), "x = helper_1(", 3, [("file:///w/helpers.py", OTHER_FILE)], snippets=False)
+    assert sent["snippets"] == [] and sent["filename"] is None

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from editors.nvim_driver import NVIM, REPO, Nvim
-from spd_lsp.config import DECODINGS, DEVICES, DTYPES, KEYS, NGRAM_KEYS, QUANTIZE, parse_settings
+from spd_lsp.config import CONTEXT_KEYS, DECODINGS, DEVICES, DTYPES, KEYS, NGRAM_KEYS, QUANTIZE, parse_settings
+from spd_lsp.prompt.formats import PROMPT_FORMATS
 
 VSCODE_MANIFEST = REPO / "editor-integrations" / "vscode" / "package.json"
 
@@ -41,6 +42,8 @@ NEOVIM_OPTIONS = {
         "index": False,
         "exclude": ["*.lock"],
     },
+    "prompt_format": "file_sep",
+    "context": {"snippets": True, "header": True, "tokens": 128, "suffixTokens": 64, "sources": ["open"]},
 }
 
 
@@ -57,8 +60,9 @@ def test_neovim_options_become_exactly_the_server_settings(nvim: Nvim) -> None:
     settings = nvim.lua(
         "local config = require('spd.config'); return config.server_settings(config.resolve(...))", NEOVIM_OPTIONS
     )
-    assert set(settings) - {"ngrams"} == set(KEYS)
+    assert set(settings) - {"ngrams", "context"} == set(KEYS)
     assert set(settings["ngrams"]) == set(NGRAM_KEYS)
+    assert set(settings["context"]) == set(CONTEXT_KEYS)
     parsed, warnings = parse_settings(settings)
     assert warnings == []
     assert (parsed.k, parsed.max_tokens, parsed.max_prefix_tokens, parsed.quantize) == (4, 12, 256, "int8")
@@ -73,9 +77,11 @@ def test_neovim_defaults_are_valid_server_settings(nvim: Nvim) -> None:
 
 def test_vscode_contributes_one_setting_per_server_key_with_the_servers_choices() -> None:
     properties = json.loads(VSCODE_MANIFEST.read_text())["contributes"]["configuration"]["properties"]
-    server = {f"spd.{key}" for key in KEYS} | {f"spd.ngrams.{key}" for key in NGRAM_KEYS}
+    server = ({f"spd.{key}" for key in KEYS} | {f"spd.ngrams.{key}" for key in NGRAM_KEYS}
+              | {f"spd.context.{key}" for key in CONTEXT_KEYS})
     assert set(properties) - {"spd.serverPath"} == server
-    for key, choices in {"decoding": DECODINGS, "device": DEVICES, "dtype": DTYPES, "quantize": QUANTIZE}.items():
+    choices_of = {"decoding": DECODINGS, "device": DEVICES, "dtype": DTYPES, "quantize": QUANTIZE, "promptFormat": PROMPT_FORMATS}
+    for key, choices in choices_of.items():
         assert tuple(properties[f"spd.{key}"]["enum"]) == choices, key
     defaults = {key: properties[f"spd.{key}"]["default"] for key in KEYS}
     parsed, warnings = parse_settings({key: value for key, value in defaults.items() if value not in (None, "")})

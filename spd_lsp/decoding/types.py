@@ -132,6 +132,7 @@ class DecodeResult:
     drafts: list[Draft]
     timings: Timings
     method: str
+    prompt: dict[str, Any] = field(default_factory=dict)  # format and token counts per part (prompt/build.py)
 
 
 CancelCheck = Callable[[], bool]

@@ -18,6 +18,14 @@ export interface NgramSettings {
   exclude?: string[];
 }
 
+export interface ContextSettings {
+  snippets?: boolean;
+  header?: boolean;
+  tokens?: number;
+  suffixTokens?: number;
+  sources?: string[];
+}
+
 export interface ServerSettings {
   k?: number;
   maxTokens?: number;
@@ -32,14 +40,17 @@ export interface ServerSettings {
   engine?: string;
   engineTokenFile?: string;
   engineCertificate?: string;
+  promptFormat?: string;
   ngrams?: NgramSettings;
+  context?: ContextSettings;
 }
 
 const TOP_LEVEL = [
   "k", "maxTokens", "decoding", "temperature", "model", "device", "dtype", "quantize", "maxPrefixTokens", "multiline",
-  "engine", "engineTokenFile", "engineCertificate",
+  "engine", "engineTokenFile", "engineCertificate", "promptFormat",
 ] as const;
 const NGRAM_KEYS = ["enabled", "orders", "weights", "alpha", "db", "index", "exclude"] as const;
+const CONTEXT_KEYS = ["snippets", "header", "tokens", "suffixTokens", "sources"] as const;
 
 function isSet(value: unknown): boolean {
   return value !== undefined && value !== null && value !== "";
@@ -62,6 +73,10 @@ export function toServerSettings(get: ConfigGetter): ServerSettings {
   const ngrams = pick(get, NGRAM_KEYS, "ngrams.") as NgramSettings;
   if (Object.keys(ngrams).length > 0) {
     settings.ngrams = ngrams;
+  }
+  const context = pick(get, CONTEXT_KEYS, "context.") as ContextSettings;
+  if (Object.keys(context).length > 0) {
+    settings.context = context;
   }
   return settings;
 }

@@ -32,12 +32,14 @@ M.defaults = {
   engine_token_file = nil,
   engine_certificate = nil,
   ngrams = {}, ---@type { enabled?: boolean, orders?: integer[], weights?: table<string, number>, alpha?: number, db?: string, index?: boolean, exclude?: string[] }
+  prompt_format = nil, ---@type 'auto'|'qwen'|'codegemma'|'starcoder'|'starcoder1'|'deepseek'|'codellama'|'codestral'|'file_sep'|'filename'|'prefix'|nil
+  context = {}, ---@type { snippets?: boolean, header?: boolean, tokens?: integer, suffixTokens?: integer, sources?: string[] }
 }
 
 local CLIENT_KEYS = { 'cmd', 'filetypes', 'debounce_ms', 'auto_trigger', 'keymaps', 'hl_group', 'counter_hl_group' }
 local SERVER_KEYS = {
   'k', 'max_tokens', 'decoding', 'temperature', 'model', 'device', 'dtype', 'quantize', 'max_prefix_tokens', 'multiline',
-  'engine', 'engine_token_file', 'engine_certificate', 'ngrams',
+  'engine', 'engine_token_file', 'engine_certificate', 'ngrams', 'prompt_format', 'context',
 }
 
 local function camel(key)
