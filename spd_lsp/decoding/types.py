@@ -44,6 +44,10 @@ class DecodeOptions:
     verify_top: int | None = 5  # a token outside the model's top m at its position is implausible
     verify_log_ratio: float = -3.0  # ... and so is one with log p below the best token's + this
     verify_gate: float | None = 1.5  # drop drafts this many nats/token below the best one; None = keep
+    # "rank": every shown draft is cut and re-ranked; "keep": SPD's top draft stays first and whole
+    # (only ranks 2..k are cut, repaired, ranked and gated against it); "cut": it stays first but is cut too.
+    verify_first: Literal["rank", "keep", "cut"] = "rank"
+    verify_score: Literal["mean", "total"] = "mean"  # rank drafts by exact mean or total log p (with n-grams)
 
     @property
     def pool(self) -> int:

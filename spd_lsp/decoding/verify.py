@@ -131,6 +131,15 @@ def _exact_scores(
     return [float(part.sum()) for part in torch.split(mixed[:, 0], [len(v.tokens) for v in verdicts])]
 
 
+def shown(hyps: list[Hypothesis], k: int) -> list[Hypothesis]:
+    """The k drafts the engine would return, best first: distinct non-blank texts by normalised score."""
+    rows: dict[str, Hypothesis] = {}
+    for hyp in sorted(hyps, key=lambda h: h.normalised, reverse=True):
+        if hyp.tokens and hyp.text.strip() and len(rows) < k:
+            rows.setdefault(hyp.text, hyp)
+    return list(rows.values())
+
+
 def verify(
     runner: ModelRunner,
     first_logits: torch.Tensor,
@@ -142,20 +151,49 @@ def verify(
     ngrams: NgramSource | None,
     timings: Timings,
 ) -> list[Hypothesis]:
-    """Rank, cut or repair, and gate the drafts; the runner's cache is back at the prompt afterwards.
+    """Rank, cut or repair, and gate the drafts that would be shown; the runner's cache is back at the prompt.
 
-    `remainder` is the healed text every draft had to re-produce first.
+    `remainder` is the healed text every draft had to re-produce first. With
+    `verify_first="keep"` SPD's top draft stays first and untouched (it is nearly always
+    greedy's) and only ranks 2..k are cut, repaired, ranked and gated; the top row is run
+    only where the gate needs its exact score.
     """
     started = time.perf_counter()
-    rows = list(dict.fromkeys(tuple(h.tokens) for h in hyps if h.tokens))
-    if not rows:
-        return []
+    drafts = shown(hyps, options.k)
+    keep = options.verify_first == "keep" and bool(drafts)
+    judged = drafts[1:] if keep and options.verify_gate is None else drafts
+    if not judged:
+        return drafts
     runner.rewind(len(prompt_ids))  # drop the superposed positions
+    verdicts = _repaired_verdicts(runner, first_logits, [tuple(h.tokens) for h in judged], remainder, rules, options,
+                                  fixed=1 if keep else 0)
+    fixed = [v for v in verdicts[:1] if keep and len(judged) == len(drafts)]  # the top's verdict, kept whole
+    verdicts = fixed + [v.cut(_first_bad(v, options)) for v in verdicts[len(fixed):]]
+    verdicts = [v for v in verdicts if v.tokens]
+    totals = _exact_scores(verdicts, prompt_ids, ngrams, options)
+    out = [replace(replay(rules, remainder, v.tokens), score=s) for v, s in zip(verdicts, totals)]
+    if keep and not fixed:  # the top draft was not run: it leads, unscored by the verifier
+        out = [drafts[0]] + out
+    timings.verify_s += time.perf_counter() - started
+    return ranked(out, options, lead=1 if options.verify_first != "rank" else 0)
+
+
+def _repaired_verdicts(
+    runner: ModelRunner,
+    first_logits: torch.Tensor,
+    rows: list[tuple[int, ...]],
+    remainder: str,
+    rules: DraftRules,
+    options: DecodeOptions,
+    *,
+    fixed: int,
+) -> list[Verdict]:
+    """Verdicts on every row; rows from index `fixed` on are repaired (bounded rounds) where implausible."""
     cache = runner.fork(len(rows))
     verdicts = judge(runner, first_logits, cache, rows, remainder, rules)
     in_cache = list(range(len(rows)))  # which verdict each cache row belongs to
     for _ in range(options.verify_rounds - 1):  # repair rounds: only the rows that need one run again
-        bad = [(i, b) for i, v in enumerate(verdicts) if (b := _first_bad(v, options)) is not None]
+        bad = [(i, b) for i, v in enumerate(verdicts) if i >= fixed and (b := _first_bad(v, options)) is not None]
         if not bad:
             break
         if len(bad) < len(in_cache):
@@ -164,12 +202,23 @@ def verify(
         repaired = [_repaired(verdicts[i], b, rules, remainder) for i, b in bad]
         for (i, _), verdict in zip(bad, judge(runner, first_logits, cache, repaired, remainder, rules)):
             verdicts[i] = verdict
-    cut = [v.cut(_first_bad(v, options)) for v in verdicts]
-    verdicts = [v for v in cut if v.tokens]
-    scores = _exact_scores(verdicts, prompt_ids, ngrams, options)
-    out = [replace(replay(rules, remainder, v.tokens), score=s) for v, s in zip(verdicts, scores)]
-    timings.verify_s += time.perf_counter() - started
-    return gate(out, options.verify_gate)
+    return verdicts
+
+
+def ranked(hyps: list[Hypothesis], options: DecodeOptions, *, lead: int) -> list[Hypothesis]:
+    """The first `lead` drafts stay in front; the rest by exact score (total or mean), gated, then
+    re-scored so that the engine's sort by normalised score keeps this order."""
+    head, rest = hyps[:lead], hyps[lead:]
+    by_total = options.verify_score == "total"
+    rest = sorted(rest, key=lambda h: h.score if by_total else h.normalised, reverse=True)
+    out = gate(head + rest, options.verify_gate, against=head[0] if head else None)
+    ordered: list[Hypothesis] = []
+    for hyp in out:
+        value = hyp.score if by_total else hyp.normalised
+        if ordered:
+            value = min(value, ordered[-1].normalised - 1e-6)
+        ordered.append(replace(hyp, score=value * max(1, len(hyp.tokens))))
+    return ordered
 
 
 def _first_bad(verdict: Verdict, options: DecodeOptions) -> int | None:
@@ -182,9 +231,9 @@ def _repaired(verdict: Verdict, bad: int, rules: DraftRules, remainder: str) -> 
     return replay(rules, remainder, tokens).tokens
 
 
-def gate(hyps: list[Hypothesis], margin: float | None) -> list[Hypothesis]:
-    """Drafts within `margin` nats per token of the best one (None: all)."""
+def gate(hyps: list[Hypothesis], margin: float | None, *, against: Hypothesis | None = None) -> list[Hypothesis]:
+    """Drafts within `margin` nats per token of `against` (None: the best one); `against` itself stays."""
     if margin is None or not hyps:
         return hyps
-    best = max(h.normalised for h in hyps)
-    return [h for h in hyps if h.normalised >= best - margin]
+    best = against.normalised if against is not None else max(h.normalised for h in hyps)
+    return [h for h in hyps if h is against or h.normalised >= best - margin]

@@ -53,6 +53,12 @@ SPD_VARIANTS: dict[str, dict[str, Any]] = {
     "spd-repair2-ratio5": _verify(2, verify_log_ratio=-5.0),
     "spd-repair2-gate1": _verify(2, verify_gate=1.0),
     "spd-repair2-nogate": _verify(2, verify_gate=None),
+    # SPD's top draft kept first and whole; ranks 2..k cut (or repaired), ranked by exact total, gated.
+    "spd-keep": _verify(1, verify_first="keep", verify_score="total"),
+    "spd-keep-repair2": _verify(2, verify_first="keep", verify_score="total"),
+    "spd-keep-nogate": _verify(1, verify_first="keep", verify_score="total", verify_gate=None),
+    "spd-keep-gate1": _verify(1, verify_first="keep", verify_score="total", verify_gate=1.0),
+    "spd-cuttop": _verify(1, verify_first="cut", verify_score="total"),
 }
 
 
@@ -94,11 +100,16 @@ def run(args: argparse.Namespace) -> None:
         for kind in KINDS:
             sample = sample_positions(files, args.per_kind, args.seed, kinds=(kind,))
             positions[name, kind] = fitted(sample, engine.tokenizer)
-    # Index-major: a run stopped early still covers every corpus and kind evenly.
+    # Index-major: a run stopped early still covers every corpus and kind evenly. A kind stops at
+    # --total-per-kind positions; a corpus with few candidates of a kind leaves them to the others.
+    taken = dict.fromkeys(KINDS, 0)
     for index in range(args.start, args.per_kind):
         for (name, kind), sample in positions.items():
+            if index >= len(sample) or taken[kind] >= args.total_per_kind:
+                continue
+            taken[kind] += 1
             todo = [c for c in configs if (name, kind, index, c.name) not in done]
-            if index >= len(sample) or not todo:
+            if not todo:
                 continue
             results = evaluate(engine, todo, [sample[index]], {"workspace": stores[name]})
             with args.out.open("a") as out:
@@ -183,7 +194,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="answer positions; append one JSON line per (position, configuration)")
     r.add_argument("--split", choices=("validation", "test"), required=True)
-    r.add_argument("--per-kind", type=int, default=50, help="positions per corpus and kind")
+    r.add_argument("--per-kind", type=int, default=50, help="at most this many positions per corpus and kind")
+    r.add_argument("--total-per-kind", type=int, default=10**9, help="at most this many positions per kind in all")
     r.add_argument("--configs", nargs="+", default=["greedy", "beam-3", "spd", "spd-repair2"])
     r.add_argument("--packages", nargs="+", default=list(STUDY_PACKAGES))
     r.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "study")
