@@ -22,6 +22,11 @@ METHODS: dict[str, dict] = {
     "SPD k=3": {"method": "superposed", "verify_rounds": 0},
     "SPD k=3 + verify (cut)": {"method": "superposed", "verify_rounds": 1},
     "SPD k=3 + verify (repair, 2 rounds)": {"method": "superposed", "verify_rounds": 2},
+    "SPD k=3 + verify (keep top, cut 2..k)": {"method": "superposed", "verify_rounds": 1, "verify_first": "keep",
+                                              "verify_score": "total"},
+    "SPD k=3 + verify (keep top, cut 2..k, packed tree)": {"method": "superposed", "verify_rounds": 1,
+                                                           "verify_first": "keep", "verify_score": "total",
+                                                           "verify_packed": True},
     "beam k=3": {"method": "beam"},
     "nucleus k=3 sequential": {"method": "nucleus", "seed": 0},
 }

@@ -149,3 +149,16 @@ def test_keep_leaves_the_top_draft_first_and_whole_and_ranks_the_rest_by_exact_t
     cut = _verify(engine, [top, long], verify_rounds=1, verify_top=1, verify_log_ratio=-50.0, verify_gate=None,
                   verify_first="cut", verify_score="total")
     assert [h.tokens for h in cut] == [tuple(good[:1]), tuple(long)]  # the top is cut but stays first
+
+
+def test_packed_tree_verification_equals_the_batched_one(engine: Engine) -> None:
+    prompt = engine.encode(PREFIX)
+    logits, _ = engine.runner.prefill(prompt)
+    shared = _greedy(engine, prompt, 3)
+    rows = [tuple(shared + [5, 6]), tuple(shared[:2] + [7]), tuple(shared[:1]), tuple(shared + [5, 9, 9])]
+    batched = judge(engine.runner, logits, engine.runner.fork(len(rows)), rows, "", _rules(engine))
+    packed = judge(engine.runner, logits, engine.runner.cache, rows, "", _rules(engine), packed=True)
+    for b, p in zip(batched, packed):
+        assert p.logp == pytest.approx(b.logp, abs=1e-4)
+        assert (p.choice, p.rank) == (b.choice, b.rank)
+    assert engine.runner.cache.get_seq_length() == len(prompt)

@@ -48,6 +48,7 @@ class DecodeOptions:
     # (only ranks 2..k are cut, repaired, ranked and gated against it); "cut": it stays first but is cut too.
     verify_first: Literal["rank", "keep", "cut"] = "rank"
     verify_score: Literal["mean", "total"] = "mean"  # rank drafts by exact mean or total log p (with n-grams)
+    verify_packed: bool = False  # the rows as one prefix tree (tree attention, batch 1) instead of batch k
 
     @property
     def pool(self) -> int:

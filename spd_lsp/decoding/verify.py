@@ -67,22 +67,83 @@ def judge(
     rows: list[tuple[int, ...]],
     remainder: str,
     rules: DraftRules,
+    *,
+    packed: bool = False,
 ) -> list[Verdict]:
-    """One forward of every row (all non-empty) after the prompt in `cache` (batch len(rows)), cropped back after.
+    """One forward of every row (all non-empty) after the prompt in `cache`, cropped back after.
 
+    Batch len(rows) on a forked cache, or (`packed`) batch 1 on the prompt cache itself with the
+    rows packed as a prefix tree under a tree attention mask (shared prefixes run once).
     first_logits [1, V] are the prompt's last logits: the distribution of every row's first token.
     """
-    width = max(len(r) for r in rows)
-    logits = first_logits.reshape(1, 1, -1).expand(len(rows), 1, -1)
-    if width > 1:
-        length = cache.get_seq_length()
-        ids = torch.zeros(len(rows), width - 1, dtype=torch.long)
-        for b, row in enumerate(rows):
-            ids[b, : len(row) - 1] = torch.tensor(row[:-1], dtype=torch.long)
-        logits = torch.cat([logits, runner.score(cache, ids).to(logits.device)], dim=1)
-        _crop(cache, length)
-    logp = torch.log_softmax(logits.float(), dim=-1).cpu()
-    return [_verdict(logp[b, : len(row)], row, remainder, rules) for b, row in enumerate(rows)]
+    first = first_logits.reshape(1, -1)
+    if packed:
+        later = _packed_logits(runner, cache, rows)
+    else:
+        later = [first[:0]] * len(rows)
+        if max(len(r) for r in rows) > 1:
+            later = list(_batch_logits(runner, cache, rows))
+    logps = [torch.log_softmax(torch.cat([first, x.to(first.device)])[: len(row)].float(), dim=-1).cpu()
+             for row, x in zip(rows, later)]
+    return [_verdict(logp, row, remainder, rules) for logp, row in zip(logps, rows)]
+
+
+def _batch_logits(runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]) -> torch.Tensor:
+    """[B, width - 1, V]: right-padded rows, batch B; causal attention keeps the padding invisible."""
+    length = cache.get_seq_length()
+    ids = torch.zeros(len(rows), max(len(r) for r in rows) - 1, dtype=torch.long)
+    for b, row in enumerate(rows):
+        ids[b, : len(row) - 1] = torch.tensor(row[:-1], dtype=torch.long)
+    logits = runner.score(cache, ids)
+    _crop(cache, length)
+    return logits
+
+
+def prefix_tree(rows: list[tuple[int, ...]]) -> tuple[list[int], list[int], list[list[int]]]:
+    """Every row but its last token as a trie: node tokens, node parents (-1: root), each row's node path."""
+    tokens: list[int] = []
+    parents: list[int] = []
+    paths: list[list[int]] = []
+    index: dict[tuple[int, int], int] = {}
+    for row in rows:
+        path, parent = [], -1
+        for token in row[:-1]:
+            if (parent, token) not in index:
+                index[parent, token] = len(tokens)
+                tokens.append(token)
+                parents.append(parent)
+            parent = index[parent, token]
+            path.append(parent)
+        paths.append(path)
+    return tokens, parents, paths
+
+
+def _packed_logits(runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]) -> list[torch.Tensor]:
+    """Per row [len - 1, V]: one batch-1 forward of the prefix tree; a node sees the prompt and its ancestors."""
+    tokens, parents, paths = prefix_tree(rows)
+    if not tokens:
+        return [torch.empty(0, 0)] * len(rows)
+    length, n = cache.get_seq_length(), len(tokens)
+    sees = torch.zeros(n, n, dtype=torch.bool)
+    depth: list[int] = []
+    for i, parent in enumerate(parents):  # a parent always comes before its children
+        if parent >= 0:
+            sees[i] = sees[parent]
+        sees[i, i] = True
+        depth.append(depth[parent] + 1 if parent >= 0 else 0)
+    dtype = runner.model.dtype
+    mask = torch.zeros(1, 1, n, length + n, dtype=dtype)
+    mask[0, 0, :, length:].masked_fill_(~sees, torch.finfo(dtype).min)
+    out = runner.model(
+        input_ids=torch.tensor([tokens], device=runner.device),
+        position_ids=torch.tensor([[length + d for d in depth]], device=runner.device),
+        attention_mask=mask.to(runner.device),
+        use_cache=True,
+        **{runner._cache_kwarg: cache},
+    )
+    _crop(cache, length)
+    logits = out.logits[0]
+    return [logits[path] for path in paths]
 
 
 def _verdict(logp: torch.Tensor, row: tuple[int, ...], remainder: str, rules: DraftRules) -> Verdict:
@@ -189,18 +250,19 @@ def _repaired_verdicts(
     fixed: int,
 ) -> list[Verdict]:
     """Verdicts on every row; rows from index `fixed` on are repaired (bounded rounds) where implausible."""
-    cache = runner.fork(len(rows))
-    verdicts = judge(runner, first_logits, cache, rows, remainder, rules)
+    packed = options.verify_packed
+    cache = runner.cache if packed else runner.fork(len(rows))
+    verdicts = judge(runner, first_logits, cache, rows, remainder, rules, packed=packed)
     in_cache = list(range(len(rows)))  # which verdict each cache row belongs to
     for _ in range(options.verify_rounds - 1):  # repair rounds: only the rows that need one run again
         bad = [(i, b) for i, v in enumerate(verdicts) if i >= fixed and (b := _first_bad(v, options)) is not None]
         if not bad:
             break
-        if len(bad) < len(in_cache):
+        if len(bad) < len(in_cache) and not packed:
             cache.reorder_cache(torch.tensor([in_cache.index(i) for i, _ in bad], dtype=torch.long))
             in_cache = [i for i, _ in bad]
         repaired = [_repaired(verdicts[i], b, rules, remainder) for i, b in bad]
-        for (i, _), verdict in zip(bad, judge(runner, first_logits, cache, repaired, remainder, rules)):
+        for (i, _), verdict in zip(bad, judge(runner, first_logits, cache, repaired, remainder, rules, packed=packed)):
             verdicts[i] = verdict
     return verdicts
 
