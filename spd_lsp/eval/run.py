@@ -62,7 +62,10 @@ def complete(engine: Engine, position: Position, options: DecodeOptions) -> Requ
     return scored(engine, position, options, engine.complete(position.prefix, options))
 
 
-def scored(engine: Engine, position: Position, options: DecodeOptions, result: DecodeResult) -> RequestScore:
+def scored(
+    engine: Engine, position: Position, options: DecodeOptions, result: DecodeResult, known: dict | None = None
+) -> RequestScore:
+    """`known`: blend flags of the rows already judged at this position (eval/blend.py)."""
     cursor = Cursor(position.prefix + position.suffix, len(position.prefix))
     # finalize and blended fit the same drafts: each costs up to MAX_SYNTAX_CHECKS parses, so once
     fit = cache(Fit(cursor, language_of(str(position.path)), multiline=not options.stop_at_newline))
@@ -70,7 +73,7 @@ def scored(engine: Engine, position: Position, options: DecodeOptions, result: D
     t = result.timings
     score = score_request(drafts, position.target, 1000 * (t.total_s - t.prefill_s), 1000 * t.total_s)
     score.verify_ms = 1000 * t.verify_s
-    score.blended = blended(engine, position.prefix, fit, options, result.drafts, drafts)
+    score.blended = blended(engine, position.prefix, fit, options, result.drafts, drafts, known=known)
     score.drafts = drafts
     return score
 
@@ -126,11 +129,12 @@ def evaluate(
     results = [ConfigResult(c) for c in configs]
     for index, position in enumerate(positions):
         plain: dict[str | None, dict[str, DecodeResult]] = {}  # per n-gram source: plain SPD runs at this position
+        judged: dict[bool, dict] = {}  # per healing setting: blend flags of the rows judged at this position
         for result in results:
             engine.set_ngrams(sources[result.config.ngrams] if result.config.ngrams else None)
             options = result.config.options
             answered = _answer(engine, position, options, plain.setdefault(result.config.ngrams, {}))
-            score = scored(engine, position, options, answered)
+            score = scored(engine, position, options, answered, judged.setdefault(options.heal, {}))
             result.drafts.append(score.drafts)
             result.scores.append(score)
         if evaluator is not None:
