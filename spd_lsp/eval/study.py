@@ -1,11 +1,16 @@
 """`python -m spd_lsp.eval.study`: held-out study of verified drafts against greedy and beam.
 
 Three corpora of different styles (each its own workspace store), three cursor kinds,
-per-position records (JSON lines, resumable), paired bootstrap intervals:
+per-position records (JSON lines, resumable, index-major so a partial run is usable),
+paired bootstrap intervals. Every SPD verification variant at a position is derived
+from ONE plain SPD run (eval/run.py `verified`: the verify hook on the same prompt
+cache), its time being SPD's plus the verification's:
 
-    nice -n 10 .venv/bin/python -m spd_lsp.eval.study run --split validation --per-kind 10 \\
-        --out docs/study/validation.jsonl --configs greedy beam-3 spd spd-cut spd-repair2
-    .venv/bin/python -m spd_lsp.eval.study report docs/study/validation.jsonl
+    nice -n 10 .venv/bin/python -m spd_lsp.eval.study run --split validation --per-kind 12 \\
+        --out docs/study/validation2.jsonl --configs greedy spd spd-keep spd-cuttop spd-cut
+    nice -n 10 .venv/bin/python -m spd_lsp.eval.study run --split test --per-kind 100 --total-per-kind 150 \\
+        --out docs/study/test2.jsonl --configs greedy beam-3 spd spd-keep spd-keep-repair2 spd-cuttop
+    .venv/bin/python -m spd_lsp.eval.study report docs/study/test2.jsonl --plot docs/quality_blend_by_rank.png
 """
 
 from __future__ import annotations
