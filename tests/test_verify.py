@@ -60,7 +60,8 @@ def _verify(engine: Engine, rows: list[list[int]], **options) -> list[Hypothesis
     logits, _ = engine.runner.prefill(prompt)
     hyps = [replay(_rules(engine), "", tuple(r)) for r in rows]
     timings = Timings()
-    out = verify(engine.runner, logits, prompt, "", hyps, _rules(engine), DecodeOptions(**options), None, timings)
+    options = DecodeOptions(**{"verify_first": "rank", "verify_score": "mean", **options})
+    out = verify(engine.runner, logits, prompt, "", hyps, _rules(engine), options, None, timings)
     assert timings.verify_s > 0
     assert engine.runner.cache.get_seq_length() == len(prompt)
     return out

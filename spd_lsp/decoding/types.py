@@ -44,10 +44,11 @@ class DecodeOptions:
     verify_top: int | None = 5  # a token outside the model's top m at its position is implausible
     verify_log_ratio: float = -3.0  # ... and so is one with log p below the best token's + this
     verify_gate: float | None = 1.5  # drop drafts this many nats/token below the best one; None = keep
-    # "rank": every shown draft is cut and re-ranked; "keep": SPD's top draft stays first and whole
-    # (only ranks 2..k are cut, repaired, ranked and gated against it); "cut": it stays first but is cut too.
-    verify_first: Literal["rank", "keep", "cut"] = "rank"
-    verify_score: Literal["mean", "total"] = "mean"  # rank drafts by exact mean or total log p (with n-grams)
+    # "keep": SPD's top draft stays first and whole (it is nearly always greedy's; only ranks 2..k are
+    # cut, repaired, ranked and gated against it); "cut": it stays first but is cut too; "rank": every
+    # shown draft is cut and re-ranked (round 1: cost P@1, docs/study/test_report.md).
+    verify_first: Literal["rank", "keep", "cut"] = "keep"
+    verify_score: Literal["mean", "total"] = "total"  # rank drafts by exact total or mean log p (with n-grams)
     verify_packed: bool = False  # the rows as one prefix tree (tree attention, batch 1) instead of batch k
 
     @property

@@ -45,7 +45,7 @@ BASELINES: tuple[str, ...] = ("greedy", "beam-3")
 
 
 def _verify(rounds: int, **rest: Any) -> dict[str, Any]:
-    return {"verify_rounds": rounds, **rest}
+    return {"verify_rounds": rounds, "verify_first": "rank", "verify_score": "mean", **rest}  # round 1's unless given
 
 
 SPD_VARIANTS: dict[str, dict[str, Any]] = {
