@@ -49,7 +49,7 @@ class DecodeOptions:
     # shown draft is cut and re-ranked (round 1: cost P@1, docs/study/test_report.md).
     verify_first: Literal["rank", "keep", "cut"] = "keep"
     verify_score: Literal["mean", "total"] = "total"  # rank drafts by exact total or mean log p (with n-grams)
-    verify_packed: bool = False  # the rows as one prefix tree (tree attention, batch 1) instead of batch k
+    verify_packed: bool = True  # the rows as one prefix tree (tree attention, batch 1; cheaper) instead of batch k
 
     @property
     def pool(self) -> int:
