@@ -47,7 +47,7 @@ def test_verification_logprobs_equal_a_plain_forward(engine: Engine) -> None:
     verdicts = judge(engine.runner, logits, engine.runner.fork(len(rows)), rows, "", _rules(engine))
     for row, verdict in zip(rows, verdicts):
         full = _plain_logp(engine, prompt + list(row))
-        expected = full[len(prompt) - 1 : -1]
+        expected = torch.log_softmax(_rules(engine).without_special(full[len(prompt) - 1 : -1]), dim=-1)
         want = expected.gather(1, torch.tensor(row)[:, None]).squeeze(1)
         assert verdict.logp == pytest.approx(want.tolist(), abs=1e-4)
         assert list(verdict.choice) == expected.argmax(dim=-1).tolist()

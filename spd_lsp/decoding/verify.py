@@ -83,8 +83,9 @@ def judge(
         later = [first[:0]] * len(rows)
         if max(len(r) for r in rows) > 1:
             later = list(_batch_logits(runner, cache, rows))
-    logps = [torch.log_softmax(torch.cat([first, x.to(first.device)])[: len(row)].float(), dim=-1).cpu()
-             for row, x in zip(rows, later)]
+    # Over the tokens a draft may hold: special tokens the drafts never get are no "model's choice".
+    logps = [torch.log_softmax(rules.without_special(torch.cat([first, x.to(first.device)])[: len(row)].float()),
+                               dim=-1).cpu() for row, x in zip(rows, later)]
     return [_verdict(logp, row, remainder, rules) for logp, row in zip(logps, rows)]
 
 
@@ -181,7 +182,7 @@ def _exact_scores(
 ) -> list[float]:
     """Sum over each draft of the exact log p mixed with the n-grams, as during decoding."""
     logp = [torch.tensor(v.logp, dtype=torch.float32)[:, None] for v in verdicts]
-    if ngrams is None or options.alpha == 0.0:
+    if not verdicts or ngrams is None or options.alpha == 0.0:
         return [float(x.sum()) for x in logp]
     span = max(options.ngram_weights) - 1
     tail = context[-span:]
@@ -221,6 +222,8 @@ def verify(
     """
     started = time.perf_counter()
     drafts = shown(hyps, options.k)
+    if not drafts:  # nothing the editor would show yet (e.g. still inside the healed text): nothing to judge
+        return hyps
     keep = options.verify_first == "keep" and bool(drafts)
     judged = drafts[1:] if keep and options.verify_gate is None else drafts
     if not judged:
@@ -233,7 +236,7 @@ def verify(
     verdicts = [v for v in verdicts if v.tokens]
     totals = _exact_scores(verdicts, prompt_ids, ngrams, options)
     out = [replace(replay(rules, remainder, v.tokens), score=s) for v, s in zip(verdicts, totals)]
-    if keep and not fixed:  # the top draft was not run: it leads, unscored by the verifier
+    if (keep and not fixed) or not any(h.text.strip() for h in out):  # top not run, or nothing left: it leads
         out = [drafts[0]] + out
     timings.verify_s += time.perf_counter() - started
     return ranked(out, options, lead=1 if options.verify_first != "rank" else 0)

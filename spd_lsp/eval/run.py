@@ -81,7 +81,8 @@ def scored(
 def unverified(options: DecodeOptions) -> DecodeOptions:
     """The options with every verification setting at its default (verification off)."""
     defaults = DecodeOptions()
-    return replace(options, **{f.name: getattr(defaults, f.name) for f in fields(options) if f.name.startswith("verify_")})
+    settings = {f.name: getattr(defaults, f.name) for f in fields(options) if f.name.startswith("verify_")}
+    return replace(options, **{**settings, "verify_rounds": 0})
 
 
 def verified(engine: Engine, prefix: str, options: DecodeOptions, plain: DecodeResult) -> DecodeResult:
