@@ -108,9 +108,11 @@ def verified(engine: Engine, prefix: str, options: DecodeOptions, plain: DecodeR
     return DecodeResult(drafts, timings, options.method)
 
 
-def _answer(engine: Engine, position: Position, options: DecodeOptions, plain: dict[str, DecodeResult]) -> DecodeResult:
-    """The engine's drafts; superposed runs at a position share one plain run, verified per variant."""
-    if options.method != "superposed":
+def _answer(
+    engine: Engine, position: Position, options: DecodeOptions, plain: dict[str, DecodeResult] | None
+) -> DecodeResult:
+    """The engine's drafts; with `plain`, superposed runs at a position share one plain run, verified per variant."""
+    if options.method != "superposed" or plain is None:
         return engine.complete(position.prefix, options)
     base = unverified(options)
     if repr(base) not in plain:  # options hold a dict: keyed by their text
@@ -125,8 +127,14 @@ def evaluate(
     sources: dict[str, NgramSource],
     evaluator: PerplexityEvaluator | None = None,
     progress: Callable[[int, int], None] | None = None,
+    *,
+    share_spd: bool = False,
 ) -> list[ConfigResult]:
-    """Position-major, so every method at a position reuses the one prefill of its prompt."""
+    """Position-major, so every method at a position reuses the one prefill of its prompt.
+
+    `share_spd`: SPD configurations differing only in verification share one plain SPD run per
+    position (the study); otherwise every configuration runs exactly as the server would.
+    """
     results = [ConfigResult(c) for c in configs]
     for index, position in enumerate(positions):
         plain: dict[str | None, dict[str, DecodeResult]] = {}  # per n-gram source: plain SPD runs at this position
@@ -134,7 +142,8 @@ def evaluate(
         for result in results:
             engine.set_ngrams(sources[result.config.ngrams] if result.config.ngrams else None)
             options = result.config.options
-            answered = _answer(engine, position, options, plain.setdefault(result.config.ngrams, {}))
+            shared = plain.setdefault(result.config.ngrams, {}) if share_spd else None
+            answered = _answer(engine, position, options, shared)
             score = scored(engine, position, options, answered, judged.setdefault(options.heal, {}))
             result.drafts.append(score.drafts)
             result.scores.append(score)

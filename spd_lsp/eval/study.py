@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> None:
             todo = [c for c in configs if (name, kind, index, c.name) not in done]
             if not todo:
                 continue
-            results = evaluate(engine, todo, [sample[index]], {"workspace": stores[name]})
+            results = evaluate(engine, todo, [sample[index]], {"workspace": stores[name]}, share_spd=True)
             with args.out.open("a") as out:
                 for result in results:
                     record = {"corpus": name, "kind": kind, "index": index, "config": result.config.name,
