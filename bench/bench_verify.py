@@ -17,11 +17,16 @@ from spd_lsp.decoding.types import DecodeOptions
 from spd_lsp.engine import Engine
 from spd_lsp.model import load_model
 
+ROUND1 = {"verify_first": "rank", "verify_score": "mean", "verify_packed": False}  # all cut, re-ranked by mean
 METHODS: dict[str, dict] = {
     "greedy": {"method": "greedy", "k": 1},
     "SPD k=3": {"method": "superposed", "verify_rounds": 0},
-    "SPD k=3 + verify (cut)": {"method": "superposed", "verify_rounds": 1},
-    "SPD k=3 + verify (repair, 2 rounds)": {"method": "superposed", "verify_rounds": 2},
+    "SPD k=3 + verify (round 1: cut, all re-ranked)": {"method": "superposed", "verify_rounds": 1, **ROUND1},
+    "SPD k=3 + verify (round 1: repair, 2 rounds)": {"method": "superposed", "verify_rounds": 2, **ROUND1},
+    "SPD k=3 + verify (keep top, cut 2..k, batch k)": {"method": "superposed", "verify_rounds": 1,
+                                                       "verify_packed": False},
+    "SPD k=3 + verify (keep top, cut 2..k, packed tree)": {"method": "superposed", "verify_rounds": 1},
+    "SPD k=3 + verify (keep top, repair 2..k, 2 rounds)": {"method": "superposed", "verify_rounds": 2},
     "beam k=3": {"method": "beam"},
     "nucleus k=3 sequential": {"method": "nucleus", "seed": 0},
 }

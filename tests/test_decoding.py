@@ -23,7 +23,7 @@ from spd_lsp.model import LoadedModel
 from tests.tiny_models import ARCHITECTURES, tiny_model
 
 PREFIX = "for name in names:\n    if name"
-RAW = dict(stop_at_newline=False, heal=False)
+RAW = dict(stop_at_newline=False, heal=False, verify_rounds=0)  # the decoder alone, without verification
 
 
 @pytest.fixture(scope="module", params=ARCHITECTURES)

@@ -175,3 +175,21 @@ def test_study_report_compares_methods_on_the_positions_both_answered(tmp_path: 
     assert (spd["P@1"], spd["P@k"], spd["blend_1"]) == (0.5, 1.0, 0.0)
     vs_greedy = next(r for r in out["paired"] if r["against"] == "greedy")
     assert vs_greedy["P@3"].startswith("+0.500")
+
+
+def test_study_verifies_the_plain_spd_run_as_the_decoding_hook_would() -> None:
+    """One SPD run serves every verification variant: the drafts equal SPD + the verify hook's."""
+    from spd_lsp.eval.run import unverified, verified
+
+    engine = Engine(tiny_model("llama"))
+    prefix = "for name in names:\n    if name"
+    for first in ("rank", "keep", "cut"):
+        options = DecodeOptions(k=3, max_tokens=5, verify_rounds=2, verify_top=3, verify_log_ratio=-2.0,
+                                verify_first=first, verify_score="total")
+        plain = engine.complete(prefix, unverified(options))
+        assert plain.timings.verify_s == 0
+        derived = verified(engine, prefix, options, plain)
+        hooked = engine.complete(prefix, options)
+        assert [(d.text, d.token_ids) for d in derived.drafts] == [(d.text, d.token_ids) for d in hooked.drafts]
+        assert derived.timings.verify_s > 0
+        assert derived.timings.total_s == pytest.approx(plain.timings.total_s + derived.timings.verify_s)

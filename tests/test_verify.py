@@ -7,7 +7,7 @@ import torch
 
 from spd_lsp.decoding.drafts import DraftRules, Hypothesis
 from spd_lsp.decoding.types import DecodeOptions, Timings
-from spd_lsp.decoding.verify import judge, verify
+from spd_lsp.decoding.verify import judge, replay, verify
 from spd_lsp.engine import Engine
 from tests.tiny_models import tiny_model
 
@@ -47,7 +47,7 @@ def test_verification_logprobs_equal_a_plain_forward(engine: Engine) -> None:
     verdicts = judge(engine.runner, logits, engine.runner.fork(len(rows)), rows, "", _rules(engine))
     for row, verdict in zip(rows, verdicts):
         full = _plain_logp(engine, prompt + list(row))
-        expected = full[len(prompt) - 1 : -1]
+        expected = torch.log_softmax(_rules(engine).without_special(full[len(prompt) - 1 : -1]), dim=-1)
         want = expected.gather(1, torch.tensor(row)[:, None]).squeeze(1)
         assert verdict.logp == pytest.approx(want.tolist(), abs=1e-4)
         assert list(verdict.choice) == expected.argmax(dim=-1).tolist()
@@ -58,9 +58,10 @@ def test_verification_logprobs_equal_a_plain_forward(engine: Engine) -> None:
 def _verify(engine: Engine, rows: list[list[int]], **options) -> list[Hypothesis]:
     prompt = engine.encode(PREFIX)
     logits, _ = engine.runner.prefill(prompt)
-    hyps = [Hypothesis(tokens=tuple(r)) for r in rows]
+    hyps = [replay(_rules(engine), "", tuple(r)) for r in rows]
     timings = Timings()
-    out = verify(engine.runner, logits, prompt, "", hyps, _rules(engine), DecodeOptions(**options), None, timings)
+    options = DecodeOptions(**{"verify_first": "rank", "verify_score": "mean", **options})
+    out = verify(engine.runner, logits, prompt, "", hyps, _rules(engine), options, None, timings)
     assert timings.verify_s > 0
     assert engine.runner.cache.get_seq_length() == len(prompt)
     return out
@@ -121,7 +122,7 @@ def test_healed_first_tokens_are_judged_among_the_tokens_consistent_with_the_hea
     row = [first] + _greedy(engine, prompt + [first], 2)
     timings = Timings()
     options = DecodeOptions(verify_rounds=1, verify_top=1, verify_log_ratio=-50.0, verify_gate=None)
-    hyps = [Hypothesis(tokens=tuple(row))]  # finished drafts have no remainder left: verify is told it
+    hyps = [replay(_rules(engine), healed.remainder, tuple(row))]  # the draft as decoding left it
     out = verify(engine.runner, logits, prompt, healed.remainder, hyps, _rules(engine), options, None, timings)
     assert [h.tokens for h in out] == [tuple(row)]
 
@@ -133,3 +134,32 @@ def test_status_reports_the_verification_cost() -> None:
     stats.record(0.5, Timings(prefill_s=0.1, model_s=0.2, verify_s=0.05, total_s=0.4))
     assert stats.last()["verifyMs"] == 50.0
     assert "verify" in stats.summary()["latencyMs"]
+
+
+def test_keep_leaves_the_top_draft_first_and_whole_and_ranks_the_rest_by_exact_total(engine: Engine) -> None:
+    prompt = engine.encode(PREFIX)
+    good = _greedy(engine, prompt, 4)
+    bad = _worst(engine, prompt + good[:1])
+    top = good[:1] + [bad] + good[2:]  # SPD's top draft, with a token the model would never pick
+    short, long = good[:2], good  # the shorter one has the higher exact total
+    rank_only = {"verify_rounds": 1, "verify_top": None, "verify_log_ratio": float("-inf"), "verify_gate": None}
+    kept = _verify(engine, [top, long, short], **rank_only, verify_first="keep", verify_score="total")
+    assert [h.tokens for h in kept] == [tuple(top), tuple(short), tuple(long)]
+    by_mean = _verify(engine, [top, long, short], **rank_only, verify_first="keep", verify_score="mean")
+    assert by_mean[0].tokens == tuple(top)
+    cut = _verify(engine, [top, long], verify_rounds=1, verify_top=1, verify_log_ratio=-50.0, verify_gate=None,
+                  verify_first="cut", verify_score="total")
+    assert [h.tokens for h in cut] == [tuple(good[:1]), tuple(long)]  # the top is cut but stays first
+
+
+def test_packed_tree_verification_equals_the_batched_one(engine: Engine) -> None:
+    prompt = engine.encode(PREFIX)
+    logits, _ = engine.runner.prefill(prompt)
+    shared = _greedy(engine, prompt, 3)
+    rows = [tuple(shared + [5, 6]), tuple(shared[:2] + [7]), tuple(shared[:1]), tuple(shared + [5, 9, 9])]
+    batched = judge(engine.runner, logits, engine.runner.fork(len(rows)), rows, "", _rules(engine))
+    packed = judge(engine.runner, logits, engine.runner.cache, rows, "", _rules(engine), packed=True)
+    for b, p in zip(batched, packed):
+        assert p.logp == pytest.approx(b.logp, abs=1e-4)
+        assert (p.choice, p.rank) == (b.choice, b.rank)
+    assert engine.runner.cache.get_seq_length() == len(prompt)

@@ -40,10 +40,16 @@ class DecodeOptions:
     # Verification (superposed only, decoding/verify.py): one exact forward over the drafts.
     # 0 = off; 1 = rank and cut each draft at its first implausible token; n > 1 = repair that
     # token with the model's choice and re-verify, at most n - 1 times, then cut.
-    verify_rounds: int = 0
+    verify_rounds: int = 1  # on: the test split (docs/study/test_report.md) met P@1 >= greedy, blends 0 at every rank
     verify_top: int | None = 5  # a token outside the model's top m at its position is implausible
     verify_log_ratio: float = -3.0  # ... and so is one with log p below the best token's + this
     verify_gate: float | None = 1.5  # drop drafts this many nats/token below the best one; None = keep
+    # "keep": SPD's top draft stays first and whole (it is nearly always greedy's; only ranks 2..k are
+    # cut, repaired, ranked and gated against it); "cut": it stays first but is cut too; "rank": every
+    # shown draft is cut and re-ranked (round 1: cost P@1, docs/study/test_report.md).
+    verify_first: Literal["rank", "keep", "cut"] = "cut"
+    verify_score: Literal["mean", "total"] = "total"  # rank drafts by exact total or mean log p (with n-grams)
+    verify_packed: bool = True  # the rows as one prefix tree (tree attention, batch 1; cheaper) instead of batch k
 
     @property
     def pool(self) -> int:

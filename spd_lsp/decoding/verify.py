@@ -67,22 +67,84 @@ def judge(
     rows: list[tuple[int, ...]],
     remainder: str,
     rules: DraftRules,
+    *,
+    packed: bool = False,
 ) -> list[Verdict]:
-    """One forward of every row (all non-empty) after the prompt in `cache` (batch len(rows)), cropped back after.
+    """One forward of every row (all non-empty) after the prompt in `cache`, cropped back after.
 
+    Batch len(rows) on a forked cache, or (`packed`) batch 1 on the prompt cache itself with the
+    rows packed as a prefix tree under a tree attention mask (shared prefixes run once).
     first_logits [1, V] are the prompt's last logits: the distribution of every row's first token.
     """
-    width = max(len(r) for r in rows)
-    logits = first_logits.reshape(1, 1, -1).expand(len(rows), 1, -1)
-    if width > 1:
-        length = cache.get_seq_length()
-        ids = torch.zeros(len(rows), width - 1, dtype=torch.long)
-        for b, row in enumerate(rows):
-            ids[b, : len(row) - 1] = torch.tensor(row[:-1], dtype=torch.long)
-        logits = torch.cat([logits, runner.score(cache, ids).to(logits.device)], dim=1)
-        _crop(cache, length)
-    logp = torch.log_softmax(logits.float(), dim=-1).cpu()
-    return [_verdict(logp[b, : len(row)], row, remainder, rules) for b, row in enumerate(rows)]
+    first = first_logits.reshape(1, -1)
+    if packed:
+        later = _packed_logits(runner, cache, rows)
+    else:
+        later = [first[:0]] * len(rows)
+        if max(len(r) for r in rows) > 1:
+            later = list(_batch_logits(runner, cache, rows))
+    # Over the tokens a draft may hold: special tokens the drafts never get are no "model's choice".
+    logps = [torch.log_softmax(rules.without_special(torch.cat([first, x.to(first.device)])[: len(row)].float()),
+                               dim=-1).cpu() for row, x in zip(rows, later)]
+    return [_verdict(logp, row, remainder, rules) for logp, row in zip(logps, rows)]
+
+
+def _batch_logits(runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]) -> torch.Tensor:
+    """[B, width - 1, V]: right-padded rows, batch B; causal attention keeps the padding invisible."""
+    length = cache.get_seq_length()
+    ids = torch.zeros(len(rows), max(len(r) for r in rows) - 1, dtype=torch.long)
+    for b, row in enumerate(rows):
+        ids[b, : len(row) - 1] = torch.tensor(row[:-1], dtype=torch.long)
+    logits = runner.score(cache, ids)
+    _crop(cache, length)
+    return logits
+
+
+def prefix_tree(rows: list[tuple[int, ...]]) -> tuple[list[int], list[int], list[list[int]]]:
+    """Every row but its last token as a trie: node tokens, node parents (-1: root), each row's node path."""
+    tokens: list[int] = []
+    parents: list[int] = []
+    paths: list[list[int]] = []
+    index: dict[tuple[int, int], int] = {}
+    for row in rows:
+        path, parent = [], -1
+        for token in row[:-1]:
+            if (parent, token) not in index:
+                index[parent, token] = len(tokens)
+                tokens.append(token)
+                parents.append(parent)
+            parent = index[parent, token]
+            path.append(parent)
+        paths.append(path)
+    return tokens, parents, paths
+
+
+def _packed_logits(runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]) -> list[torch.Tensor]:
+    """Per row [len - 1, V]: one batch-1 forward of the prefix tree; a node sees the prompt and its ancestors."""
+    tokens, parents, paths = prefix_tree(rows)
+    if not tokens:
+        return [torch.empty(0, 0)] * len(rows)
+    length, n = cache.get_seq_length(), len(tokens)
+    sees = torch.zeros(n, n, dtype=torch.bool)
+    depth: list[int] = []
+    for i, parent in enumerate(parents):  # a parent always comes before its children
+        if parent >= 0:
+            sees[i] = sees[parent]
+        sees[i, i] = True
+        depth.append(depth[parent] + 1 if parent >= 0 else 0)
+    dtype = runner.model.dtype
+    mask = torch.zeros(1, 1, n, length + n, dtype=dtype)
+    mask[0, 0, :, length:].masked_fill_(~sees, torch.finfo(dtype).min)
+    out = runner.model(
+        input_ids=torch.tensor([tokens], device=runner.device),
+        position_ids=torch.tensor([[length + d for d in depth]], device=runner.device),
+        attention_mask=mask.to(runner.device),
+        use_cache=True,
+        **{runner._cache_kwarg: cache},
+    )
+    _crop(cache, length)
+    logits = out.logits[0]
+    return [logits[path] for path in paths]
 
 
 def _verdict(logp: torch.Tensor, row: tuple[int, ...], remainder: str, rules: DraftRules) -> Verdict:
@@ -120,7 +182,7 @@ def _exact_scores(
 ) -> list[float]:
     """Sum over each draft of the exact log p mixed with the n-grams, as during decoding."""
     logp = [torch.tensor(v.logp, dtype=torch.float32)[:, None] for v in verdicts]
-    if ngrams is None or options.alpha == 0.0:
+    if not verdicts or ngrams is None or options.alpha == 0.0:
         return [float(x.sum()) for x in logp]
     span = max(options.ngram_weights) - 1
     tail = context[-span:]
@@ -129,6 +191,15 @@ def _exact_scores(
     p = torch.tensor(ngrams.p_ngram(contexts, candidates, options.ngram_weights), dtype=torch.float32)
     mixed = interpolate(torch.cat(logp), p, options.alpha, options.log_delta, drop_unsupported=False)
     return [float(part.sum()) for part in torch.split(mixed[:, 0], [len(v.tokens) for v in verdicts])]
+
+
+def shown(hyps: list[Hypothesis], k: int) -> list[Hypothesis]:
+    """The k drafts the engine would return, best first: distinct non-blank texts by normalised score."""
+    rows: dict[str, Hypothesis] = {}
+    for hyp in sorted(hyps, key=lambda h: h.normalised, reverse=True):
+        if hyp.tokens and hyp.text.strip() and len(rows) < k:
+            rows.setdefault(hyp.text, hyp)
+    return list(rows.values())
 
 
 def verify(
@@ -142,34 +213,77 @@ def verify(
     ngrams: NgramSource | None,
     timings: Timings,
 ) -> list[Hypothesis]:
-    """Rank, cut or repair, and gate the drafts; the runner's cache is back at the prompt afterwards.
+    """Rank, cut or repair, and gate the drafts that would be shown; the runner's cache is back at the prompt.
 
-    `remainder` is the healed text every draft had to re-produce first.
+    `remainder` is the healed text every draft had to re-produce first. With
+    `verify_first="keep"` SPD's top draft stays first and untouched (it is nearly always
+    greedy's) and only ranks 2..k are cut, repaired, ranked and gated; the top row is run
+    only where the gate needs its exact score.
     """
     started = time.perf_counter()
-    rows = list(dict.fromkeys(tuple(h.tokens) for h in hyps if h.tokens))
-    if not rows:
-        return []
+    drafts = shown(hyps, options.k)
+    if not drafts:  # nothing the editor would show yet (e.g. still inside the healed text): nothing to judge
+        return hyps
+    keep = options.verify_first == "keep" and bool(drafts)
+    judged = drafts[1:] if keep and options.verify_gate is None else drafts
+    if not judged:
+        return drafts
     runner.rewind(len(prompt_ids))  # drop the superposed positions
-    cache = runner.fork(len(rows))
-    verdicts = judge(runner, first_logits, cache, rows, remainder, rules)
+    verdicts = _repaired_verdicts(runner, first_logits, [tuple(h.tokens) for h in judged], remainder, rules, options,
+                                  fixed=1 if keep else 0)
+    fixed = [v for v in verdicts[:1] if keep and len(judged) == len(drafts)]  # the top's verdict, kept whole
+    verdicts = fixed + [v.cut(_first_bad(v, options)) for v in verdicts[len(fixed):]]
+    verdicts = [v for v in verdicts if v.tokens]
+    totals = _exact_scores(verdicts, prompt_ids, ngrams, options)
+    out = [replace(replay(rules, remainder, v.tokens), score=s) for v, s in zip(verdicts, totals)]
+    if (keep and not fixed) or not any(h.text.strip() for h in out):  # top not run, or nothing left: it leads
+        out = [drafts[0]] + out
+    timings.verify_s += time.perf_counter() - started
+    return ranked(out, options, lead=1 if options.verify_first != "rank" else 0)
+
+
+def _repaired_verdicts(
+    runner: ModelRunner,
+    first_logits: torch.Tensor,
+    rows: list[tuple[int, ...]],
+    remainder: str,
+    rules: DraftRules,
+    options: DecodeOptions,
+    *,
+    fixed: int,
+) -> list[Verdict]:
+    """Verdicts on every row; rows from index `fixed` on are repaired (bounded rounds) where implausible."""
+    packed = options.verify_packed
+    cache = runner.cache if packed else runner.fork(len(rows))
+    verdicts = judge(runner, first_logits, cache, rows, remainder, rules, packed=packed)
     in_cache = list(range(len(rows)))  # which verdict each cache row belongs to
     for _ in range(options.verify_rounds - 1):  # repair rounds: only the rows that need one run again
-        bad = [(i, b) for i, v in enumerate(verdicts) if (b := _first_bad(v, options)) is not None]
+        bad = [(i, b) for i, v in enumerate(verdicts) if i >= fixed and (b := _first_bad(v, options)) is not None]
         if not bad:
             break
-        if len(bad) < len(in_cache):
+        if len(bad) < len(in_cache) and not packed:
             cache.reorder_cache(torch.tensor([in_cache.index(i) for i, _ in bad], dtype=torch.long))
             in_cache = [i for i, _ in bad]
         repaired = [_repaired(verdicts[i], b, rules, remainder) for i, b in bad]
-        for (i, _), verdict in zip(bad, judge(runner, first_logits, cache, repaired, remainder, rules)):
+        for (i, _), verdict in zip(bad, judge(runner, first_logits, cache, repaired, remainder, rules, packed=packed)):
             verdicts[i] = verdict
-    cut = [v.cut(_first_bad(v, options)) for v in verdicts]
-    verdicts = [v for v in cut if v.tokens]
-    scores = _exact_scores(verdicts, prompt_ids, ngrams, options)
-    out = [replace(replay(rules, remainder, v.tokens), score=s) for v, s in zip(verdicts, scores)]
-    timings.verify_s += time.perf_counter() - started
-    return gate(out, options.verify_gate)
+    return verdicts
+
+
+def ranked(hyps: list[Hypothesis], options: DecodeOptions, *, lead: int) -> list[Hypothesis]:
+    """The first `lead` drafts stay in front; the rest by exact score (total or mean), gated, then
+    re-scored so that the engine's sort by normalised score keeps this order."""
+    head, rest = hyps[:lead], hyps[lead:]
+    by_total = options.verify_score == "total"
+    rest = sorted(rest, key=lambda h: h.score if by_total else h.normalised, reverse=True)
+    out = gate(head + rest, options.verify_gate, against=head[0] if head else None)
+    ordered: list[Hypothesis] = []
+    for hyp in out:
+        value = hyp.score if by_total else hyp.normalised
+        if ordered:
+            value = min(value, ordered[-1].normalised - 1e-6)
+        ordered.append(replace(hyp, score=value * max(1, len(hyp.tokens))))
+    return ordered
 
 
 def _first_bad(verdict: Verdict, options: DecodeOptions) -> int | None:
@@ -182,9 +296,9 @@ def _repaired(verdict: Verdict, bad: int, rules: DraftRules, remainder: str) -> 
     return replay(rules, remainder, tokens).tokens
 
 
-def gate(hyps: list[Hypothesis], margin: float | None) -> list[Hypothesis]:
-    """Drafts within `margin` nats per token of the best one (None: all)."""
+def gate(hyps: list[Hypothesis], margin: float | None, *, against: Hypothesis | None = None) -> list[Hypothesis]:
+    """Drafts within `margin` nats per token of `against` (None: the best one); `against` itself stays."""
     if margin is None or not hyps:
         return hyps
-    best = max(h.normalised for h in hyps)
-    return [h for h in hyps if h.normalised >= best - margin]
+    best = against.normalised if against is not None else max(h.normalised for h in hyps)
+    return [h for h in hyps if h is against or h.normalised >= best - margin]

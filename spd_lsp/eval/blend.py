@@ -34,23 +34,27 @@ def blended(
     drafts: Sequence[Draft],
     shown: Sequence[str],
     top: int = BLEND_TOP,
+    known: dict[tuple[int, ...], bool] | None = None,
 ) -> list[bool]:
     """One flag per shown draft (in rank order): a token outside the model's top `top` at its position.
 
-    `fit` is what turned the raw drafts into the `shown` ones (postprocess.Fit).
+    `fit` is what turned the raw drafts into the `shown` ones (postprocess.Fit); `known` holds the
+    flags of rows already judged at this prefix (filled here), so methods sharing drafts judge them once.
     """
+    known = {} if known is None else known
     healed = engine.healed_prompt(prefix, healing=options.heal)
     by_text: dict[str, Draft] = {}
     for draft in drafts:
         by_text.setdefault(fit(draft.text), draft)
     prompt = healed.prompt_ids
     rows = [_shown_tokens(engine, by_text[text], text, prompt, healed.remainder) for text in shown]
-    if not rows:
-        return []
-    rules = DraftRules(table=engine.table, stop_ids=engine.stop_ids, stop_at_newline=options.stop_at_newline)
-    logits, _ = engine.runner.prefill(prompt)
-    try:
-        verdicts = judge(engine.runner, logits, engine.runner.fork(len(rows)), rows, healed.remainder, rules)
-    finally:
-        engine.runner.rewind(len(prompt))
-    return [v.blended(top) for v in verdicts]
+    new = list(dict.fromkeys(row for row in rows if row not in known))
+    if new:
+        rules = DraftRules(table=engine.table, stop_ids=engine.stop_ids, stop_at_newline=options.stop_at_newline)
+        logits, _ = engine.runner.prefill(prompt)
+        try:
+            verdicts = judge(engine.runner, logits, engine.runner.fork(len(new)), new, healed.remainder, rules)
+        finally:
+            engine.runner.rewind(len(prompt))
+        known.update((row, v.blended(top)) for row, v in zip(new, verdicts))
+    return [known[row] for row in rows]

@@ -1,11 +1,16 @@
 """`python -m spd_lsp.eval.study`: held-out study of verified drafts against greedy and beam.
 
 Three corpora of different styles (each its own workspace store), three cursor kinds,
-per-position records (JSON lines, resumable), paired bootstrap intervals:
+per-position records (JSON lines, resumable, index-major so a partial run is usable),
+paired bootstrap intervals. Every SPD verification variant at a position is derived
+from ONE plain SPD run (eval/run.py `verified`: the verify hook on the same prompt
+cache), its time being SPD's plus the verification's:
 
-    nice -n 10 .venv/bin/python -m spd_lsp.eval.study run --split validation --per-kind 10 \\
-        --out docs/study/validation.jsonl --configs greedy beam-3 spd spd-cut spd-repair2
-    .venv/bin/python -m spd_lsp.eval.study report docs/study/validation.jsonl
+    nice -n 10 .venv/bin/python -m spd_lsp.eval.study run --split validation --per-kind 12 \\
+        --out docs/study/validation2.jsonl --configs greedy spd spd-keep spd-cuttop spd-cut
+    nice -n 10 .venv/bin/python -m spd_lsp.eval.study run --split test --per-kind 100 --total-per-kind 150 \\
+        --out docs/study/test2.jsonl --configs greedy beam-3 spd spd-keep spd-keep-repair2 spd-cuttop
+    .venv/bin/python -m spd_lsp.eval.study report docs/study/test2.jsonl --plot docs/quality_blend_by_rank.png
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ BASELINES: tuple[str, ...] = ("greedy", "beam-3")
 
 
 def _verify(rounds: int, **rest: Any) -> dict[str, Any]:
-    return {"verify_rounds": rounds, **rest}
+    return {"verify_rounds": rounds, "verify_first": "rank", "verify_score": "mean", **rest}  # round 1's unless given
 
 
 SPD_VARIANTS: dict[str, dict[str, Any]] = {
@@ -53,6 +58,12 @@ SPD_VARIANTS: dict[str, dict[str, Any]] = {
     "spd-repair2-ratio5": _verify(2, verify_log_ratio=-5.0),
     "spd-repair2-gate1": _verify(2, verify_gate=1.0),
     "spd-repair2-nogate": _verify(2, verify_gate=None),
+    # SPD's top draft kept first and whole; ranks 2..k cut (or repaired), ranked by exact total, gated.
+    "spd-keep": _verify(1, verify_first="keep", verify_score="total"),
+    "spd-keep-repair2": _verify(2, verify_first="keep", verify_score="total"),
+    "spd-keep-nogate": _verify(1, verify_first="keep", verify_score="total", verify_gate=None),
+    "spd-keep-gate1": _verify(1, verify_first="keep", verify_score="total", verify_gate=1.0),
+    "spd-cuttop": _verify(1, verify_first="cut", verify_score="total"),
 }
 
 
@@ -94,13 +105,18 @@ def run(args: argparse.Namespace) -> None:
         for kind in KINDS:
             sample = sample_positions(files, args.per_kind, args.seed, kinds=(kind,))
             positions[name, kind] = fitted(sample, engine.tokenizer)
-    # Index-major: a run stopped early still covers every corpus and kind evenly.
+    # Index-major: a run stopped early still covers every corpus and kind evenly. A kind stops at
+    # --total-per-kind positions; a corpus with few candidates of a kind leaves them to the others.
+    taken = dict.fromkeys(KINDS, 0)
     for index in range(args.start, args.per_kind):
         for (name, kind), sample in positions.items():
-            todo = [c for c in configs if (name, kind, index, c.name) not in done]
-            if index >= len(sample) or not todo:
+            if index >= len(sample) or taken[kind] >= args.total_per_kind:
                 continue
-            results = evaluate(engine, todo, [sample[index]], {"workspace": stores[name]})
+            taken[kind] += 1
+            todo = [c for c in configs if (name, kind, index, c.name) not in done]
+            if not todo:
+                continue
+            results = evaluate(engine, todo, [sample[index]], {"workspace": stores[name]}, share_spd=True)
             with args.out.open("a") as out:
                 for result in results:
                     record = {"corpus": name, "kind": kind, "index": index, "config": result.config.name,
@@ -183,7 +199,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="answer positions; append one JSON line per (position, configuration)")
     r.add_argument("--split", choices=("validation", "test"), required=True)
-    r.add_argument("--per-kind", type=int, default=50, help="positions per corpus and kind")
+    r.add_argument("--per-kind", type=int, default=50, help="at most this many positions per corpus and kind")
+    r.add_argument("--total-per-kind", type=int, default=10**9, help="at most this many positions per kind in all")
     r.add_argument("--configs", nargs="+", default=["greedy", "beam-3", "spd", "spd-repair2"])
     r.add_argument("--packages", nargs="+", default=list(STUDY_PACKAGES))
     r.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "study")
