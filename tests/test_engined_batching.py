@@ -4,6 +4,7 @@ each would alone; a request joining mid-way or cancelled mid-way disturbs no oth
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 import torch
@@ -39,14 +40,16 @@ def _texts(result) -> list[tuple[str, float]]:
     return [(d.text, round(d.score, 4)) for d in result.drafts]
 
 
-def test_batched_answers_equal_single_answers(engine: Engine, ngrams: MemoryNgrams) -> None:
+@pytest.mark.parametrize("verify_rounds", [0, 1])  # verified requests batch too: verification runs as each leaves
+def test_batched_answers_equal_single_answers(engine: Engine, ngrams: MemoryNgrams, verify_rounds: int) -> None:
+    options = replace(OPTIONS, verify_rounds=verify_rounds)
     alone = []
     for prefix in PREFIXES:
         engine.set_ngrams(ngrams)
-        alone.append(_texts(engine.complete(prefix, OPTIONS)))
+        alone.append(_texts(engine.complete(prefix, options)))
     scheduler = Scheduler(engine)
     try:
-        jobs = [Job(prefix, OPTIONS, ngrams=ngrams, affinity=f"editor{i}") for i, prefix in enumerate(PREFIXES)]
+        jobs = [Job(prefix, options, ngrams=ngrams, affinity=f"editor{i}") for i, prefix in enumerate(PREFIXES)]
         futures = [scheduler.submit(job) for job in jobs]
         together = [_texts(f.result(timeout=60)) for f in futures]
         assert scheduler.status()["maxBatched"] >= 2  # they really shared a batch

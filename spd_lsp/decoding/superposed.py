@@ -92,6 +92,14 @@ class SuperposedState(Progress):
         """Finished and live drafts (unranked)."""
         return list(self.finished.by_text.values()) + self.hyps
 
+    def final(self, runner: ModelRunner) -> list[Hypothesis]:
+        """The drafts to return, verified where the options say so; `runner`'s cache must hold the prompt."""
+        drafts = self.drafts()
+        if self.options.verify_rounds:
+            drafts = verify(runner, self.first_logits, self.prompt_ids, self.remainder, drafts, self.rules,
+                            self.options, self.ngrams, self.timings)
+        return drafts
+
     def parents(self) -> list[int]:
         return [0]  # one row: the superposition of the k drafts
 
@@ -117,10 +125,7 @@ def superposed_decode(
     state = SuperposedState(prompt_ids, remainder, rules, options, ngrams, cancelled=cancelled, timings=timings,
                             logits=logits)
     run_alone(runner, state)
-    drafts = state.drafts()
-    if options.verify_rounds:
-        drafts = verify(runner, state.first_logits, prompt_ids, remainder, drafts, rules, options, ngrams, timings)
-    return drafts
+    return state.final(runner)
 
 
 def reset_to_best(runner: ModelRunner, prompt_ids: list[int], hyps: list[Hypothesis]) -> torch.Tensor:

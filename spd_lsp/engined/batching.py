@@ -11,8 +11,7 @@ changes and re-gathered only when a request forks or reorders its rows (beam);
 steps in between just append.
 
 Requests the batch cannot take run alone through `Engine.complete` between steps:
-sequential nucleus, `reset_every`, verification (it re-scores on the request's own
-prompt cache), extra prompt arguments, and models whose cache is not a plain
+sequential nucleus, `reset_every`, extra prompt arguments, and models whose cache is not a plain
 per-layer key/value cache.
 """
 
@@ -79,8 +78,7 @@ BATCHED_METHODS = ("superposed", "greedy", "nucleus_batched", "beam")
 
 def batchable(job: Job) -> bool:
     options = job.options
-    return (options.method in BATCHED_METHODS and not options.reset_every and not options.verify_rounds
-            and not job.args)
+    return options.method in BATCHED_METHODS and not options.reset_every and not job.args
 
 
 def start_state(job: Job, logits: torch.Tensor, prompt: list[int], remainder: str, rules: Any,
@@ -303,10 +301,25 @@ class Scheduler:
             return
         state, engine = member.state, self.engine
         options = state.options
-        drafts = to_drafts(state.drafts(), options.k, engine.table, member.prompt, member.remainder,
+        try:
+            final = self._final(member)
+        except BaseException as exc:  # noqa: BLE001 - cancelled or failed while verifying: this request only
+            self._finish(member.job, error=exc)
+            return
+        drafts = to_drafts(final, options.k, engine.table, member.prompt, member.remainder,
                            stop_at_newline=options.stop_at_newline)
         state.timings.total_s = time.perf_counter() - member.job.started
         self._finish(member.job, result=DecodeResult(drafts, state.timings, options.method))
+
+    def _final(self, member: Member) -> list:
+        """The member's drafts; a superposed one's are verified on its own prompt cache (ONE
+        forward over its k drafts, as `Engine.complete` does), after it has left the batch."""
+        final = getattr(member.state, "final", None)
+        if final is None:
+            return member.state.drafts()
+        runner = self._runner(member.job.affinity)
+        runner.prefill(member.prompt, member.job.cancelled)  # the prompt is still cached unless evicted
+        return final(runner)
 
     def _finish(self, job: Job, *, result: DecodeResult | None = None, error: BaseException | None = None) -> None:
         if job.future.done():
