@@ -161,7 +161,7 @@ def test_bad_frames_after_hello_are_answered_and_closed(plain: str, frame: bytes
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(garbage=st.binary(max_size=300), authenticate=st.booleans(),
        message=st.dictionaries(st.sampled_from(["op", "id", "prompt", "options", "ngrams", "token", "version"]),
-                               st.one_of(st.none(), st.integers(), st.text(max_size=20),
+                               st.one_of(st.none(), st.integers(-(2**63), 2**64 - 1), st.text(max_size=20),  # msgpack's range
                                          st.lists(st.integers(-5, 10**6), max_size=5),
                                          st.sampled_from(["complete", "cancel", "status", "hello", "tokenizer"])),
                                max_size=6))
