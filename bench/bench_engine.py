@@ -41,6 +41,7 @@ METHODS = ("superposed", "nucleus_batched", "beam")
 PREFIX_CHARS = 1200  # about 350 tokens of context per editor
 TYPED_CHARS = 4  # each request extends the prefix by this much
 TIMEOUT_S = 600
+VERIFY: dict[str, int] = {}  # --verify-rounds, where given; else DecodeOptions' default
 
 
 def start_engine(socket_path: Path, *extra: str) -> tuple[subprocess.Popen, str]:
@@ -67,7 +68,7 @@ def documents(count: int, requests: int) -> list[tuple[str, str]]:
 def editor(where: str, index: int, method: str, prefix: str, typed: str, requests: int,
            latencies: list[float], barrier: threading.Barrier) -> None:
     connection = Connection(parse(where))
-    options = DecodeOptions(method=method, k=3, max_tokens=10, alpha=0.0, seed=index).to_dict()
+    options = DecodeOptions(method=method, k=3, max_tokens=10, alpha=0.0, seed=index, **VERIFY).to_dict()
     affinity = f"editor{index}-{method}"
 
     def ask(text: str) -> None:
@@ -204,9 +205,12 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=6, help="measured requests per editor and method")
     parser.add_argument("--device", default=None)
     parser.add_argument("--model", default=None, help="the engine's model (default: the bundled one)")
+    parser.add_argument("--verify-rounds", type=int, default=None, help="SPD's verification (default: DecodeOptions')")
     parser.add_argument("--rss", action="store_true", help="also measure memory (two front ends + engine)")
     parser.add_argument("--no-throughput", action="store_true")
     args = parser.parse_args()
+    if args.verify_rounds is not None:
+        VERIFY["verify_rounds"] = args.verify_rounds
     print(f"load average before: {os.getloadavg()}", flush=True)
     if not args.no_throughput:
         print(throughput(args), flush=True)

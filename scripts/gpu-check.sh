@@ -13,6 +13,7 @@
 # builds SmolLM2-135M's architecture with random weights from .gpu-model/. Its speed is the
 # real model's (same shapes and dtype); its drafts are noise. MODEL=random forces that,
 # MODEL=SPEC uses a given model. STEPS="bench_server" reruns only the steps named.
+# EDITORS="1 8" and ENGINE_ARGS="--verify-rounds 0" change the engine benchmark's run.
 # Logs: $OUT (device tool) or ./gpu-check-logs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -83,7 +84,7 @@ check() {
             export PYTHONPATH=/tmp/site
         fi
         export SPD_LSP_MODEL_CACHE=${SPD_LSP_MODEL_CACHE:-/tmp/spd-gpu-check/models}
-        local repeats=5 code_tokens=1500 max_tokens=10 cold=5 warm=30 editors="1 8 32 64" requests=3
+        local repeats=5 code_tokens=1500 max_tokens=10 cold=5 warm=30 editors=${EDITORS:-"1 8 32 64"} requests=3
     else
         PY=${PYTHON:-.venv/bin/python}
         local repeats=1 code_tokens=64 max_tokens=3 cold=1 warm=3 editors="1 2" requests=1
@@ -110,7 +111,7 @@ check() {
 
     # shellcheck disable=SC2086  # $editors is a list
     step bench_engine "$LIMIT" "$PY" -m bench.bench_engine --device "$DEVICE" --editors $editors \
-        --requests "$requests" "${with_model[@]}"
+        --requests "$requests" "${with_model[@]}" ${ENGINE_ARGS:-}
 
     printf '%s\n' "${STATUS[@]}" | tee "$LOGS/summary.log"
     ! grep -qv " rc=0 " "$LOGS/summary.log"
