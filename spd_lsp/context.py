@@ -217,7 +217,7 @@ def fit_window(prefix: str, encode: Encode, spans: TokenSpans, budget: int, prev
     budget/4 tokens instead of on every keystroke. A new window fills the budget. The
     common case tokenizes the prompt once.
     """
-    if previous is not None and _still_starts(prefix, previous):
+    if previous is not None and still_starts(prefix, previous):
         ids = encode(prefix[previous.start :])
         if (budget // 2 if previous.start else 0) <= len(ids) <= budget:
             return Window(previous.start, previous.anchor, ids)
@@ -226,7 +226,7 @@ def fit_window(prefix: str, encode: Encode, spans: TokenSpans, budget: int, prev
     return Window(start, prefix[start : start + ANCHOR_CHARS], encode(text))
 
 
-def _still_starts(prefix: str, window: Window) -> bool:
+def still_starts(prefix: str, window: Window) -> bool:
     """The window's start is still a line start followed by the same characters."""
     return prefix.startswith(window.anchor, window.start) and is_line_start(prefix, window.start)
 

@@ -33,7 +33,7 @@ from spd_lsp.context import (
     LineIndex,
     TokenSpans,
     Window,
-    _still_starts,
+    still_starts,
     eol_count,
     fit_window,
     locate,
@@ -402,7 +402,7 @@ class Session:
         encode, spans = token_ids(tokenizer), token_spans(tokenizer)
         recent = self._windows.get(key, [])
         for previous in recent:  # the first that still starts the prompt; only those within reach are tokenized
-            if 0 <= len(prefix) - previous.start <= budget * MAX_CHARS_PER_TOKEN and _still_starts(prefix, previous):
+            if 0 <= len(prefix) - previous.start <= budget * MAX_CHARS_PER_TOKEN and still_starts(prefix, previous):
                 window = fit_window(prefix, encode, spans, budget, previous)
                 if window.start == previous.start:
                     break

@@ -79,7 +79,7 @@ def main(argv: list[str]) -> int:
         if args.tcp is not None:
             token = auth.load(token_file=args.token_file, environ=os.environ, port=args.tcp)
             log.info("engine clients must send the token %s", token.source)
-            listener = Listener(host=args.host, port=args.tcp, token=token.value, tls=_tls(args))
+            listener = Listener(host=args.host, port=args.tcp, token=token.value, tls=tls_context(args))
             if not is_loopback(args.host) and listener.tls is None:
                 log.warning("binding %s without TLS: the token crosses the network unencrypted", args.host)
         else:
@@ -111,7 +111,7 @@ def _release_load_memory() -> None:
         pass  # not glibc
 
 
-def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
+def tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
     if args.certfile is None:
         return None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

@@ -161,7 +161,7 @@ class EngineServer:
                 self.stop()
                 return
 
-    def _tokenizer(self) -> dict[str, Any]:
+    def tokenizer_description(self) -> dict[str, Any]:
         if self._tokenizer_wire is None:
             self._tokenizer_wire = tokenizer_wire.to_wire(self.engine.tokenizer)
         return self._tokenizer_wire
@@ -234,7 +234,7 @@ class EngineServer:
             try:
                 if op == protocol.COMPLETE:
                     job_id = protocol.request_id(message)
-                    job = self._job(message)
+                    job = self.job(message)
                     jobs[job_id] = job
                     task = asyncio.create_task(self._answer(writer, job_id, job, jobs))
                     tasks.add(task)
@@ -245,13 +245,13 @@ class EngineServer:
                 elif op == protocol.STATUS:
                     await self._send(writer, {"op": op, "id": message.get("id"), "status": self.status()})
                 elif op == protocol.TOKENIZER:
-                    await self._send(writer, {"op": op, "id": message.get("id"), "tokenizer": self._tokenizer()})
+                    await self._send(writer, {"op": op, "id": message.get("id"), "tokenizer": self.tokenizer_description()})
                 else:
                     raise protocol.ProtocolError(protocol.BAD_REQUEST, f"unknown op {op!r}")
             except protocol.ProtocolError as exc:
                 await self._send(writer, protocol.error(message.get("id"), exc.code, str(exc)))
 
-    def _job(self, message: dict[str, Any]) -> Job:
+    def job(self, message: dict[str, Any]) -> Job:
         prompt = message.get("prompt")
         if not isinstance(prompt, dict) or not isinstance(prompt.get("prefix"), str):
             raise protocol.ProtocolError(protocol.BAD_REQUEST, "'prompt' needs a string 'prefix'")

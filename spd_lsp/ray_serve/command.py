@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
     configure_logging(args.log_file, args.log_level)
     try:
         token = auth.load(token_file=args.token_file, environ=os.environ, port=args.tcp)
-        tls = engine_command._tls(args)  # noqa: SLF001 - the engine's own reading of --certfile/--keyfile
+        tls = engine_command.tls_context(args)  # the engine's own reading of --certfile/--keyfile
     except (auth.TokenError, OSError, ssl.SSLError) as exc:
         print(f"spd-lsp engine: error: {exc}", file=sys.stderr)
         return 2

@@ -95,7 +95,7 @@ class RayIngress(EngineServer):
         self.scheduler = Forwarder(engine)
         self._tokenizer_wire = described["tokenizer"]
 
-    def _job(self, message: dict[str, Any]) -> Forwarded:
+    def job(self, message: dict[str, Any]) -> Forwarded:
         return Forwarded(message)  # read (and refused, if bad) by the replica, as the daemon reads it
 
 

@@ -62,7 +62,7 @@ class EngineReplica:
     async def complete(self, frame: dict[str, Any]) -> Answer:
         """Decode one `complete` frame (see `spd_lsp.engined.protocol`)."""
         try:
-            job = self.engine._job(frame)  # noqa: SLF001 - the daemon's own reading of a frame
+            job = self.engine.job(frame)  # the daemon's own reading of a frame
         except protocol.ProtocolError as exc:
             return Answer(None, self.name, (exc.code, str(exc)))
         decoding = asyncio.wrap_future(self.engine.scheduler.submit(job))
@@ -78,7 +78,7 @@ class EngineReplica:
 
     def describe(self) -> dict[str, Any]:
         """The model's description and its tokenizer as plain values, for the ingress's hello and `tokenizer` op."""
-        return {"info": self.info, "tokenizer": self.engine._tokenizer()}  # noqa: SLF001 - the daemon's wire form
+        return {"info": self.info, "tokenizer": self.engine.tokenizer_description()}  # the daemon's wire form
 
     def __del__(self) -> None:
         engine = getattr(self, "engine", None)
