@@ -231,17 +231,18 @@ def still_starts(prefix: str, window: Window) -> bool:
     return prefix.startswith(window.anchor, window.start) and is_line_start(prefix, window.start)
 
 
-def fit_suffix(suffix: str, spans: TokenSpans, budget: int) -> str:
-    """The longest head of `suffix` within `budget` tokens that ends at a line end.
+def fit_suffix(text: str, spans: TokenSpans, budget: int, *, start: int = 0) -> str:
+    """The longest head of `text[start:]` (the suffix) within `budget` tokens that ends at a line end.
 
-    When even the first line is over budget, the cut falls inside it.
+    When even the first line is over budget, the cut falls inside it. Only the head that
+    can fit is read: the cost does not grow with the document.
     """
     if budget <= 0:
         return ""
-    window = suffix[: budget * MAX_CHARS_PER_TOKEN]
+    window = text[start : start + budget * MAX_CHARS_PER_TOKEN]
     token_spans = spans(window)
-    if len(token_spans) <= budget and len(window) == len(suffix):
-        return suffix
+    if len(token_spans) <= budget and start + len(window) == len(text):
+        return window
     cut = token_spans[budget][0] if len(token_spans) > budget else len(window)
     ends = [m.end() for m in EOL.finditer(window, 0, cut)]
     return window[: ends[-1]] if ends else window[:cut]

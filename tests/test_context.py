@@ -132,6 +132,8 @@ def test_the_suffix_is_cut_at_a_line_end_within_its_budget() -> None:
     assert fit_suffix(suffix, word_spans, 11) == ")\nfoo = bar(baz)\n"
     assert fit_suffix("abc def ghi", word_spans, 2) == "abc "  # one long line: cut inside it
     assert fit_suffix(suffix, word_spans, 0) == ""
+    document = "x = 1\n" * 100_000 + "y = f(" + suffix  # only the head after `start` is read
+    assert fit_suffix(document, word_spans, 11, start=len(document) - len(suffix)) == ")\nfoo = bar(baz)\n"
 
 
 def test_relative_paths_come_from_the_deepest_workspace_folder(tmp_path) -> None:

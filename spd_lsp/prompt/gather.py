@@ -95,7 +95,7 @@ class ContextGatherer:
         if context.snippets and context.tokens > 0:
             snippets = self._snippets(key, path, cursor, line, settings, count_tokens, roots, neighbours)
         return {
-            "suffix": fit_suffix(cursor.text[cursor.offset :], spans, context.suffix_tokens),
+            "suffix": fit_suffix(cursor.text, spans, context.suffix_tokens, start=cursor.offset),
             "filename": path if context.header or snippets else None,
             "snippets": [list(s) for s in snippets],
             "language": language_of(key),
