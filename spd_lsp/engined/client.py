@@ -158,8 +158,10 @@ class RemoteEngine:
     def complete(self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None, *,
                  ids: list[int] | None = None, **prompt: Any) -> DecodeResult:
         cancelled = cancelled or (lambda: False)
+        if ids is None and not self.local and options.alpha > 0.0:  # the document n-grams and the re-rank need them
+            ids = self.tokenizer.encode(prefix, add_special_tokens=False)
         message = protocol.complete_request(0, prefix, options.to_dict(), ids=ids, args=prompt,
-                                            ngrams=self._ngrams(prefix, ids, options), affinity=self.affinity)
+                                            ngrams=self._ngrams(ids, options), affinity=self.affinity)
         for attempt in range(2):
             try:
                 answer = self._ask(message, cancelled, restart=attempt > 0)
@@ -170,7 +172,7 @@ class RemoteEngine:
                 log.warning("engine gave no answer within %.0f s; answering no drafts", self.timeout)
                 self._drop()
                 break
-            return self._result(answer, options, prefix, ids)
+            return self._result(answer, options, ids)
         self.failures += 1
         return DecodeResult([], Timings(), options.method)
 
@@ -200,16 +202,14 @@ class RemoteEngine:
             self._connection.close()
             self._connection = None
 
-    def _ngrams(self, prefix: str, ids: list[int] | None, options: DecodeOptions) -> dict[str, Any] | None:
+    def _ngrams(self, ids: list[int] | None, options: DecodeOptions) -> dict[str, Any] | None:
         if options.alpha <= 0.0:
             return None
         if self.local:
             return {"stores": self._stores, "document": None} if self._stores else None
-        tokens = ids if ids is not None else self.tokenizer.encode(prefix, add_special_tokens=False)
-        return {"stores": [], "document": {"sequences": [list(tokens)], "weight": DOCUMENT_WEIGHT}}
+        return {"stores": [], "document": {"sequences": [list(ids or [])], "weight": DOCUMENT_WEIGHT}}
 
-    def _result(self, answer: dict[str, Any], options: DecodeOptions, prefix: str,
-                ids: list[int] | None) -> DecodeResult:
+    def _result(self, answer: dict[str, Any], options: DecodeOptions, ids: list[int] | None) -> DecodeResult:
         if answer.get("op") == protocol.ERROR:
             code, text = answer.get("code"), answer.get("message")
             if code == protocol.CANCELLED:
@@ -220,8 +220,7 @@ class RemoteEngine:
         drafts = [Draft(d["text"], list(d["token_ids"]), float(d["score"]), bool(d["finished"]))
                   for d in answer["drafts"]]
         if not self.local and self._workspace is not None and options.alpha > 0.0 and drafts:
-            tokens = ids if ids is not None else self.tokenizer.encode(prefix, add_special_tokens=False)
-            drafts = rerank(drafts, self._workspace, tokens, options)
+            drafts = rerank(drafts, self._workspace, ids or [], options)
         return DecodeResult(drafts, Timings.from_dict(answer.get("timings") or {}), answer.get("method", options.method))
 
 
