@@ -64,6 +64,15 @@ SPD_VARIANTS: dict[str, dict[str, Any]] = {
     "spd-keep-nogate": _verify(1, verify_first="keep", verify_score="total", verify_gate=None),
     "spd-keep-gate1": _verify(1, verify_first="keep", verify_score="total", verify_gate=1.0),
     "spd-cuttop": _verify(1, verify_first="cut", verify_score="total"),
+    # The shipped variant's neighbours, for tuning on the validation split.
+    "spd-cuttop-repair2": _verify(2, verify_first="cut", verify_score="total"),
+    "spd-cuttop-ratio2": _verify(1, verify_first="cut", verify_score="total", verify_log_ratio=-2.0),
+    "spd-cuttop-ratio5": _verify(1, verify_first="cut", verify_score="total", verify_log_ratio=-5.0),
+    "spd-cuttop-top3": _verify(1, verify_first="cut", verify_score="total", verify_top=3),
+    "spd-cuttop-top10": _verify(1, verify_first="cut", verify_score="total", verify_top=10),
+    "spd-cuttop-gate1": _verify(1, verify_first="cut", verify_score="total", verify_gate=1.0),
+    "spd-cuttop-gate3": _verify(1, verify_first="cut", verify_score="total", verify_gate=3.0),
+    "spd-cuttop-nogate": _verify(1, verify_first="cut", verify_score="total", verify_gate=None),
 }
 
 
@@ -108,7 +117,7 @@ def run(args: argparse.Namespace) -> None:
     # Index-major: a run stopped early still covers every corpus and kind evenly. A kind stops at
     # --total-per-kind positions; a corpus with few candidates of a kind leaves them to the others.
     taken = dict.fromkeys(KINDS, 0)
-    for index in range(args.start, args.per_kind):
+    for index in range(args.start, min(args.per_kind, args.stop or args.per_kind)):
         for (name, kind), sample in positions.items():
             if index >= len(sample) or taken[kind] >= args.total_per_kind:
                 continue
@@ -208,6 +217,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--max-tokens", type=int, default=10)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--start", type=int, default=0, help="first position index (a second process can take the rest)")
+    r.add_argument("--stop", type=int, default=None, help="stop before this position index (default: --per-kind)")
     s = sub.add_parser("report", help="tables and paired intervals from a run's JSON lines")
     s.add_argument("paths", type=Path, nargs="+")
     s.add_argument("--json", type=Path, help="also write the figures here")
