@@ -500,6 +500,8 @@ class Session:
                 per_document.clear()
             else:
                 per_document.pop(key, None)
+        if self._place is not None and key in (None, self._place[0]):
+            self._place = None
         self.context.forget(key)
 
     # -- workspace, commands -------------------------------------------------
@@ -533,7 +535,8 @@ class Session:
                 "maxTokens": self.settings.max_tokens,
                 "decoding": self.settings.decoding,
             },
-            "context": {"promptFormat": self.settings.prompt_format, **self.settings.context.status()},
+            "context": {"promptFormat": self.settings.prompt_format, **self.settings.context.status(),
+                        **self.context.status()},
             "stores": self.workspace.status(),
             **self.stats.summary(),
         }

@@ -134,3 +134,15 @@ def test_a_verified_request_leaves_a_cache_without_autograd_history() -> None:
     assert options.verify_rounds > 0
     engine.complete("items = load()\n" * 10, options)
     assert not any(t.requires_grad for layer in engine.runner.cache.layers for t in (layer.keys, layer.values))
+
+
+def test_turning_workspace_snippets_off_drops_their_index_and_watcher(workspace: Path) -> None:
+    session = context_session([workspace], {"snippets": True, "sources": ["workspace"]})
+    try:
+        chunks = session.context.workspace
+        wait_for(lambda: chunks.index is not None)
+        session.configure(parse_settings({"ngrams": {"enabled": False}})[0], roots=[workspace]).future.result(60)
+        assert session.context.workspace is None
+        wait_for(lambda: chunks._watcher is None)
+    finally:
+        session.close()

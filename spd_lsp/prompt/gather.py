@@ -10,6 +10,7 @@ Runs on the model worker only.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Sequence
@@ -62,13 +63,17 @@ class ContextGatherer:
         self._chosen: dict[str, _Chosen] = {}
 
     def configure(self, settings: Settings, roots: Sequence[Path]) -> None:
-        """Start (re)building the workspace index when its snippets are wanted."""
+        """Start (re)building the workspace index when its snippets are wanted; drop it (and its
+        watcher) when they no longer are."""
         if settings.context.snippets and "workspace" in settings.context.sources:
             if self.workspace is None:
                 from spd_lsp.prompt.retrieval import WorkspaceChunks
 
                 self.workspace = WorkspaceChunks(on_change=self.on_change)
             self.workspace.ensure(roots, exclude=settings.ngrams.exclude)
+        elif self.workspace is not None:
+            unused, self.workspace = self.workspace, None
+            threading.Thread(target=unused.close, name="spd-snippets-close", daemon=True).start()  # joins its watcher
 
     def saved(self, path: Path) -> None:
         if self.workspace is not None:
@@ -77,6 +82,13 @@ class ContextGatherer:
     def close(self) -> None:
         if self.workspace is not None:
             self.workspace.close()
+
+    def status(self) -> dict[str, Any]:
+        """The workspace index as `spd.status` shows it: its chunks and how many times it was (re)built."""
+        workspace = self.workspace
+        index, generation = workspace.current() if workspace is not None else (None, 0)
+        return {"workspaceIndex": None if workspace is None else
+                {"chunks": len(index.chunks) if index is not None else None, "builds": generation}}
 
     def visit(self, key: str, line: int, text: str) -> None:
         self.recent.visit(key, line, text)
@@ -118,7 +130,8 @@ class ContextGatherer:
         roots: Sequence[Path], neighbours: Sequence[tuple[str, str]],
     ) -> tuple[tuple[str, str], ...]:
         context = settings.context
-        index, generation = self.workspace.current() if self.workspace is not None else (None, 0)
+        workspace = self.workspace  # once: the settings may drop it meanwhile
+        index, generation = workspace.current() if workspace is not None else (None, 0)
         others = tuple(sorted(uri for uri, _ in neighbours if uri != key))
         depends = (others, generation, context)
         chosen = self._chosen.get(key)
