@@ -152,3 +152,20 @@ def test_the_index_never_holds_what_the_store_would_not(tmp_path: Path) -> None:
         assert wait_for_search(chunks, "secret_token_value", found=False, timeout=0) == []
     finally:
         chunks.close()
+
+
+def test_a_save_that_changes_nothing_keeps_the_index(tmp_path: Path) -> None:
+    """No rebuild (and so no re-chosen snippets, no re-warm) for a file saved unchanged or not admitted."""
+    (tmp_path / "a.py").write_text("def parse(text):\n    return text.split()\n")
+    (tmp_path / ".env").write_text("API_KEY=1\n")
+    chunks = WorkspaceChunks(debounce_s=0.05)
+    try:
+        chunks.ensure([tmp_path])
+        wait_for_search(chunks, "parse", found=True)
+        index, generation = chunks.current()
+        for name in ("a.py", ".env"):
+            chunks.saved(tmp_path / name)
+        chunks._worker.submit("probe", lambda cancelled: None).future.result(30)  # after the saves' work
+        assert chunks.current() == (index, generation)
+    finally:
+        chunks.close()

@@ -96,11 +96,13 @@ class _ChunkFiles:
         self.roots, self.rules = self.sources.roots, self.sources.rules
         self.key = tuple(roots)  # the roots as configured (`WorkspaceChunks` compares them)
         self.chunks: dict[str, list[Chunk]] = {}
+        self.dirty = False  # changed since the last index was built from them
 
     def index(self, cancelled: Callable[[], bool] = lambda: False) -> None:
         """Read the whole tree again (a first build, a changed .gitignore, an event storm)."""
         files = workspace_files(self.roots, exclude=self.sources.options.exclude)
         self.chunks = {path: windows(path, text, "workspace") for path, text in files}
+        self.dirty = True
 
     def update_path(self, path: Path) -> bool:
         """Re-read one file (or a directory's files): its chunks replace the old ones; gone or no
@@ -120,7 +122,9 @@ class _ChunkFiles:
         before = self.chunks.pop(name, None)
         if fresh is not None and (before is not None or len(self.chunks) < MAX_FILES):
             self.chunks[name] = fresh
-        return bool(below) or fresh != before
+        changed = bool(below) or fresh != before
+        self.dirty |= changed
+        return changed
 
     def move_path(self, source: Path, dest: Path) -> None:
         self.update_path(source)
@@ -170,8 +174,7 @@ class WorkspaceChunks:
 
     def _build(self, roots: tuple[Path, ...], exclude: tuple[str, ...]) -> None:
         self._stop_watching()
-        files = _ChunkFiles(roots, exclude)
-        self._files = files
+        files = self._files = _ChunkFiles(roots, exclude)
         if roots:
             try:  # watch before reading, so edits made while the walk runs are not lost
                 self._watcher = Watcher(files, debounce_s=self.debounce_s, submit=self._submit)  # type: ignore[arg-type]
@@ -179,18 +182,21 @@ class WorkspaceChunks:
             except OSError as exc:
                 self._watcher = None
                 log.warning("not watching the workspace for snippets (%s); saves still update them", exc)
-        self._apply(files.index)
+        files.index()
+        self._swap()
 
     def _submit(self, work: Callable[[], Any]) -> Future[Any]:
-        """Changes queue on the one worker, each followed by a new index."""
-        return self._worker.submit(object(), lambda cancelled: self._apply(work)).future
+        """A change, queued on the one worker; one new index follows the changes queued together."""
+        future = self._worker.submit(object(), lambda cancelled: work()).future
+        self._worker.submit("swap", lambda cancelled: self._swap())  # replaces a swap still queued
+        return future
 
-    def _apply(self, work: Callable[[], Any]) -> None:
+    def _swap(self) -> None:
         files = self._files
-        if files is None:
+        if files is None or not files.dirty:
             return
+        files.dirty = False
         try:
-            work()
             index = ChunkIndex(files.all())
         except Exception:  # noqa: BLE001 - no index only means no workspace snippets
             log.exception("the workspace snippet index could not be built")
