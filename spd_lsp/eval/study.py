@@ -222,6 +222,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("paths", type=Path, nargs="+")
     s.add_argument("--json", type=Path, help="also write the figures here")
     s.add_argument("--plot", type=Path, help="also plot the blend rate by rank here (PNG)")
+    s.add_argument("--curve", type=Path, help="also plot quality against time per request here (PNG)")
     return p
 
 
@@ -235,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
             args.json.write_text(json.dumps(out, indent=1))
         if args.plot:
             report.plot_blend(out["all"], args.plot)
+        if args.curve:
+            report.plot_cost_curve(out["all"], args.curve)
     return 0
 
 
