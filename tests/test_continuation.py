@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from spd_lsp.decoding.continuation import continue_greedily
 from spd_lsp.decoding.drafts import DraftRules, Hypothesis
 from spd_lsp.decoding.types import Cancelled, DecodeOptions, Timings
 from spd_lsp.decoding.verify import replay, verify
@@ -14,7 +15,7 @@ from spd_lsp.engined.batching import Job, Scheduler
 from tests.tiny_models import tiny_model
 
 PREFIX = "for name in names:\n    if name"
-MAX_TOKENS = 6
+MAX_TOKENS = 8
 CONTINUE = {"verify_rounds": 1, "verify_repair": "continue", "verify_first": "rank", "verify_gate": None,
             "max_tokens": MAX_TOKENS}
 
@@ -63,11 +64,11 @@ def _verify(engine: Engine, rows: list[list[int]], cancelled=None, **options) ->
 
 
 def _drafts(engine: Engine) -> tuple[list[int], list[list[int]], list[list[int]]]:
-    """Three drafts with a token the model ranks last at positions 1, 2 and never, and what continuation
+    """Three drafts with a token the model ranks last at positions 1, 4 and never, and what continuation
     must make of them: the prefix before it, the model's choice there, then greedy up to MAX_TOKENS."""
     prompt = engine.encode(PREFIX)
     second = [_ranked(engine, prompt, 1)]  # plausible, not greedy's: the continuation differs from greedy
-    third = [_ranked(engine, prompt, 2)] + _greedy(engine, prompt + [_ranked(engine, prompt, 2)], 1)
+    third = [_ranked(engine, prompt, 2)] + _greedy(engine, prompt + [_ranked(engine, prompt, 2)], 3)
     rows, expected = [], []
     for head in (second, third):
         worst = _ranked(engine, prompt + head, -1)
@@ -80,11 +81,27 @@ def _drafts(engine: Engine) -> tuple[list[int], list[list[int]], list[list[int]]
 
 def test_a_continued_draft_is_greedy_decoding_from_its_verified_prefix_and_the_models_choice(engine: Engine) -> None:
     _, rows, expected = _drafts(engine)
-    # repaired prefixes of 2 and 3 tokens: the batch is ragged
+    # repaired prefixes of 2 and 5 tokens: the batch is ragged
     out = _verify(engine, rows, verify_top=5, verify_log_ratio=-50.0)
     assert sorted(h.tokens for h in out) == sorted(tuple(e) for e in expected)
     cut = _verify(engine, rows, verify_top=5, verify_log_ratio=-50.0, verify_repair="jacobi")
-    assert sorted(h.tokens for h in cut) == sorted(tuple(r) for r in (rows[0][:1], rows[1][:2], rows[2]))
+    assert sorted(h.tokens for h in cut) == sorted(tuple(r) for r in (rows[0][:1], rows[1][:4], rows[2]))
+
+
+@torch.inference_mode()
+def test_ragged_rows_see_exactly_what_a_plain_forward_of_their_prefix_sees(engine: Engine) -> None:
+    prompt = engine.encode(PREFIX)
+    engine.runner.prefill(prompt)
+    prefixes = [_greedy(engine, prompt, 1), [_ranked(engine, prompt, 3)] + _greedy(engine, prompt, 4)]
+    starts = [replay(_rules(engine), "", tuple(p)) for p in prefixes]
+    continued = continue_greedily(engine.runner, starts, "", _rules(engine), DecodeOptions(max_tokens=MAX_TOKENS),
+                                  lambda: False)
+    for prefix, (hyp, logits) in zip(prefixes, continued):
+        assert len(hyp.tokens) == MAX_TOKENS and hyp.tokens[: len(prefix)] == tuple(prefix)
+        for at in range(len(prefix), MAX_TOKENS):  # the logits each new token was chosen from, position by position
+            plain = engine.loaded.model(input_ids=torch.tensor([prompt + list(hyp.tokens[:at])])).logits[0, -1]
+            assert logits[at - len(prefix)].tolist() == pytest.approx(plain.float().tolist(), abs=1e-4)
+    assert engine.runner.cache.get_seq_length() == len(prompt)
 
 
 def test_a_draft_without_an_implausible_token_is_untouched(engine: Engine) -> None:
