@@ -126,6 +126,20 @@ def test_continuation_steps_stay_within_max_tokens(engine: Engine, monkeypatch: 
     assert 0 < sum(forwards) <= MAX_TOKENS - 2 - 1
 
 
+def test_a_repair_that_rejoins_a_greedy_draft_is_that_draft_without_a_step(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prompt = engine.encode(PREFIX)
+    greedy = _greedy(engine, prompt, MAX_TOKENS)
+    blend = greedy[:2] + [_ranked(engine, prompt + greedy[:2], -1)] * (MAX_TOKENS - 2)  # greedy's head, a grafted tail
+    forwards = []
+    real = engine.runner.forward
+    monkeypatch.setattr(engine.runner, "forward", lambda *a, **k: forwards.append(k.get("attention_mask")) or real(*a, **k))
+    out = _verify(engine, [greedy, blend], verify_top=5, verify_log_ratio=-50.0)
+    assert {h.tokens for h in out} == {tuple(greedy)}
+    assert all(mask is None for mask in forwards)  # no continuation step ran
+
+
 def test_continuation_respects_cancellation(engine: Engine) -> None:
     _, rows, _ = _drafts(engine)
     checks = []

@@ -303,18 +303,34 @@ def _continued(
     fixed: int,
 ) -> list[Verdict]:
     """Rows from `fixed` on with an implausible token: the model's choice in its place, then greedy
-    tokens from the real model (all such rows as one batch), each new token's verdict exact."""
+    tokens from the real model (all such rows as one batch), each new token's verdict exact.
+
+    A repaired prefix that another draft continues with the model's own choices to its end (the
+    usual blend: a top draft's head with a grafted tail) is that draft: it runs no step."""
+    budget = options.step_budget(remainder)
     heads = {i: v.cut(b).then(v.chosen(b)) for i, v in enumerate(verdicts)
              if i >= fixed and (b := _first_bad(v, options)) is not None}
     starts = {i: replay(rules, remainder, head.tokens) for i, head in heads.items()}
-    going = [i for i, h in starts.items() if not h.finished and len(h.tokens) < options.step_budget(remainder)]
     out = [heads.get(i, v) for i, v in enumerate(verdicts)]
+    ends = [v for i, v in enumerate(verdicts)
+            if i not in heads and (len(v.tokens) >= budget or replay(rules, remainder, v.tokens).finished)]
+    going: dict[tuple[int, ...], list[int]] = {}  # rows to continue, by their prefix (run once each)
+    for i, start in starts.items():
+        n = len(start.tokens)
+        known = [v for v in ends if v.tokens[:n] == start.tokens and not any(v.rank[n:])]
+        if known:
+            out[i] = known[0]
+        elif not start.finished and n < budget:
+            going.setdefault(start.tokens, []).append(i)
     if going:
-        continued = continue_greedily(runner, [starts[i] for i in going], remainder, rules, options, cancelled)
-        for i, (hyp, logits) in zip(going, continued):
-            new = hyp.tokens[len(starts[i].tokens):]
+        firsts = [rows[0] for rows in going.values()]
+        continued = continue_greedily(runner, [starts[i] for i in firsts], remainder, rules, options, cancelled)
+        for rows, (hyp, logits) in zip(going.values(), continued):
+            start = starts[rows[0]]
             logp = torch.log_softmax(rules.without_special(logits.float()), dim=-1).cpu()
-            out[i] = out[i].then(_verdict(logp, new, starts[i].remainder, rules))
+            verdict = heads[rows[0]].then(_verdict(logp, hyp.tokens[len(start.tokens):], start.remainder, rules))
+            for i in rows:
+                out[i] = verdict
     return out
 
 
