@@ -12,7 +12,7 @@ from spd_lsp.decoding.types import Cancelled, DecodeOptions, Timings
 from spd_lsp.decoding.verify import replay, verify
 from spd_lsp.engine import Engine
 from spd_lsp.engined.batching import Job, Scheduler
-from tests.tiny_models import tiny_model
+from tests.tiny_models import ARCHITECTURES, tiny_model
 
 PREFIX = "for name in names:\n    if name"
 MAX_TOKENS = 8
@@ -88,8 +88,10 @@ def test_a_continued_draft_is_greedy_decoding_from_its_verified_prefix_and_the_m
     assert sorted(h.tokens for h in cut) == sorted(tuple(r) for r in (rows[0][:1], rows[1][:4], rows[2]))
 
 
+@pytest.mark.parametrize("architecture", ARCHITECTURES)  # rotary and absolute positions, sliding windows
 @torch.inference_mode()
-def test_ragged_rows_see_exactly_what_a_plain_forward_of_their_prefix_sees(engine: Engine) -> None:
+def test_ragged_rows_see_exactly_what_a_plain_forward_of_their_prefix_sees(architecture: str) -> None:
+    engine = Engine(tiny_model(architecture))
     prompt = engine.encode(PREFIX)
     engine.runner.prefill(prompt)
     prefixes = [_greedy(engine, prompt, 1), [_ranked(engine, prompt, 3)] + _greedy(engine, prompt, 4)]

@@ -35,7 +35,8 @@ class RaggedRows:
             ids[row, : len(prefix)] = torch.tensor(prefix, dtype=torch.long)
         self.cache = runner.fork(len(prefixes))
         every = runner.score(self.cache, ids)  # [rows, width, V]
-        self.logits = every[torch.arange(len(prefixes)), self.lengths - prompt - 1]  # after each row's last token
+        last = (self.lengths - prompt - 1).to(every.device)
+        self.logits = every[torch.arange(len(prefixes), device=every.device), last]  # after each row's last token
         self.mask = (torch.arange(prompt + width)[None, :] < self.lengths[:, None]).long()  # the padding gap is 0
 
     def forward(self, states: list, inputs: torch.Tensor) -> torch.Tensor:
