@@ -114,12 +114,12 @@ def run(args: argparse.Namespace) -> None:
         split = split_files(root)
         stores[name] = workspace_store(args.workdir / f"ws-{name}", engine.tokenizer, root, split.indexed)
         files = split.validation if args.split == "validation" else split.test
-        for kind in KINDS:
+        for kind in args.kinds:
             sample = sample_positions(files, args.per_kind, args.seed, kinds=(kind,))
             positions[name, kind] = fitted(sample, engine.tokenizer)
     # Index-major: a run stopped early still covers every corpus and kind evenly. A kind stops at
     # --total-per-kind positions; a corpus with few candidates of a kind leaves them to the others.
-    taken = dict.fromkeys(KINDS, 0)
+    taken = dict.fromkeys(args.kinds, 0)
     for index in range(args.start, min(args.per_kind, args.stop or args.per_kind)):
         for (name, kind), sample in positions.items():
             if index >= len(sample) or taken[kind] >= args.total_per_kind:
@@ -220,6 +220,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--max-tokens", type=int, default=10)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--start", type=int, default=0, help="first position index (a second process can take the rest)")
+    r.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS), help="only these kinds of position")
     r.add_argument("--stop", type=int, default=None, help="stop before this position index (default: --per-kind)")
     s = sub.add_parser("report", help="tables and paired intervals from a run's JSON lines")
     s.add_argument("paths", type=Path, nargs="+")
