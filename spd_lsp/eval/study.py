@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator, Sequence
 
 import platformdirs
 
@@ -117,26 +117,35 @@ def run(args: argparse.Namespace) -> None:
         for kind in args.kinds:
             sample = sample_positions(files, args.per_kind, args.seed, kinds=(kind,))
             positions[name, kind] = fitted(sample, engine.tokenizer)
-    # Index-major: a run stopped early still covers every corpus and kind evenly. A kind stops at
-    # --total-per-kind positions; a corpus with few candidates of a kind leaves them to the others.
-    taken = dict.fromkeys(args.kinds, 0)
-    for index in range(args.start, min(args.per_kind, args.stop or args.per_kind)):
-        for (name, kind), sample in positions.items():
+    for name, kind, index in schedule(positions, args):
+        sample = positions[name, kind]
+        todo = [c for c in configs if (name, kind, index, c.name) not in done]
+        if not todo:
+            continue
+        results = evaluate(engine, todo, [sample[index]], {"workspace": stores[name]}, share_spd=True)
+        with args.out.open("a") as out:
+            for result in results:
+                record = {"corpus": name, "kind": kind, "index": index, "config": result.config.name,
+                          "target": sample[index].target, **asdict(result.scores[0])}
+                out.write(json.dumps(record) + "\n")
+        _say(f"{name} {kind} {index + 1}/{len(sample)}")
+    for store in stores.values():
+        store.close()
+
+
+def schedule(samples: dict[tuple[str, str], Sequence[Any]], args: argparse.Namespace) -> Iterator[tuple[str, str, int]]:
+    """(corpus, kind, index) to answer, index-major: a run stopped early still covers every corpus and
+    kind evenly. A kind stops at --total-per-kind positions, a corpus with few candidates of a kind
+    leaving them to the others; the count starts at index 0 whatever --start, so processes that split
+    the indexes (--start/--stop) take the same positions one process would."""
+    taken = dict.fromkeys(KINDS, 0)
+    for index in range(min(args.per_kind, args.stop or args.per_kind)):
+        for (name, kind), sample in samples.items():
             if index >= len(sample) or taken[kind] >= args.total_per_kind:
                 continue
             taken[kind] += 1
-            todo = [c for c in configs if (name, kind, index, c.name) not in done]
-            if not todo:
-                continue
-            results = evaluate(engine, todo, [sample[index]], {"workspace": stores[name]}, share_spd=True)
-            with args.out.open("a") as out:
-                for result in results:
-                    record = {"corpus": name, "kind": kind, "index": index, "config": result.config.name,
-                              "target": sample[index].target, **asdict(result.scores[0])}
-                    out.write(json.dumps(record) + "\n")
-            _say(f"{name} {kind} {index + 1}/{len(sample)}")
-    for store in stores.values():
-        store.close()
+            if index >= args.start:
+                yield name, kind, index
 
 
 def load(paths: list[Path]) -> dict[str, dict[tuple[str, str, int], RequestScore]]:
