@@ -319,7 +319,7 @@ class Scheduler:
             return member.state.drafts()
         runner = self._runner(member.job.affinity)
         runner.prefill(member.prompt, member.job.cancelled)  # the prompt is still cached unless evicted
-        return final(runner)
+        return final(runner, cancelled=member.job.cancelled)
 
     def _finish(self, job: Job, *, result: DecodeResult | None = None, error: BaseException | None = None) -> None:
         if job.future.done():
