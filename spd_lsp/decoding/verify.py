@@ -161,7 +161,7 @@ def prefix_tree(rows: list[tuple[int, ...]]) -> tuple[list[int], list[int], list
     return tokens, parents, paths
 
 
-@torch.inference_mode()  # the model call is its own (not ModelRunner's): no autograd graph
+@torch.inference_mode()  # as every other forward: a grad-mode forward left the shared cache needing grad
 def _packed_logits(
     runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]
 ) -> tuple[list[torch.Tensor], list[list[int]]]:
