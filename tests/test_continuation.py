@@ -9,7 +9,7 @@ import torch
 from spd_lsp.decoding.continuation import RaggedRows, continue_greedily
 from spd_lsp.decoding.drafts import DraftRules, Hypothesis
 from spd_lsp.decoding.types import Cancelled, DecodeOptions, Timings
-from spd_lsp.decoding.verify import judge_keeping, replay, verify
+from spd_lsp.decoding.verify import replay, run_rows, verify
 from spd_lsp.engine import Engine
 from spd_lsp.engined.batching import Job, Scheduler
 from tests.tiny_models import ARCHITECTURES, tiny_model
@@ -100,7 +100,7 @@ def test_continued_rows_see_exactly_what_a_plain_forward_of_their_prefix_sees(ar
     rows = [tuple(_greedy(engine, prompt, 4)), tuple([_ranked(engine, prompt, 3)] + _greedy(engine, prompt, 5))]
     cut = [1, 4]  # each row continues from its first 1 and 4 tokens: a ragged batch
     cache = engine.runner.cache if packed else engine.runner.fork(len(rows))
-    _, kept = judge_keeping(engine.runner, logits, cache, rows, "", rules, packed=packed, keep=True)
+    kept = run_rows(engine.runner, logits, cache, rows, packed=packed, keep=True)
     assert engine.runner.cache.get_seq_length() == len(prompt)  # the prompt cache is cropped back
     kept.cache.reorder_cache(torch.tensor(kept.row))
     ragged = RaggedRows(engine.runner, kept.cache, len(prompt), [c[:n] for c, n in zip(kept.columns, cut)])

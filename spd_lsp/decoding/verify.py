@@ -87,32 +87,24 @@ def judge(
     rows packed as a prefix tree under a tree attention mask (shared prefixes run once).
     first_logits [1, V] are the prompt's last logits: the distribution of every row's first token.
     """
-    return judge_keeping(runner, first_logits, cache, rows, remainder, rules, packed=packed, keep=False)[0]
+    return verdicts_of(run_rows(runner, first_logits, cache, rows, packed=packed, keep=False), remainder, rules)
 
 
 @dataclass
 class Judged:
-    """The rows as the verification forward left them: what continuing them needs (continuation.py)."""
+    """The rows as the verification forward left them (what continuing them needs, continuation.py)."""
 
-    cache: DynamicCache  # the prompt, then the rows' tokens: one cache row per row, or (packed) one tree
+    rows: list[tuple[int, ...]]
+    logits: list[torch.Tensor]  # each row's logits at each of its positions [len(row), V]
+    cache: DynamicCache | None  # kept: the prompt, then the rows' tokens (a cache row per row, or one packed tree)
     row: list[int]  # each row's row of `cache`
     columns: list[list[int]]  # the columns after the prompt holding each row's tokens (all but its last)
-    logits: list[torch.Tensor]  # each row's logits at each of its positions [len(row), V]
 
 
-def judge_keeping(
-    runner: ModelRunner,
-    first_logits: torch.Tensor,
-    cache: DynamicCache,
-    rows: list[tuple[int, ...]],
-    remainder: str,
-    rules: DraftRules,
-    *,
-    packed: bool,
-    keep: bool,
-) -> tuple[list[Verdict], Judged | None]:
-    """`judge`'s verdicts; with `keep`, also the rows' key/values (`cache` itself where batched, a copy
-    where packed: the prompt cache is cropped back either way) and logits."""
+def run_rows(runner: ModelRunner, first_logits: torch.Tensor, cache: DynamicCache, rows: list[tuple[int, ...]], *,
+             packed: bool, keep: bool) -> Judged:
+    """`judge`'s forward: the logits at every position of every row; with `keep`, the rows' key/values too
+    (`cache` itself where batched, a copy where packed: the prompt cache is cropped back either way)."""
     first = first_logits.reshape(1, -1)
     length = cache.get_seq_length()
     if packed:
@@ -127,11 +119,14 @@ def judge_keeping(
         if not keep:
             _crop(cache, length)
     logits = [torch.cat([first, x.to(first.device)])[: len(row)].float() for row, x in zip(rows, later)]
+    return Judged(rows, logits, kept, [0 if packed else i for i in range(len(rows))], columns)
+
+
+def verdicts_of(judged: Judged, remainder: str, rules: DraftRules) -> list[Verdict]:
+    """What the model says about every token of the rows `run_rows` ran."""
     # Over the tokens a draft may hold: special tokens the drafts never get are no "model's choice".
-    logps = [torch.log_softmax(rules.without_special(x), dim=-1).cpu() for x in logits]
-    verdicts = [_verdict(logp, row, remainder, rules) for logp, row in zip(logps, rows)]
-    row_of = [0 if packed else i for i in range(len(rows))]
-    return verdicts, (Judged(kept, row_of, columns, logits) if kept is not None else None)
+    logps = [torch.log_softmax(rules.without_special(x), dim=-1).cpu() for x in judged.logits]
+    return [_verdict(logp, row, remainder, rules) for logp, row in zip(logps, judged.rows)]
 
 
 def _batch_logits(runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]) -> torch.Tensor:
@@ -306,8 +301,9 @@ def _repaired_verdicts(
     packed = options.verify_packed
     cache = runner.cache if packed else runner.fork(len(rows))
     if options.verify_repair == "continue":
-        verdicts, kept = judge_keeping(runner, first_logits, cache, rows, remainder, rules, packed=packed, keep=True)
-        return _continued(runner, verdicts, kept, remainder, rules, options, cancelled, fixed=fixed)
+        kept = run_rows(runner, first_logits, cache, rows, packed=packed, keep=True)
+        return _continued(runner, verdicts_of(kept, remainder, rules), kept, remainder, rules, options, cancelled,
+                          fixed=fixed)
     verdicts = judge(runner, first_logits, cache, rows, remainder, rules, packed=packed)
     in_cache = list(range(len(rows)))  # which verdict each cache row belongs to
     for _ in range(options.verify_rounds - 1):  # repair rounds: only the rows that need one run again
