@@ -183,3 +183,27 @@ def test_decode_options_refuse_an_unknown_repair() -> None:
     assert DecodeOptions.from_dict({"verify_repair": "continue"}).verify_repair == "continue"
     with pytest.raises(ValueError, match="verify_repair"):
         DecodeOptions.from_dict({"verify_repair": "restart"})
+
+
+def test_a_batched_request_cancelled_while_continuing_is_cancelled(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's scheduler verifies a request as it leaves the batch: its cancel still reaches the steps."""
+    import spd_lsp.decoding.verify as verify_module
+
+    options = DecodeOptions(k=3, max_tokens=MAX_TOKENS, stop_at_newline=False, verify_repair="continue",
+                            verify_top=2, verify_log_ratio=-1.0)
+    job = Job(PREFIX, options, affinity="editor")
+    real = verify_module.continue_greedily
+
+    def cancel_then_continue(*args, **kwargs):
+        job.cancel()  # the user typed on while the drafts were being continued
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(verify_module, "continue_greedily", cancel_then_continue)
+    scheduler = Scheduler(engine)
+    try:
+        with pytest.raises(Cancelled):
+            scheduler.submit(job).result(timeout=120)
+    finally:
+        scheduler.close()
