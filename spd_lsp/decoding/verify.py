@@ -17,6 +17,7 @@ which gives every token's exact log-probability under the model. With it:
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, replace
 
@@ -24,7 +25,7 @@ import torch
 from transformers import DynamicCache
 
 from ngram_db import NgramSource
-from spd_lsp.decoding.continuation import continue_greedily
+from spd_lsp.decoding.continuation import RaggedRows, continue_greedily
 from spd_lsp.decoding.drafts import DraftRules, Hypothesis
 from spd_lsp.decoding.interpolate import interpolate
 from spd_lsp.decoding.lm import ModelRunner
@@ -50,10 +51,6 @@ class Verdict:
     def cut(self, end: int | None) -> Verdict:
         """The verdict on the first `end` tokens (None: all)."""
         return Verdict(*(values[:end] for values in self._columns))
-
-    def chosen(self, at: int) -> Verdict:
-        """The verdict on the model's own choice at position `at` alone."""
-        return Verdict((self.choice[at],), (self.best[at],), (self.best[at],), (self.choice[at],), (0,))
 
     def then(self, later: Verdict) -> Verdict:
         """This verdict followed by `later`'s (the positions after it)."""
@@ -90,28 +87,54 @@ def judge(
     rows packed as a prefix tree under a tree attention mask (shared prefixes run once).
     first_logits [1, V] are the prompt's last logits: the distribution of every row's first token.
     """
+    return verdicts_of(run_rows(runner, first_logits, cache, rows, packed=packed, keep=False), remainder, rules)
+
+
+@dataclass
+class Judged:
+    """The rows as the verification forward left them (what continuing them needs, continuation.py)."""
+
+    rows: list[tuple[int, ...]]
+    logits: list[torch.Tensor]  # each row's logits at each of its positions [len(row), V]
+    cache: DynamicCache | None  # kept: the prompt, then the rows' tokens (a cache row per row, or one packed tree)
+    row: list[int]  # each row's row of `cache`
+    columns: list[list[int]]  # the columns after the prompt holding each row's tokens (all but its last)
+
+
+def run_rows(runner: ModelRunner, first_logits: torch.Tensor, cache: DynamicCache, rows: list[tuple[int, ...]], *,
+             packed: bool, keep: bool) -> Judged:
+    """`judge`'s forward: the logits at every position of every row; with `keep`, the rows' key/values too
+    (`cache` itself where batched, a copy where packed: the prompt cache is cropped back either way)."""
     first = first_logits.reshape(1, -1)
+    length = cache.get_seq_length()
     if packed:
-        later = _packed_logits(runner, cache, rows)
+        later, columns = _packed_logits(runner, cache, rows)
+        kept = copy.deepcopy(cache) if keep else None
+        _crop(cache, length)
     else:
-        later = [first[:0]] * len(rows)
+        later, columns = [first[:0]] * len(rows), [list(range(len(r) - 1)) for r in rows]
         if max(len(r) for r in rows) > 1:
             later = list(_batch_logits(runner, cache, rows))
+        kept = cache if keep else None
+        if not keep:
+            _crop(cache, length)
+    logits = [torch.cat([first, x.to(first.device)])[: len(row)].float() for row, x in zip(rows, later)]
+    return Judged(rows, logits, kept, [0 if packed else i for i in range(len(rows))], columns)
+
+
+def verdicts_of(judged: Judged, remainder: str, rules: DraftRules) -> list[Verdict]:
+    """What the model says about every token of the rows `run_rows` ran."""
     # Over the tokens a draft may hold: special tokens the drafts never get are no "model's choice".
-    logps = [torch.log_softmax(rules.without_special(torch.cat([first, x.to(first.device)])[: len(row)].float()),
-                               dim=-1).cpu() for row, x in zip(rows, later)]
-    return [_verdict(logp, row, remainder, rules) for logp, row in zip(logps, rows)]
+    logps = [torch.log_softmax(rules.without_special(x), dim=-1).cpu() for x in judged.logits]
+    return [_verdict(logp, row, remainder, rules) for logp, row in zip(logps, judged.rows)]
 
 
 def _batch_logits(runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]) -> torch.Tensor:
-    """[B, width - 1, V]: right-padded rows, batch B; causal attention keeps the padding invisible."""
-    length = cache.get_seq_length()
+    """[B, width - 1, V]: right-padded rows appended to `cache`, batch B; causal attention keeps the padding invisible."""
     ids = torch.zeros(len(rows), max(len(r) for r in rows) - 1, dtype=torch.long)
     for b, row in enumerate(rows):
         ids[b, : len(row) - 1] = torch.tensor(row[:-1], dtype=torch.long)
-    logits = runner.score(cache, ids)
-    _crop(cache, length)
-    return logits
+    return runner.score(cache, ids)
 
 
 def prefix_tree(rows: list[tuple[int, ...]]) -> tuple[list[int], list[int], list[list[int]]]:
@@ -134,11 +157,14 @@ def prefix_tree(rows: list[tuple[int, ...]]) -> tuple[list[int], list[int], list
 
 
 @torch.inference_mode()  # as every other forward: a grad-mode forward left the shared cache needing grad
-def _packed_logits(runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]) -> list[torch.Tensor]:
-    """Per row [len - 1, V]: one batch-1 forward of the prefix tree; a node sees the prompt and its ancestors."""
+def _packed_logits(
+    runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]
+) -> tuple[list[torch.Tensor], list[list[int]]]:
+    """Per row [len - 1, V] and its node path: one batch-1 forward of the prefix tree appended to `cache`;
+    a node sees the prompt and its ancestors."""
     tokens, parents, paths = prefix_tree(rows)
     if not tokens:
-        return [torch.empty(0, 0)] * len(rows)
+        return [torch.empty(0, 0)] * len(rows), paths
     length, n = cache.get_seq_length(), len(tokens)
     sees = torch.zeros(n, n, dtype=torch.bool)
     depth: list[int] = []
@@ -157,9 +183,8 @@ def _packed_logits(runner: ModelRunner, cache: DynamicCache, rows: list[tuple[in
         use_cache=True,
         **{runner._cache_kwarg: cache},
     )
-    _crop(cache, length)
     logits = out.logits[0]
-    return [logits[path] for path in paths]
+    return [logits[path] for path in paths], paths
 
 
 def _verdict(logp: torch.Tensor, row: tuple[int, ...], remainder: str, rules: DraftRules) -> Verdict:
@@ -275,9 +300,11 @@ def _repaired_verdicts(
     (`verify_repair="continue"`) or re-verified (bounded rounds)."""
     packed = options.verify_packed
     cache = runner.cache if packed else runner.fork(len(rows))
-    verdicts = judge(runner, first_logits, cache, rows, remainder, rules, packed=packed)
     if options.verify_repair == "continue":
-        return _continued(runner, verdicts, remainder, rules, options, cancelled, fixed=fixed)
+        kept = run_rows(runner, first_logits, cache, rows, packed=packed, keep=True)
+        return _continued(runner, verdicts_of(kept, remainder, rules), kept, remainder, rules, options, cancelled,
+                          fixed=fixed)
+    verdicts = judge(runner, first_logits, cache, rows, remainder, rules, packed=packed)
     in_cache = list(range(len(rows)))  # which verdict each cache row belongs to
     for _ in range(options.verify_rounds - 1):  # repair rounds: only the rows that need one run again
         bad = [(i, b) for i, v in enumerate(verdicts) if i >= fixed and (b := _first_bad(v, options)) is not None]
@@ -295,6 +322,7 @@ def _repaired_verdicts(
 def _continued(
     runner: ModelRunner,
     verdicts: list[Verdict],
+    kept: Judged,
     remainder: str,
     rules: DraftRules,
     options: DecodeOptions,
@@ -303,34 +331,37 @@ def _continued(
     fixed: int,
 ) -> list[Verdict]:
     """Rows from `fixed` on with an implausible token: the model's choice in its place, then greedy
-    tokens from the real model (all such rows as one batch), each new token's verdict exact.
+    tokens from the real model (all such rows as one batch on the verification's key/values), each
+    new token's verdict exact.
 
     A repaired prefix that another draft continues with the model's own choices to its end (the
     usual blend: a top draft's head with a grafted tail) is that draft: it runs no step."""
     budget = options.step_budget(remainder)
-    heads = {i: v.cut(b).then(v.chosen(b)) for i, v in enumerate(verdicts)
-             if i >= fixed and (b := _first_bad(v, options)) is not None}
-    starts = {i: replay(rules, remainder, head.tokens) for i, head in heads.items()}
-    out = [heads.get(i, v) for i, v in enumerate(verdicts)]
+    bad = {i: b for i, v in enumerate(verdicts) if i >= fixed and (b := _first_bad(v, options)) is not None}
     ends = [v for i, v in enumerate(verdicts)
-            if i not in heads and (len(v.tokens) >= budget or replay(rules, remainder, v.tokens).finished)]
-    going: dict[tuple[int, ...], list[int]] = {}  # rows to continue, by their prefix (run once each)
-    for i, start in starts.items():
-        n = len(start.tokens)
-        known = [v for v in ends if v.tokens[:n] == start.tokens and not any(v.rank[n:])]
+            if i not in bad and (len(v.tokens) >= budget or replay(rules, remainder, v.tokens).finished)]
+    out = list(verdicts)
+    going: dict[tuple[int, ...], list[int]] = {}  # rows to continue, by their repaired head (run once each)
+    for i, b in bad.items():
+        head = verdicts[i].tokens[:b] + (verdicts[i].choice[b],)
+        known = [v for v in ends if v.tokens[: b + 1] == head and not any(v.rank[b + 1:])]
         if known:
             out[i] = known[0]
-        elif not start.finished and n < budget:
-            going.setdefault(start.tokens, []).append(i)
-    if going:
-        firsts = [rows[0] for rows in going.values()]
-        continued = continue_greedily(runner, [starts[i] for i in firsts], remainder, rules, options, cancelled)
-        for rows, (hyp, logits) in zip(going.values(), continued):
-            start = starts[rows[0]]
-            logp = torch.log_softmax(rules.without_special(logits.float()), dim=-1).cpu()
-            verdict = heads[rows[0]].then(_verdict(logp, hyp.tokens[len(start.tokens):], start.remainder, rules))
-            for i in rows:
-                out[i] = verdict
+        else:
+            going.setdefault(head, []).append(i)
+    if not going:
+        return out
+    firsts = [rows[0] for rows in going.values()]
+    kept.cache.reorder_cache(torch.tensor([kept.row[i] for i in firsts], dtype=torch.long, device=runner.device))
+    ragged = RaggedRows(runner, kept.cache, runner.cache.get_seq_length(), [kept.columns[i][: bad[i]] for i in firsts])
+    starts = [replay(rules, remainder, verdicts[i].tokens[: bad[i]]) for i in firsts]
+    logits = torch.stack([kept.logits[i][bad[i]] for i in firsts])  # the model's choice comes first
+    continued = continue_greedily(runner, ragged, starts, logits, remainder, rules, options, cancelled)
+    for rows, start, (hyp, seen) in zip(going.values(), starts, continued):
+        logp = torch.log_softmax(rules.without_special(seen.float()), dim=-1).cpu()
+        new = _verdict(logp, hyp.tokens[len(start.tokens):], start.remainder, rules)
+        for i in rows:
+            out[i] = verdicts[i].cut(bad[i]).then(new)
     return out
 
 
