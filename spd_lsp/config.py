@@ -19,6 +19,9 @@ DECODINGS: tuple[str, ...] = ("superposed", "greedy", "nucleus", "beam")
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
 QUANTIZE: tuple[str, ...] = ("none", "int8")
+# How SPD's drafts are verified (decoding/verify.py): cut at the first implausible token, cut and
+# continued greedily by the model, or not verified (blends reach the editor).
+VERIFY: tuple[str, ...] = ("cut", "continue", "off")
 STORE_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6)
 # Prefill costs ~2.4 ms per token on a 2-core CPU, so the CPU budget keeps a cold
 # request near one second; accelerators can afford four times the context.
@@ -64,6 +67,7 @@ class Settings:
     quantize: str = "none"
     max_prefix_tokens: int | None = None  # None = CPU_PREFIX_TOKENS / ACCELERATOR_PREFIX_TOKENS
     multiline: bool = False
+    verify: str = "cut"
     ngrams: NgramSettings = field(default_factory=NgramSettings)
     # Where decoding runs (spd_lsp/engined): "in-process", "auto" (one shared engine per user
     # and machine, started on demand) or an address: unix:/path, tcp://host:port, tls://host:port.
@@ -83,6 +87,8 @@ class Settings:
             alpha=self.ngrams.alpha if self.ngrams.enabled else 0.0,
             ngram_weights={n: self.ngrams.weights[n] for n in self.ngrams.orders},
             stop_at_newline=not self.multiline,
+            verify_rounds=0 if self.verify == "off" else defaults.verify_rounds,
+            verify_repair="continue" if self.verify == "continue" else defaults.verify_repair,
         )
 
     def prefix_budget(self, device_type: str) -> int:
@@ -209,6 +215,7 @@ KEYS: dict[str, tuple[str, Check]] = {
     "quantize": ("quantize", _choice(QUANTIZE)),
     "maxPrefixTokens": ("max_prefix_tokens", _optional(_integer(16, 32768))),
     "multiline": ("multiline", _boolean),
+    "verify": ("verify", _choice(VERIFY)),
     "engine": ("engine", engine_address.check_setting),
     "engineTokenFile": ("engine_token_file", _optional(_text)),
     "engineCertificate": ("engine_certificate", _optional(_text)),

@@ -35,6 +35,17 @@ def test_keys_map_onto_decode_options() -> None:
     assert settings.prefix_budget("cpu") == 900
 
 
+def test_verify_setting_maps_onto_the_verification_options() -> None:
+    by_value = {value: parse_settings({"verify": value}) for value in ("cut", "continue", "off")}
+    assert all(warnings == [] for _, warnings in by_value.values())
+    cut, cont, off = (by_value[v][0].decode_options() for v in ("cut", "continue", "off"))
+    assert (cut.verify_rounds, cut.verify_repair) == (1, "jacobi") and cut == Settings().decode_options()
+    assert (cont.verify_rounds, cont.verify_repair) == (1, "continue")
+    assert off.verify_rounds == 0
+    settings, warnings = parse_settings({"verify": "sometimes"})
+    assert settings.verify == "cut" and warnings and warnings[0].startswith("verify:")
+
+
 def test_disabled_ngrams_zero_alpha_and_device_dependent_budget() -> None:
     settings, _ = parse_settings({"ngrams": {"enabled": False}})
     assert settings.decode_options().alpha == 0.0

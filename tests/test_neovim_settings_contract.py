@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from editors.nvim_driver import NVIM, REPO, Nvim
-from spd_lsp.config import CONTEXT_KEYS, DECODINGS, DEVICES, DTYPES, KEYS, NGRAM_KEYS, QUANTIZE, parse_settings
+from spd_lsp.config import CONTEXT_KEYS, DECODINGS, DEVICES, DTYPES, KEYS, NGRAM_KEYS, QUANTIZE, VERIFY, parse_settings
 from spd_lsp.prompt.formats import PROMPT_FORMATS
 
 VSCODE_MANIFEST = REPO / "editor-integrations" / "vscode" / "package.json"
@@ -30,6 +30,7 @@ NEOVIM_OPTIONS = {
     "quantize": "int8",
     "max_prefix_tokens": 256,
     "multiline": True,
+    "verify": "continue",
     "engine": "tcp://127.0.0.1:7777",
     "engine_token_file": "/run/team.token",
     "engine_certificate": "/etc/team.pem",
@@ -66,6 +67,7 @@ def test_neovim_options_become_exactly_the_server_settings(nvim: Nvim) -> None:
     parsed, warnings = parse_settings(settings)
     assert warnings == []
     assert (parsed.k, parsed.max_tokens, parsed.max_prefix_tokens, parsed.quantize) == (4, 12, 256, "int8")
+    assert parsed.decode_options().verify_repair == "continue"
     assert parsed.ngrams.exclude == ("*.lock",)
 
 
@@ -80,7 +82,8 @@ def test_vscode_contributes_one_setting_per_server_key_with_the_servers_choices(
     server = ({f"spd.{key}" for key in KEYS} | {f"spd.ngrams.{key}" for key in NGRAM_KEYS}
               | {f"spd.context.{key}" for key in CONTEXT_KEYS})
     assert set(properties) - {"spd.serverPath"} == server
-    choices_of = {"decoding": DECODINGS, "device": DEVICES, "dtype": DTYPES, "quantize": QUANTIZE, "promptFormat": PROMPT_FORMATS}
+    choices_of = {"decoding": DECODINGS, "device": DEVICES, "dtype": DTYPES, "quantize": QUANTIZE, "verify": VERIFY,
+                  "promptFormat": PROMPT_FORMATS}
     for key, choices in choices_of.items():
         assert tuple(properties[f"spd.{key}"]["enum"]) == choices, key
     defaults = {key: properties[f"spd.{key}"]["default"] for key in KEYS}

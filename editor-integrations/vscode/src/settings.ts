@@ -37,6 +37,7 @@ export interface ServerSettings {
   quantize?: string;
   maxPrefixTokens?: number;
   multiline?: boolean;
+  verify?: string;
   engine?: string;
   engineTokenFile?: string;
   engineCertificate?: string;
@@ -46,7 +47,7 @@ export interface ServerSettings {
 }
 
 const TOP_LEVEL = [
-  "k", "maxTokens", "decoding", "temperature", "model", "device", "dtype", "quantize", "maxPrefixTokens", "multiline",
+  "k", "maxTokens", "decoding", "temperature", "model", "device", "dtype", "quantize", "maxPrefixTokens", "multiline", "verify",
   "engine", "engineTokenFile", "engineCertificate", "promptFormat",
 ] as const;
 const NGRAM_KEYS = ["enabled", "orders", "weights", "alpha", "db", "index", "exclude"] as const;

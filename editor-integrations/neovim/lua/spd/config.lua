@@ -28,6 +28,7 @@ M.defaults = {
   quantize = nil, ---@type 'none'|'int8'|nil
   max_prefix_tokens = nil,
   multiline = false,
+  verify = nil, ---@type 'cut'|'continue'|'off'|nil
   engine = nil, ---@type 'in-process'|'auto'|string|nil an address: unix:/path, tcp://host:port, tls://host:port
   engine_token_file = nil,
   engine_certificate = nil,
@@ -38,7 +39,7 @@ M.defaults = {
 
 local CLIENT_KEYS = { 'cmd', 'filetypes', 'debounce_ms', 'auto_trigger', 'keymaps', 'hl_group', 'counter_hl_group' }
 local SERVER_KEYS = {
-  'k', 'max_tokens', 'decoding', 'temperature', 'model', 'device', 'dtype', 'quantize', 'max_prefix_tokens', 'multiline',
+  'k', 'max_tokens', 'decoding', 'temperature', 'model', 'device', 'dtype', 'quantize', 'max_prefix_tokens', 'multiline', 'verify',
   'engine', 'engine_token_file', 'engine_certificate', 'ngrams', 'prompt_format', 'context',
 }
 
