@@ -40,7 +40,7 @@ def _texts(result) -> list[tuple[str, float]]:
     return [(d.text, round(d.score, 4)) for d in result.drafts]
 
 
-@pytest.mark.parametrize("verify_rounds", [0, 1])  # verified requests batch too: verification runs as each leaves
+@pytest.mark.parametrize("verify_rounds", [0, 1])  # verified requests batch too (and verify together)
 def test_batched_answers_equal_single_answers(engine: Engine, ngrams: MemoryNgrams, verify_rounds: int) -> None:
     options = replace(OPTIONS, verify_rounds=verify_rounds)
     alone = []
@@ -57,6 +57,30 @@ def test_batched_answers_equal_single_answers(engine: Engine, ngrams: MemoryNgra
         scheduler.close()
         engine.set_ngrams(None)
     assert together == alone
+
+
+@pytest.mark.parametrize("verify", [{"verify_rounds": 1}, {"verify_rounds": 3, "verify_log_ratio": -0.5},
+                                    {"verify_first": "keep", "verify_gate": None}, {"verify_packed": False}])
+def test_requests_leaving_together_are_verified_in_one_forward_with_their_single_answers(
+        engine: Engine, ngrams: MemoryNgrams, verify: dict) -> None:
+    options = replace(OPTIONS, **verify)
+    alone = []
+    for prefix in PREFIXES:
+        engine.set_ngrams(ngrams)
+        alone.append(_texts(engine.complete(prefix, options)))
+    scheduler = Scheduler(engine)
+    try:  # a request that runs alone holds the model thread while the others queue: they join in one step
+        blocker = scheduler.submit(Job(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
+        jobs = [Job(prefix, options, ngrams=ngrams, affinity=f"editor{i}") for i, prefix in enumerate(PREFIXES)]
+        futures = [scheduler.submit(job) for job in jobs]
+        blocker.result(timeout=60)
+        together = [_texts(f.result(timeout=60)) for f in futures]
+        counts = dict(scheduler.counts)
+    finally:
+        scheduler.close()
+        engine.set_ngrams(None)
+    assert together == alone
+    assert counts["verifyRows"] >= len(PREFIXES) and counts["verifyForwards"] < counts["verifyRows"]  # shared forwards
 
 
 def test_joining_and_cancelled_requests_disturb_no_other(engine: Engine) -> None:

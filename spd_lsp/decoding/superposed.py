@@ -19,7 +19,7 @@ from spd_lsp.decoding.lm import ModelRunner
 from spd_lsp.decoding.placement import CPU
 from spd_lsp.decoding.stepping import Progress, run_alone
 from spd_lsp.decoding.types import CancelCheck, DecodeOptions, Timings
-from spd_lsp.decoding.verify import verify
+from spd_lsp.decoding.verify import Verification, verification, verify
 
 
 def superposition_weights(hyps: list[Hypothesis], *, device: torch.device = CPU) -> torch.Tensor:
@@ -99,6 +99,13 @@ class SuperposedState(Progress):
             drafts = verify(runner, self.first_logits, self.prompt_ids, self.remainder, drafts, self.rules,
                             self.options, self.ngrams, self.timings)
         return drafts
+
+    def verifying(self) -> Verification | None:
+        """The verification of the drafts as judging rounds (`verify.verification`); None where the options verify nothing."""
+        if not self.options.verify_rounds:
+            return None
+        return verification(self.prompt_ids, self.remainder, self.drafts(), self.rules, self.options, self.ngrams,
+                            self.timings)
 
     def parents(self) -> list[int]:
         return [0]  # one row: the superposition of the k drafts

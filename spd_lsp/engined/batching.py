@@ -6,7 +6,8 @@ prefilled on the runner of its affinity key (so an editor's next request reuses 
 prompt cache), then its key/value rows join the batch's cache, left-padded to the
 longest row and masked, with its own position ids. Every step runs
 `stepping.decode_step` over all requests (ONE forward); a finished or cancelled
-request leaves between steps. The batch cache is rebuilt only when its membership
+request leaves between steps; superposed requests that leave in the same step are
+verified together, ONE forward a round (`verify_together`). The batch cache is rebuilt only when its membership
 changes and re-gathered only when a request forks or reorders its rows (beam);
 steps in between just append.
 
@@ -36,6 +37,7 @@ from spd_lsp.decoding.baselines import BeamState, IndependentState
 from spd_lsp.decoding.stepping import decode_step
 from spd_lsp.decoding.superposed import SuperposedState
 from spd_lsp.decoding.types import Cancelled, DecodeOptions, DecodeResult, Timings
+from spd_lsp.decoding.verify import Verdict, drive, packed_logits, verdicts_of
 
 log = logging.getLogger(__name__)
 RUNNERS = 16  # prompt caches kept, one per affinity key (an editor's document), least recently used out
@@ -131,14 +133,8 @@ class BatchCache:
             self.cache.reorder_cache(torch.tensor(index, dtype=torch.long, device=self.runner.device))
 
     def _rebuild(self, members: list[Member]) -> None:
-        rows = [self._rows(m) for m in members]
         width = max(m.length for m in members)
-        layers = []
-        for layer in range(len(rows[0])):
-            keys = torch.cat([_left_pad(row[layer][0], width) for row in rows])
-            values = torch.cat([_left_pad(row[layer][1], width) for row in rows])
-            layers.append((keys, values))
-        self.cache = DynamicCache(ddp_cache_data=layers)
+        self.cache = padded_cache([self._rows(m) for m in members], width)
         self.members, self.width = list(members), width
 
     def _rows(self, member: Member) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -148,6 +144,38 @@ class BatchCache:
             rows, start = slice(first, first + member.rows), self.width - member.length
             return [(layer.keys[rows, :, start:], layer.values[rows, :, start:]) for layer in self.cache.layers]
         return member.prompt_rows
+
+
+def padded_cache(rows: list[list[tuple[torch.Tensor, torch.Tensor]]], width: int) -> DynamicCache:
+    """One cache of several requests' key/values per layer, each left-padded to `width` positions."""
+    layers = []
+    for layer in range(len(rows[0])):
+        keys = torch.cat([_left_pad(row[layer][0], width) for row in rows])
+        values = torch.cat([_left_pad(row[layer][1], width) for row in rows])
+        layers.append((keys, values))
+    return DynamicCache(ddp_cache_data=layers)
+
+
+def verify_together(runner: ModelRunner, members: list[Member], counts: dict[str, int]) -> list[list]:
+    """The drafts of requests that leave the batch together; the superposed ones verified in ONE forward a round.
+
+    Every request's rows run as a prefix tree on its own prompt's key/values (a batch row each,
+    left-padded and masked), as `verify` packs them alone; rows of every method's drafts otherwise.
+    """
+    verifyings = [getattr(m.state, "verifying", lambda: None)() for m in members]
+    going = [i for i, v in enumerate(verifyings) if v is not None]
+
+    def judge_round(rounds: list[tuple[int, list[tuple[int, ...]]]]) -> list[list[Verdict]]:
+        judged = [members[going[i]] for i, _ in rounds]
+        counts["verifyForwards"] += 1
+        counts["verifyRows"] += len(judged)
+        cache = padded_cache([m.prompt_rows for m in judged], max(len(m.prompt) for m in judged))
+        later = packed_logits(runner, cache, [rows for _, rows in rounds], [len(m.prompt) for m in judged])
+        return [verdicts_of(m.state.first_logits, logits, rows, m.remainder, m.state.rules)
+                for m, logits, (_, rows) in zip(judged, later, rounds)]
+
+    verified = dict(zip(going, drive([verifyings[i] for i in going], judge_round)))
+    return [verified[i] if i in verified else m.state.drafts() for i, m in enumerate(members)]
 
 
 def _left_pad(tensor: torch.Tensor, width: int) -> torch.Tensor:
@@ -180,7 +208,8 @@ class Scheduler:
         self._members: list[Member] = []
         self._waiting: list[Job] = []
         self._batch = BatchCache(engine.runner)
-        self.counts = {"batched": 0, "alone": 0, "cancelled": 0, "failed": 0, "steps": 0, "maxBatched": 0}
+        self.counts = {"batched": 0, "alone": 0, "cancelled": 0, "failed": 0, "steps": 0, "maxBatched": 0,
+                       "verifyForwards": 0, "verifyRows": 0}  # verification forwards, and the requests' rounds they ran
         self._thread = threading.Thread(target=self._run, name="spd-engine-model", daemon=True)
         self._thread.start()
 
@@ -290,36 +319,36 @@ class Scheduler:
             self._batch = BatchCache(self.engine.runner)
             return
         self.counts["steps"] += 1
-        for member in members:
-            if member.state.done:
-                self._leave(member)
+        self._leave_together([m for m in members if m.state.done])
 
-    def _leave(self, member: Member, *, error: BaseException | None = None) -> None:
+    def _leave(self, member: Member, *, error: BaseException) -> None:
         self._members.remove(member)
-        if error is not None:
-            self._finish(member.job, error=error)
-            return
-        state, engine = member.state, self.engine
-        options = state.options
-        try:
-            final = self._final(member)
-        except BaseException as exc:  # noqa: BLE001 - cancelled or failed while verifying: this request only
-            self._finish(member.job, error=exc)
-            return
-        drafts = to_drafts(final, options.k, engine.table, member.prompt, member.remainder,
-                           stop_at_newline=options.stop_at_newline)
-        state.timings.total_s = time.perf_counter() - member.job.started
-        self._finish(member.job, result=DecodeResult(drafts, state.timings, options.method))
+        self._finish(member.job, error=error)
 
-    def _final(self, member: Member) -> list:
-        """The member's drafts; a superposed one's are verified on its own prompt cache (ONE
-        forward over its k drafts, as `Engine.complete` does), after it has left the batch."""
-        final = getattr(member.state, "final", None)
-        if final is None:
-            return member.state.drafts()
-        runner = self._runner(member.job.affinity)
-        runner.prefill(member.prompt, member.job.cancelled)  # the prompt is still cached unless evicted
-        return final(runner)
+    def _leave_together(self, members: list[Member]) -> None:
+        """Requests whose drafts are final leave; their verifications run together (`verify_together`)."""
+        for member in [m for m in members if m.job.cancelled()]:
+            self.counts["cancelled"] += 1
+            self._leave(member, error=Cancelled())
+        members = [m for m in members if m in self._members]
+        if not members:
+            return
+        for member in members:
+            self._members.remove(member)
+        try:
+            finals = verify_together(self.engine.runner, members, self.counts)
+        except BaseException as exc:  # noqa: BLE001 - a failed verification fails its requests, not the engine
+            log.exception("a verification failed")
+            self.counts["failed"] += len(members)
+            for member in members:
+                self._finish(member.job, error=exc)
+            return
+        for member, final in zip(members, finals):
+            options = member.state.options
+            drafts = to_drafts(final, options.k, self.engine.table, member.prompt, member.remainder,
+                               stop_at_newline=options.stop_at_newline)
+            member.state.timings.total_s = time.perf_counter() - member.job.started
+            self._finish(member.job, result=DecodeResult(drafts, member.state.timings, options.method))
 
     def _finish(self, job: Job, *, result: DecodeResult | None = None, error: BaseException | None = None) -> None:
         if job.future.done():
