@@ -107,6 +107,43 @@ def test_joining_and_cancelled_requests_disturb_no_other(engine: Engine) -> None
         scheduler.close()
 
 
+class WatchedJob(Job):
+    """A job that notes, at every cancel check before it joins (one before each prefill chunk), the batch steps so far."""
+
+    def __init__(self, *args, scheduler: Scheduler | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.scheduler, self.seen = scheduler, []
+
+    def cancelled(self) -> bool:
+        if self.scheduler is not None and self.scheduler.counts["batched"] < 2:  # the other one has joined
+            self.seen.append(self.scheduler.counts["steps"])
+        return super().cancelled()
+
+
+def test_a_cold_prompt_is_prefilled_a_chunk_between_steps_with_its_single_answer(engine: Engine) -> None:
+    long = DecodeOptions(k=3, max_tokens=40, stop_at_newline=False, alpha=0.0)
+    cold = "\n".join(PREFIXES * 3)
+    chunk, engine.runner.chunk_tokens = engine.runner.chunk_tokens, 8
+    try:
+        expected = [_texts(engine.complete(PREFIXES[0], long)), _texts(engine.complete(cold, OPTIONS))]
+        assert len(engine.encode(cold)) > 5 * 8  # several chunks
+        scheduler = Scheduler(engine)
+        try:
+            first = Job(PREFIXES[0], long, affinity="first")
+            scheduler.submit(first)
+            while scheduler.counts["steps"] < 2:  # it is decoding
+                threading.Event().wait(0.005)
+            joining = WatchedJob(cold, OPTIONS, affinity="cold", scheduler=scheduler)
+            scheduler.submit(joining)
+            got = [_texts(first.future.result(timeout=60)), _texts(joining.future.result(timeout=60))]
+        finally:
+            scheduler.close()
+    finally:
+        engine.runner.chunk_tokens = chunk
+    assert got == expected
+    assert len(set(joining.seen)) >= 5, joining.seen  # its 6+ chunks ran between 5+ different steps
+
+
 @pytest.mark.parametrize("method", ["beam", "nucleus_batched", "greedy"])
 def test_batched_baselines_keep_k_rows_and_their_answers(engine: Engine, method: str) -> None:
     options = DecodeOptions(method=method, k=3, max_tokens=6, stop_at_newline=False, seed=11)

@@ -32,7 +32,7 @@ from transformers import DynamicCache
 
 from ngram_db import NgramSource
 from spd_lsp.decoding.drafts import to_drafts
-from spd_lsp.decoding.lm import ModelRunner
+from spd_lsp.decoding.lm import ModelRunner, common_prefix_length
 from spd_lsp.decoding.baselines import BeamState, IndependentState
 from spd_lsp.decoding.stepping import decode_step
 from spd_lsp.decoding.superposed import SuperposedState
@@ -73,6 +73,20 @@ class Member:
     length: int  # real (unpadded) positions of each of its rows
     prompt_rows: list[tuple[torch.Tensor, torch.Tensor]]  # its prompt's key/values per layer, until it joins
     rows: int = 1  # its rows in the batch cache
+
+
+@dataclass(eq=False)
+class Joiner:
+    """A request whose prompt is being prefilled, a chunk between two steps, before it joins."""
+
+    job: Job
+    prompt: list[int]
+    remainder: str
+    runner: ModelRunner
+    reused: int | None = None  # prompt tokens its cache held before its first chunk
+
+    def to_go(self) -> int:
+        return len(self.prompt) - common_prefix_length(self.runner.cached_ids, self.prompt)
 
 
 BATCHED_METHODS = ("superposed", "greedy", "nucleus_batched", "beam")
@@ -207,6 +221,7 @@ class Scheduler:
         self._runners: OrderedDict[str, ModelRunner] = OrderedDict()
         self._members: list[Member] = []
         self._waiting: list[Job] = []
+        self._joining: list[Joiner] = []
         self._batch = BatchCache(engine.runner)
         self.counts = {"batched": 0, "alone": 0, "cancelled": 0, "failed": 0, "steps": 0, "maxBatched": 0,
                        "verifyForwards": 0, "verifyRows": 0}  # verification forwards, and the requests' rounds they ran
@@ -218,7 +233,7 @@ class Scheduler:
         return job.future
 
     def status(self) -> dict[str, Any]:
-        return {"rows": len(self._members), "queued": self._incoming.qsize() + len(self._waiting), **self.counts}
+        return {"rows": len(self._members), "queued": self._incoming.qsize() + len(self._waiting) + len(self._joining), **self.counts}
 
     def close(self, timeout: float = 10.0) -> None:
         self._incoming.put(None)
@@ -227,12 +242,13 @@ class Scheduler:
     # -- the model thread ------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            if not self._admit(block=not self._members):
+            if not self._admit(block=not self._members and not self._joining):
                 break
+            self._prefill_some()
             self._step()
 
     def _admit(self, *, block: bool) -> bool:
-        """Take new jobs; run the unbatchable ones; prefill joiners. False once closed."""
+        """Take new jobs; run the unbatchable ones; queue the others to join. False once closed."""
         try:
             while True:
                 job = self._incoming.get(block=block and not self._waiting)
@@ -247,7 +263,7 @@ class Scheduler:
         for job in waiting:
             if job.cancelled():
                 self._finish(job, error=Cancelled())
-            elif len(self._members) >= self.max_batch:
+            elif len(self._members) + len(self._joining) >= self.max_batch:
                 self._waiting.append(job)
             else:
                 self._start(job)
@@ -259,33 +275,58 @@ class Scheduler:
                 self.counts["alone"] += 1
                 self._finish(job, result=self.engine.complete(job.prefix, job.options, job.cancelled, ids=job.ids, **job.args))
                 return
-            member = self._prefill(job)
+            healed = self.engine.healed_prompt(job.prefix, healing=job.options.heal, ids=job.ids)
         except BaseException as exc:  # noqa: BLE001 - a bad request fails alone
             self._finish(job, error=exc)
             return
-        if member is not None:
-            self.counts["batched"] += 1
-            self._members.append(member)
-            self.counts["maxBatched"] = max(self.counts["maxBatched"], len(self._members))
+        self._joining.append(Joiner(job, healed.prompt_ids, healed.remainder, self._runner(job.affinity)))
 
-    def _prefill(self, job: Job) -> Member | None:
-        engine, options = self.engine, job.options
+    def _prefill_some(self) -> None:
+        """Prefill chunks of joining requests between two steps, fewest tokens to go first, about one
+        chunk's worth of tokens in all: a cold prompt no longer stalls the batch for all of its prefill.
+
+        A request's chunks are exactly those `ModelRunner.prefill` runs alone (a prefix at a time)."""
+        for joiner in [j for j in self._joining if j.job.cancelled()]:
+            self._joining.remove(joiner)
+            self.counts["cancelled"] += 1
+            self._finish(joiner.job, error=Cancelled())
+        budget = self.engine.runner.chunk_tokens
+        while self._joining and budget > 0:
+            joiner = min(self._joining, key=Joiner.to_go)
+            budget -= max(1, min(joiner.to_go(), joiner.runner.chunk_tokens))
+            try:
+                member = self._prefill_chunk(joiner)
+            except BaseException as exc:  # noqa: BLE001 - a bad request fails alone
+                self._joining.remove(joiner)
+                self._finish(joiner.job, error=exc)
+                continue
+            if member is not None:
+                self._joining.remove(joiner)
+                self.counts["batched"] += 1
+                self._members.append(member)
+                self.counts["maxBatched"] = max(self.counts["maxBatched"], len(self._members))
+
+    def _prefill_chunk(self, joiner: Joiner) -> Member | None:
+        """One prefill chunk of `joiner`; its Member once its prompt is in (None before, and where it ran alone)."""
+        job, runner, prompt = joiner.job, joiner.runner, joiner.prompt
+        end = common_prefix_length(runner.cached_ids, prompt) + runner.chunk_tokens
+        if end < len(prompt):
+            _, reused = runner.prefill(prompt[:end], job.cancelled)
+            joiner.reused = reused if joiner.reused is None else joiner.reused
+            return None
+        logits, reused = runner.prefill(prompt, job.cancelled)
         timings = Timings()
-        healed = engine.healed_prompt(job.prefix, healing=options.heal, ids=job.ids)
-        prompt = healed.prompt_ids
-        rules = engine.draft_rules(options)
-        runner = self._runner(job.affinity)
-        logits, timings.reused_tokens = runner.prefill(prompt, job.cancelled)
+        timings.reused_tokens = reused if joiner.reused is None else joiner.reused
         timings.prefill_tokens = len(prompt) - timings.reused_tokens
         timings.prefill_s = time.perf_counter() - job.started
-        state = start_state(job, logits, prompt, healed.remainder, rules, timings)
         if not plain_cache(runner.cache):
             self.counts["alone"] += 1
-            self._finish(job, result=self.engine.complete(job.prefix, options, job.cancelled, ids=job.ids))
+            self._finish(job, result=self.engine.complete(job.prefix, job.options, job.cancelled, ids=job.ids))
             return None
+        state = start_state(job, logits, prompt, joiner.remainder, self.engine.draft_rules(job.options), timings)
         rows = [(layer.keys[:, :, : len(prompt)].clone(), layer.values[:, :, : len(prompt)].clone())
                 for layer in runner.cache.layers]
-        return Member(job, state, prompt, healed.remainder, len(prompt), rows)
+        return Member(job, state, prompt, joiner.remainder, len(prompt), rows)
 
     def _runner(self, affinity: str) -> ModelRunner:
         runner = self._runners.pop(affinity, None)
@@ -361,9 +402,9 @@ class Scheduler:
     def _fail_all(self, error: BaseException) -> None:
         for member in list(self._members):
             self._leave(member, error=error)
-        for job in self._waiting:
+        for job in self._waiting + [j.job for j in self._joining]:
             self._finish(job, error=error)
-        self._waiting = []
+        self._waiting, self._joining = [], []
 
 
 def _never() -> bool:
