@@ -225,6 +225,8 @@ class Scheduler:
         self._batch = BatchCache(engine.runner)
         self.counts = {"batched": 0, "alone": 0, "cancelled": 0, "failed": 0, "steps": 0, "maxBatched": 0,
                        "verifyForwards": 0, "verifyRows": 0}  # verification forwards, and the requests' rounds they ran
+        # Model-thread time: whole steps, and their batch forwards (the cache rebuild included); the rest is host work.
+        self.seconds = {"step": 0.0, "forward": 0.0}
         self._thread = threading.Thread(target=self._run, name="spd-engine-model", daemon=True)
         self._thread.start()
 
@@ -233,7 +235,9 @@ class Scheduler:
         return job.future
 
     def status(self) -> dict[str, Any]:
-        return {"rows": len(self._members), "queued": self._incoming.qsize() + len(self._waiting) + len(self._joining), **self.counts}
+        queued = self._incoming.qsize() + len(self._waiting) + len(self._joining)
+        return {"rows": len(self._members), "queued": queued, **self.counts,
+                "stepSeconds": round(self.seconds["step"], 3), "forwardSeconds": round(self.seconds["forward"], 3)}
 
     def close(self, timeout: float = 10.0) -> None:
         self._incoming.put(None)
@@ -348,10 +352,16 @@ class Scheduler:
         by_state = {id(m.state): m for m in members}
 
         def forward(states: list[Any], inputs: torch.Tensor) -> torch.Tensor:
-            return self._batch.forward([by_state[id(s)] for s in states], inputs)
+            started = time.perf_counter()
+            try:
+                return self._batch.forward([by_state[id(s)] for s in states], inputs)
+            finally:
+                self.seconds["forward"] += time.perf_counter() - started
 
+        started = time.perf_counter()
         try:
             decode_step(self.engine.runner, [m.state for m in members], forward)
+            self.seconds["step"] += time.perf_counter() - started
         except BaseException as exc:  # noqa: BLE001 - a failed step fails its batch, not the engine
             log.exception("a batch step failed")
             self.counts["failed"] += len(members)
