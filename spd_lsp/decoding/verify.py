@@ -272,15 +272,8 @@ def drive(verifyings: list[Verification], judge_round: JudgeRound) -> list[list[
     return results
 
 
-def verification(
-    prompt_ids: list[int],
-    remainder: str,
-    hyps: list[Hypothesis],
-    rules: DraftRules,
-    options: DecodeOptions,
-    ngrams: NgramSource | None,
-    timings: Timings,
-) -> Verification:
+def verification(prompt_ids: list[int], remainder: str, hyps: list[Hypothesis], rules: DraftRules,
+                 options: DecodeOptions, ngrams: NgramSource | None, timings: Timings) -> Verification:
     """Rank, cut or repair, and gate the drafts that would be shown, one judging round per yield.
 
     `remainder` is the healed text every draft had to re-produce first. With
