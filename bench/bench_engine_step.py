@@ -2,7 +2,7 @@
 
 N editors submit superposed requests (k = 3, 10 tokens, n-grams off) to one `Scheduler` over
 the bundled model, each waiting for its answer before the next (the typing of
-`bench_engine.py`, without the socket). Reports per step: wall time, the batch forward
+`bench_engine.py`, without the socket; the cold prefills before are not measured). Reports per step: wall time, the batch forward
 (cache rebuild included), and the host share = 1 - forward / step; with `--profile`, the
 model thread's cProfile, the functions with most time of their own.
 
@@ -80,7 +80,9 @@ def main() -> int:
     print(f"load average after: {os.getloadavg()}", flush=True)
     if PROFILES:
         out = io.StringIO()
-        pstats.Stats(PROFILES[0], stream=out).sort_stats("tottime").print_stats(25)
+        stats = pstats.Stats(PROFILES[0], stream=out)
+        stats.sort_stats("tottime").print_stats(15)
+        stats.sort_stats("cumulative").print_stats("spd_lsp", 25)  # the project's own functions, with callees
         print(out.getvalue())
     return 0
 
