@@ -83,6 +83,23 @@ def test_requests_leaving_together_are_verified_in_one_forward_with_their_single
     assert counts["verifyRows"] >= len(PREFIXES) and counts["verifyForwards"] < counts["verifyRows"]  # shared forwards
 
 
+def test_requests_with_other_pools_and_temperatures_select_in_one_batch_as_alone(engine: Engine) -> None:
+    variants = [replace(OPTIONS, alpha=0.0, **v) for v in
+                ({}, {"candidate_pool": 4}, {"temperature": 0.7}, {}, {"candidate_pool": 4}, {"temperature": 0.7})]
+    jobs = [(PREFIXES[i % len(PREFIXES)] + " " * (i // len(PREFIXES)), o) for i, o in enumerate(variants)]
+    alone = [_texts(engine.complete(prefix, options)) for prefix, options in jobs]
+    scheduler = Scheduler(engine)
+    try:
+        blocker = scheduler.submit(Job(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
+        futures = [scheduler.submit(Job(prefix, options, affinity=str(i))) for i, (prefix, options) in enumerate(jobs)]
+        blocker.result(timeout=60)
+        together = [_texts(f.result(timeout=60)) for f in futures]
+        assert scheduler.counts["maxBatched"] == len(jobs)
+    finally:
+        scheduler.close()
+    assert together == alone
+
+
 def test_joining_and_cancelled_requests_disturb_no_other(engine: Engine) -> None:
     long = DecodeOptions(k=3, max_tokens=30, stop_at_newline=False, alpha=0.0)
     expected = _texts(engine.complete(PREFIXES[0], long))
