@@ -17,6 +17,7 @@ import io
 import os
 import pstats
 import threading
+import time
 
 from bench.bench_engine import TYPED_CHARS, documents
 from spd_lsp.decoding.types import DecodeOptions
@@ -67,16 +68,18 @@ def main() -> int:
     for thread in threads:
         thread.start()
     barrier.wait()
-    before = dict(scheduler.seconds), scheduler.counts["steps"]
+    before, counts, started = dict(scheduler.seconds), dict(scheduler.counts), time.perf_counter()
     for thread in threads:
         thread.join()
-    steps = scheduler.counts["steps"] - before[1]
-    step = scheduler.seconds["step"] - before[0]["step"]
-    forward = scheduler.seconds["forward"] - before[0]["forward"]
+    wall = time.perf_counter() - started
+    steps = scheduler.counts["steps"] - counts["steps"]
+    verifications = scheduler.counts["verifyForwards"] - counts["verifyForwards"]
+    step, forward, verify = (scheduler.seconds[name] - before[name] for name in ("step", "forward", "verify"))
     scheduler.close()
     print(f"steps {steps}: {1000 * step / steps:.1f} ms a step, forward {1000 * forward / steps:.1f} ms, "
           f"host work {1000 * (step - forward) / steps:.1f} ms = {100 * (1 - forward / step):.0f} % of step time "
-          f"(max batch {scheduler.counts['maxBatched']})")
+          f"(max batch {scheduler.counts['maxBatched']}); of {wall:.1f} s: steps {100 * step / wall:.0f} %, "
+          f"verification {100 * verify / wall:.0f} % ({verifications} forwards)")
     print(f"load average after: {os.getloadavg()}", flush=True)
     if PROFILES:
         out = io.StringIO()

@@ -225,8 +225,9 @@ class Scheduler:
         self._batch = BatchCache(engine.runner)
         self.counts = {"batched": 0, "alone": 0, "cancelled": 0, "failed": 0, "steps": 0, "maxBatched": 0,
                        "verifyForwards": 0, "verifyRows": 0}  # verification forwards, and the requests' rounds they ran
-        # Model-thread time: whole steps, and their batch forwards (the cache rebuild included); the rest is host work.
-        self.seconds = {"step": 0.0, "forward": 0.0}
+        # Model-thread time: whole steps, their batch forwards (the cache rebuild included; the rest of a step is
+        # host work), and the verifications of requests leaving.
+        self.seconds = {"step": 0.0, "forward": 0.0, "verify": 0.0}
         self._thread = threading.Thread(target=self._run, name="spd-engine-model", daemon=True)
         self._thread.start()
 
@@ -237,7 +238,7 @@ class Scheduler:
     def status(self) -> dict[str, Any]:
         queued = self._incoming.qsize() + len(self._waiting) + len(self._joining)
         return {"rows": len(self._members), "queued": queued, **self.counts,
-                "stepSeconds": round(self.seconds["step"], 3), "forwardSeconds": round(self.seconds["forward"], 3)}
+                **{f"{name}Seconds": round(value, 3) for name, value in self.seconds.items()}}
 
     def close(self, timeout: float = 10.0) -> None:
         self._incoming.put(None)
@@ -386,8 +387,10 @@ class Scheduler:
             return
         for member in members:
             self._members.remove(member)
+        started = time.perf_counter()
         try:
             finals = verify_together(self.engine.runner, members, self.counts)
+            self.seconds["verify"] += time.perf_counter() - started
         except BaseException as exc:  # noqa: BLE001 - a failed verification fails its requests, not the engine
             log.exception("a verification failed")
             self.counts["failed"] += len(members)
