@@ -3,13 +3,15 @@
 A superposed request takes ONE row; the batched baselines (nucleus_batched, beam) take
 k rows per request, greedy one. A request joins between steps: its prompt is
 prefilled on the runner of its affinity key (so an editor's next request reuses its
-prompt cache), then its key/value rows join the batch's cache, left-padded to the
-longest row and masked, with its own position ids. Every step runs
-`stepping.decode_step` over all requests (ONE forward); a finished or cancelled
-request leaves between steps; superposed requests that leave in the same step are
-verified together, ONE forward a round (`verify_together`). The batch cache is rebuilt only when its membership
-changes and re-gathered only when a request forks or reorders its rows (beam);
-steps in between just append.
+prompt cache), a chunk at a time between steps (about one chunk of tokens per step
+for all joiners, fewest to go first: a cold prompt does not stall the batch), then its
+key/value rows join the batch's cache, left-padded to the longest row and masked, with
+its own position ids. Every step runs `stepping.decode_step` over all requests (ONE
+forward); a finished or cancelled request leaves between steps; superposed requests
+that leave in the same step are verified together, ONE forward a round on their own
+prompts' key/values (`verify_together`). The batch cache is rebuilt only when its
+membership changes and re-gathered only when a request forks or reorders its rows
+(beam); steps in between just append.
 
 Requests the batch cannot take run alone through `Engine.complete` between steps:
 sequential nucleus, `reset_every`, extra prompt arguments, and models whose cache is not a plain
