@@ -27,6 +27,13 @@ METHODS: dict[str, dict] = {
                                                        "verify_packed": False},
     "SPD k=3 + verify (keep top, cut 2..k, packed tree)": {"method": "superposed", "verify_rounds": 1},
     "SPD k=3 + verify (keep top, repair 2..k, 2 rounds)": {"method": "superposed", "verify_rounds": 2},
+    "SPD k=3 + verify (cut top, cut 2..k)": {"method": "superposed", "verify_rounds": 1, "verify_first": "cut"},
+    "SPD k=3 + verify (cut top, Jacobi repair, 2 rounds)": {"method": "superposed", "verify_rounds": 2,
+                                                            "verify_first": "cut"},
+    "SPD k=3 + verify (cut top, repair by continuing)": {"method": "superposed", "verify_rounds": 1,
+                                                         "verify_first": "cut", "verify_repair": "continue"},
+    "SPD k=3 + verify (keep top, repair 2..k by continuing)": {"method": "superposed", "verify_rounds": 1,
+                                                               "verify_first": "keep", "verify_repair": "continue"},
     "beam k=3": {"method": "beam"},
     "nucleus k=3 sequential": {"method": "nucleus", "seed": 0},
 }

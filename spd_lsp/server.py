@@ -205,14 +205,18 @@ class SpdServer(LanguageServer):
         encoding = self.workspace.position_encoding or lsp.PositionEncodingKind.Utf16
         return str(getattr(encoding, "value", encoding))
 
+    def others(self, uri: str) -> list[tuple[str, str]]:
+        """(uri, text) of the open documents besides `uri`: the snippets' "open" source."""
+        return [(u, d.source) for u, d in self.workspace.text_documents.items() if u != unquote(uri)]
+
     async def suggest(self, uri: str, position: lsp.Position, selection: Selection | None = None) -> list[LineEdit]:
         """Drafts for an open document; a superseded or cancelled request raises CancelledError."""
         document = self.workspace.text_documents.get(unquote(uri))  # as pygls keys them
         if document is None:
             return []
-        others = [(u, d.source) for u, d in self.workspace.text_documents.items() if d is not document]
         job = self.session.complete(
-            uri, document.source, position.line, position.character, self.encoding, selection, neighbours=others
+            uri, document.source, position.line, position.character, self.encoding, selection,
+            neighbours=self.others(uri),
         )
         try:
             suggestions = await asyncio.wrap_future(job.future)
@@ -335,7 +339,12 @@ def build_server(loader: Loader = load_engine, *, max_message_bytes: int = DEFAU
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: SpdServer, params: lsp.DidOpenTextDocumentParams) -> None:
-        ls.session.warm_up(params.text_document.uri, params.text_document.text)  # while the model is idle
+        uri = params.text_document.uri
+        ls.session.warm_up(uri, params.text_document.text, neighbours=ls.others(uri))  # while the model is idle
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: SpdServer, params: lsp.DidChangeTextDocumentParams) -> None:
+        ls.session.edited()  # pygls has applied the change; a warm-up of the old text is stale
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE, lsp.SaveOptions(include_text=False))
     def did_save(ls: SpdServer, params: lsp.DidSaveTextDocumentParams) -> None:

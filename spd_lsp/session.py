@@ -10,7 +10,8 @@ a keystroke that only extends the prefix being decoded lets that decode finish
 reused (`context.fit_window`), and a document keeps its last windows, so going back
 to a region finds its cache (`ModelRunner` keeps several); while idle, the drafts
 after the top draft are precomputed, so accepting it shows the next ones at once
-(`_anticipate`), and a newly opened document's window is prefilled (`warm_up`).
+(`_anticipate`), a newly opened document's window is prefilled with its context
+(`warm_up`), and so is the newest request's place when its snippets change (`rewarm`).
 """
 
 from __future__ import annotations
@@ -69,7 +70,10 @@ class EngineLike(Protocol):
         **context: Any,
     ) -> Any: ...
 
-    def warm(self, prefix: str, options: Any, cancelled: CancelCheck | None = None, *, ids: list[int] | None = None) -> int: ...
+    def warm(
+        self, prefix: str, options: Any, cancelled: CancelCheck | None = None, *, ids: list[int] | None = None,
+        **context: Any,
+    ) -> int: ...
 
     def set_ngrams(self, ngrams: Any) -> None: ...
 
@@ -273,7 +277,8 @@ class Session:
         self._windows: dict[str, list[Window]] = {}  # most recent first
         self._lines: dict[str, LineIndex] = {}
         self._ahead: dict[str, Shown] = {}  # drafts for the document with the top draft accepted
-        self.context = ContextGatherer()  # suffix, path and snippets of each prompt
+        self.context = ContextGatherer(on_change=self.rewarm)  # suffix, path and snippets of each prompt
+        self._place: tuple[str, Cursor, Sequence[tuple[str, str]]] | None = None  # the newest request's
 
     # -- configuration -------------------------------------------------------
     def configure(self, settings: Settings, warnings: Sequence[str] = (), roots: Sequence[Path] | None = None) -> Job:
@@ -367,6 +372,7 @@ class Session:
             drafts = list(ahead.drafts)  # the user accepted the top draft: computed while idle
             self._shown[key] = ahead
         if not drafts:
+            self._place = (key, cursor, neighbours)
             drafts, timings = self._decode(key, settings, loaded, cursor, cancelled, neighbours)
             self._shown[key] = Shown.of(cursor.prefix, cursor.line_suffix, drafts)
             if drafts and self.anticipate:
@@ -380,20 +386,31 @@ class Session:
         neighbours: Sequence[tuple[str, str]] = (),
     ) -> tuple[list[str], Timings | None]:
         """Drafts from the model, the prompt cut to its budget by the document's window."""
-        window = self._fit(key, settings, loaded, cursor.prefix)
-        prefix = cursor.prefix[window.start :]
-        if not prefix.strip():
+        prompt = self._prompt(key, settings, loaded, cursor, neighbours)
+        if prompt is None:
             return [], None
-        tokenizer = loaded.engine.tokenizer
-        context = self.context.gather(
-            key, cursor, eol_count(cursor.text, cursor.offset), settings, spans=token_spans(tokenizer),
-            count_tokens=lambda text: len(token_ids(tokenizer)(text)), roots=self.roots, neighbours=neighbours,
-        )
+        prefix, window, context = prompt
         result = loaded.engine.complete(prefix, settings.decode_options(), cancelled, ids=window.ids, **context)
         if getattr(result, "prompt", None):
             self.stats.prompted(result.prompt)
         drafts = finalize((d.text for d in result.drafts), Fit(cursor, language_of(key), multiline=settings.multiline), settings.k)
         return drafts, result.timings
+
+    def _prompt(
+        self, key: str, settings: Settings, loaded: Loaded, cursor: Cursor, neighbours: Sequence[tuple[str, str]]
+    ) -> tuple[str, Window, dict[str, Any]] | None:
+        """What the engine gets for a request at `cursor`: the prefix in its window, the window, and
+        the context (suffix, path, snippets); None when the window holds only blanks."""
+        window = self._fit(key, settings, loaded, cursor.prefix)
+        prefix = cursor.prefix[window.start :]
+        if not prefix.strip():
+            return None
+        tokenizer = loaded.engine.tokenizer
+        context = self.context.gather(
+            key, cursor, eol_count(cursor.text, cursor.offset), settings, spans=token_spans(tokenizer),
+            count_tokens=lambda text: len(token_ids(tokenizer)(text)), roots=self.roots, neighbours=neighbours,
+        )
+        return prefix, window, context
 
     def _fit(self, key: str, settings: Settings, loaded: Loaded, prefix: str) -> Window:
         """The window for `prefix`: one of the document's recent windows where it still fits."""
@@ -411,27 +428,51 @@ class Session:
         self._windows[key] = [window] + [w for w in recent if w.start != window.start][: RECENT_WINDOWS - 1]
         return window
 
-    def warm_up(self, key: str, text: str, *, line: int | None = None, character: int = 0, encoding: str = "utf-16") -> Job:
-        """While the model is idle, prefill the window a request at (`line`, `character`) would
-        use (None: the document's opening window, what a request near its top uses), so that
+    def warm_up(
+        self, key: str, text: str, *, line: int | None = None, character: int = 0, encoding: str = "utf-16",
+        neighbours: Sequence[tuple[str, str]] = (),
+    ) -> Job:
+        """While the model is idle, prefill the prompt a request at (`line`, `character`) would
+        use (None: the document's opening window, what a request near its top uses), its context
+        (snippets from `neighbours`, the other open documents, and the path) included, so that
         request finds its cache (llama.vim warms its cache so). Runs as background work: one at
-        a time, and any request drops it; the chunks already run stay in the cache."""
+        a time, and any request or edit drops it; the chunks already run stay in the cache."""
         settings = self.settings
 
+        def place(loaded: Loaded) -> Cursor | None:
+            if line is None:
+                spans = token_spans(loaded.engine.tokenizer)
+                return Cursor(text, len(opening(text, spans, settings.prefix_budget(loaded.device_type))))
+            return locate(text, line, character, encoding, self._lines.setdefault(key, LineIndex()))
+
+        return self._warm(settings, lambda loaded: (key, place(loaded), neighbours))
+
+    def rewarm(self) -> Job:
+        """While idle, prefill the prompt the newest request's place gets now: its snippet set may
+        have changed since (the workspace index followed a changed file), and the next request
+        there then prefills only what the user typed. An unchanged prompt costs no forward."""
+        return self._warm(self.settings, lambda loaded: self._place)
+
+    def _warm(
+        self, settings: Settings, where: Callable[[Loaded], tuple[str, Cursor | None, Sequence[tuple[str, str]]] | None]
+    ) -> Job:
         def work(cancelled: CancelCheck) -> None:
             loaded = self._loaded
             if loaded is None or not hasattr(loaded.engine, "warm"):  # a shared engine's client has no cache here
                 return
-            if line is None:
-                prefix = opening(text, token_spans(loaded.engine.tokenizer), settings.prefix_budget(loaded.device_type))
-            else:
-                cursor = locate(text, line, character, encoding, self._lines.setdefault(key, LineIndex()))
-                prefix = cursor.prefix if cursor is not None else ""
-            if prefix.strip():
-                window = self._fit(key, settings, loaded, prefix)
-                loaded.engine.warm(prefix[window.start :], settings.decode_options(), cancelled, ids=window.ids)
+            found = where(loaded)
+            if found is None or found[1] is None:
+                return
+            key, cursor, neighbours = found
+            if (prompt := self._prompt(key, settings, loaded, cursor, neighbours)) is not None:
+                prefix, window, context = prompt
+                loaded.engine.warm(prefix, settings.decode_options(), cancelled, ids=window.ids, **context)
 
         return self.scheduler.submit(WARM_UP, work, background=True)
+
+    def edited(self) -> None:
+        """A document changed: a warm-up for the text before the change is stale."""
+        self.scheduler.cancel(WARM_UP)
 
     def _anticipate(
         self, key: str, settings: Settings, cursor: Cursor, draft: str, neighbours: Sequence[tuple[str, str]] = ()
@@ -459,11 +500,14 @@ class Session:
                 per_document.clear()
             else:
                 per_document.pop(key, None)
+        if self._place is not None and key in (None, self._place[0]):
+            self._place = None
         self.context.forget(key)
 
     # -- workspace, commands -------------------------------------------------
     def saved(self, path: Path) -> None:
         self.workspace.saved(path)
+        self.context.saved(path)
 
     def reindex(self) -> bool:
         return self.workspace.reindex()
@@ -491,7 +535,8 @@ class Session:
                 "maxTokens": self.settings.max_tokens,
                 "decoding": self.settings.decoding,
             },
-            "context": {"promptFormat": self.settings.prompt_format, **self.settings.context.status()},
+            "context": {"promptFormat": self.settings.prompt_format, **self.settings.context.status(),
+                        **self.context.status()},
             "stores": self.workspace.status(),
             **self.stats.summary(),
         }
@@ -499,6 +544,7 @@ class Session:
     def close(self) -> None:
         self.scheduler.close()
         self.workspace.close()
+        self.context.close()
 
 
 def opening(text: str, spans: TokenSpans, budget: int) -> str:

@@ -40,9 +40,10 @@ def _texts(result) -> list[tuple[str, float]]:
     return [(d.text, round(d.score, 4)) for d in result.drafts]
 
 
-@pytest.mark.parametrize("verify_rounds", [0, 1])  # verified requests batch too (and verify together)
-def test_batched_answers_equal_single_answers(engine: Engine, ngrams: MemoryNgrams, verify_rounds: int) -> None:
-    options = replace(OPTIONS, verify_rounds=verify_rounds)
+@pytest.mark.parametrize("verify", [{"verify_rounds": 0}, {"verify_rounds": 1},  # verified ones verify together
+                                    {"verify_rounds": 1, "verify_repair": "continue", "verify_log_ratio": -0.5}])
+def test_batched_answers_equal_single_answers(engine: Engine, ngrams: MemoryNgrams, verify: dict) -> None:
+    options = replace(OPTIONS, **verify)
     alone = []
     for prefix in PREFIXES:
         engine.set_ngrams(ngrams)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import textwrap
@@ -183,9 +184,10 @@ def test_study_verifies_the_plain_spd_run_as_the_decoding_hook_would() -> None:
 
     engine = Engine(tiny_model("llama"))
     prefix = "for name in names:\n    if name"
-    for first in ("rank", "keep", "cut"):
+    answers = {}
+    for first, repair in itertools.product(("rank", "keep", "cut"), ("jacobi", "continue")):
         options = DecodeOptions(k=3, max_tokens=5, verify_rounds=2, verify_top=3, verify_log_ratio=-2.0,
-                                verify_first=first, verify_score="total")
+                                verify_first=first, verify_score="total", verify_repair=repair)
         plain = engine.complete(prefix, unverified(options))
         assert plain.timings.verify_s == 0
         derived = verified(engine, prefix, options, plain)
@@ -193,3 +195,5 @@ def test_study_verifies_the_plain_spd_run_as_the_decoding_hook_would() -> None:
         assert [(d.text, d.token_ids) for d in derived.drafts] == [(d.text, d.token_ids) for d in hooked.drafts]
         assert derived.timings.verify_s > 0
         assert derived.timings.total_s == pytest.approx(plain.timings.total_s + derived.timings.verify_s)
+        answers[first, repair] = [d.token_ids for d in derived.drafts]
+    assert answers["cut", "continue"] != answers["cut", "jacobi"]  # this prompt has drafts to repair

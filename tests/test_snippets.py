@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+from typing import Any
+
 from spd_lsp.prompt.echo import cut_echo
-from spd_lsp.prompt.retrieval import ChunkIndex, terms, workspace_files
+from spd_lsp.prompt.retrieval import ChunkIndex, WorkspaceChunks, terms, workspace_files
 from spd_lsp.prompt.snippets import Chunk, RecentEdits, merge, rank_by_overlap, select, windows
 
 PARSER = "def parse_header(line):\n    key, value = line.split(':', 1)\n    return key.strip(), value.strip()\n"
@@ -97,3 +101,71 @@ def test_a_chunk_sharing_names_but_not_lines_with_the_cursor_region_is_kept() ->
     near = "for line in lines:\n    key, value = parse_header(line)\n    headers[key] = value\n"
     ranked = [Chunk("parse.py", 0, PARSER, "workspace", 1.0)]
     assert [c.path for c in select(ranked, near, 1000, words)] == ["parse.py"]
+
+
+def wait_for_search(chunks: Any, query: str, *, found: bool, timeout: float = 30.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        index, _ = chunks.current()
+        paths = [c.path for c in index.search(query)] if index is not None else []
+        if bool(paths) == found or time.monotonic() > deadline:
+            return paths
+        time.sleep(0.05)
+
+
+def test_the_workspace_index_follows_changed_files(tmp_path: Path) -> None:
+    """Issue 13: the BM25 index was built once; a file saved with a new identifier never became a snippet."""
+    (tmp_path / "a.py").write_text("def parse(text):\n    return text.split()\n")
+    chunks = WorkspaceChunks(debounce_s=0.05)
+    try:
+        chunks.ensure([tmp_path])
+        assert wait_for_search(chunks, "parse(text)", found=True) == ["a.py"]
+        assert wait_for_search(chunks, "frobnicate_widget", found=False, timeout=0) == []
+        (tmp_path / "b.py").write_text("def frobnicate_widget(w):\n    return w\n")  # the watcher sees it
+        assert wait_for_search(chunks, "frobnicate_widget", found=True) == ["b.py"]
+        (tmp_path / "b.py").unlink()
+        assert wait_for_search(chunks, "frobnicate_widget", found=False) == []
+    finally:
+        chunks.close()
+
+
+def test_the_index_never_holds_what_the_store_would_not(tmp_path: Path) -> None:
+    """Secrets, and links to files outside the workspace, stay out however they arrive (walk, save)."""
+    root, outside = tmp_path / "ws", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "private.py").write_text("secret_token_value = 'hunter2'\n")
+    (root / "linked.py").symlink_to(outside / "private.py")
+    (root / "secrets.py").write_text("secret_token_value = 'hunter3'\n")
+    (root / "main.py").write_text("def main():\n    pass\n")
+    assert [path for path, _ in workspace_files([root])] == ["main.py"]
+    chunks = WorkspaceChunks(debounce_s=0.05)
+    try:
+        chunks.ensure([root])
+        assert wait_for_search(chunks, "main", found=True) == ["main.py"]
+        for name in ("linked.py", "secrets.py"):
+            chunks.saved(root / name)
+        chunks.saved(outside / "private.py")
+        (root / "later.py").write_text("def later():\n    pass\n")
+        chunks.saved(root / "later.py")  # queued after the others: once it is found, they were judged
+        assert wait_for_search(chunks, "later", found=True) == ["later.py"]
+        assert wait_for_search(chunks, "secret_token_value", found=False, timeout=0) == []
+    finally:
+        chunks.close()
+
+
+def test_a_save_that_changes_nothing_keeps_the_index(tmp_path: Path) -> None:
+    """No rebuild (and so no re-chosen snippets, no re-warm) for a file saved unchanged or not admitted."""
+    (tmp_path / "a.py").write_text("def parse(text):\n    return text.split()\n")
+    (tmp_path / ".env").write_text("API_KEY=1\n")
+    chunks = WorkspaceChunks(debounce_s=0.05)
+    try:
+        chunks.ensure([tmp_path])
+        wait_for_search(chunks, "parse", found=True)
+        index, generation = chunks.current()
+        for name in ("a.py", ".env"):
+            chunks.saved(tmp_path / name)
+        chunks._worker.submit("probe", lambda cancelled: None).future.result(30)  # after the saves' work
+        assert chunks.current() == (index, generation)
+    finally:
+        chunks.close()

@@ -57,12 +57,15 @@ class IndependentState(Progress):
     batch: int
     sample: bool
     generator: torch.Generator | None
+    # Rows continuing these drafts (one each; `logits` then [batch, V], theirs) instead of all
+    # starting at the prompt: verification's continuation (decoding/continuation.py).
+    starts: tuple[Hypothesis, ...] = ()
 
     def __post_init__(self) -> None:
         self.logits = self.logits.expand(self.batch, -1)
-        self.hyps = [Hypothesis(remainder=self.remainder) for _ in range(self.batch)]
+        self.hyps = list(self.starts) or [Hypothesis(remainder=self.remainder) for _ in range(self.batch)]
         self.temperature = self.options.nucleus_temperature if self.sample else 1.0
-        self.steps = self.options.step_budget(self.remainder)
+        self.steps = self.options.step_budget(self.remainder)  # tokens per draft
         self.tokens: torch.Tensor | None = None
 
     def select(self) -> None:
@@ -74,15 +77,19 @@ class IndependentState(Progress):
         tokens = sample_rows(logp, options.top_p, self.generator) if self.sample else torch.argmax(logp, dim=-1)
         token_logp = model_logp.gather(1, tokens[:, None]).squeeze(1)
         self.hyps = [
-            h if h.finished else self.rules.extend(h, int(t), h.score + float(lp))
+            h if self._final(h) else self.rules.extend(h, int(t), h.score + float(lp))
             for h, t, lp in zip(self.hyps, tokens.tolist(), token_logp.tolist())
         ]
         self.tokens = tokens
         self.step += 1
-        self.done = all(h.finished for h in self.hyps) or self.step == self.steps
+        self.done = all(map(self._final, self.hyps))
+
+    def _final(self, hyp: Hypothesis) -> bool:
+        return hyp.finished or len(hyp.tokens) >= self.steps
 
     def parents(self) -> list[int]:
-        return [0] * self.batch if self.step == 1 else list(range(self.batch))  # the prompt forks into rows
+        forks = self.step == 1 and not self.starts  # the prompt forks into rows
+        return [0] * self.batch if forks else list(range(self.batch))
 
     def drafts(self) -> list[Hypothesis]:
         return self.hyps

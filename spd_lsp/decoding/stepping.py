@@ -124,8 +124,11 @@ class SoloCache:
         return self.runner.forward(self.private or self.runner.cache, embeds=inputs)
 
 
-def run_alone(runner: ModelRunner, state: StepState) -> None:
-    """The single-request path: step `state` as a batch of one until its drafts are final."""
-    solo = SoloCache(runner)
+def run_alone(runner: ModelRunner, state: StepState, *, forward: Forward | None = None) -> None:
+    """The single-request path: step `state` as a batch of one until its drafts are final.
+
+    `forward`: where its rows live (default: a `SoloCache` of the runner's prompt cache).
+    """
+    forward = forward or SoloCache(runner).forward
     while not state.done:
-        decode_step(runner, [state], solo.forward)
+        decode_step(runner, [state], forward)

@@ -133,12 +133,14 @@ class SuperposedState(Progress):
         """Finished and live drafts (unranked)."""
         return list(self.finished.by_text.values()) + self.hyps
 
-    def final(self, runner: ModelRunner) -> list[Hypothesis]:
-        """The drafts to return, verified where the options say so; `runner`'s cache must hold the prompt."""
+    def final(self, runner: ModelRunner, *, cancelled: CancelCheck | None = None) -> list[Hypothesis]:
+        """The drafts to return, verified where the options say so; `runner`'s cache must hold the prompt.
+
+        `cancelled`: checked while verifying (default: the state's own check)."""
         drafts = self.drafts()
         if self.options.verify_rounds:
             drafts = verify(runner, self.first_logits, self.prompt_ids, self.remainder, drafts, self.rules,
-                            self.options, self.ngrams, self.timings)
+                            self.options, self.ngrams, self.timings, cancelled=cancelled or self.cancelled)
         return drafts
 
     def verifying(self) -> Verification | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, get_args, get_origin, get_type_hints
 
 Method = Literal["superposed", "greedy", "nucleus", "nucleus_batched", "beam"]
 METHODS: tuple[str, ...] = ("superposed", "greedy", "nucleus", "nucleus_batched", "beam")
@@ -50,6 +50,11 @@ class DecodeOptions:
     verify_first: Literal["rank", "keep", "cut"] = "cut"
     verify_score: Literal["mean", "total"] = "total"  # rank drafts by exact total or mean log p (with n-grams)
     verify_packed: bool = True  # the rows as one prefix tree (tree attention, batch 1; cheaper) instead of batch k
+    # How a draft cut at its first implausible token is repaired (verify_rounds >= 2 for "jacobi"):
+    # "jacobi": the model's choice in its place, the rest kept as a guess and verified again (bounded rounds);
+    # "continue": the model's choice in its place, then greedy decoding with the real model up to
+    # max_tokens / the draft stop rules (decoding/continuation.py; verify_rounds >= 1, one pass).
+    verify_repair: Literal["jacobi", "continue"] = "jacobi"
 
     @property
     def pool(self) -> int:
@@ -78,11 +83,13 @@ class DecodeOptions:
                 values["ngram_weights"] = {int(n): float(w) for n, w in values["ngram_weights"].items()}
             except (AttributeError, TypeError, ValueError) as exc:
                 raise ValueError(f"ngram_weights must map orders to weights: {exc}") from exc
-        defaults = cls()
+        defaults, hints = cls(), get_type_hints(cls)
         for name, value in values.items():
             expected = getattr(defaults, name)
             if name != "ngram_weights" and not _same_kind(value, expected, optional=known[name].type.endswith("None")):
                 raise ValueError(f"decode option {name}={value!r} has the wrong type")
+            if get_origin(hints[name]) is Literal and value not in get_args(hints[name]):
+                raise ValueError(f"decode option {name}={value!r} is not one of {', '.join(get_args(hints[name]))}")
         return cls(**values)
 
 

@@ -9,8 +9,9 @@ which gives every token's exact log-probability under the model. With it:
 - rank: a draft's score is the sum of its exact log-probabilities, mixed with the
   n-grams exactly as during decoding;
 - cut or repair: at the first token outside the model's top m, or far below the best
-  token there, the draft is cut; a repair round first puts the model's own choice in
-  its place and verifies the rest again (Jacobi-style, bounded rounds);
+  token there, the draft is cut; a repair first puts the model's own choice in its place
+  and either verifies the rest again (Jacobi-style, bounded rounds) or continues the draft
+  greedily with the real model (decoding/continuation.py);
 - gate: drafts far below the best one (per token) are not returned.
 """
 
@@ -24,10 +25,11 @@ import torch
 from transformers import DynamicCache
 
 from ngram_db import NgramSource
+from spd_lsp.decoding.continuation import continue_greedily
 from spd_lsp.decoding.drafts import DraftRules, Hypothesis
 from spd_lsp.decoding.interpolate import interpolate
 from spd_lsp.decoding.lm import ModelRunner
-from spd_lsp.decoding.types import DecodeOptions, Timings
+from spd_lsp.decoding.types import CancelCheck, DecodeOptions, Timings
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,19 @@ class Verdict:
 
     def cut(self, end: int | None) -> Verdict:
         """The verdict on the first `end` tokens (None: all)."""
-        return Verdict(*(values[:end] for values in (self.tokens, self.logp, self.best, self.choice, self.rank)))
+        return Verdict(*(values[:end] for values in self._columns))
+
+    def chosen(self, at: int) -> Verdict:
+        """The verdict on the model's own choice at position `at` alone."""
+        return Verdict((self.choice[at],), (self.best[at],), (self.best[at],), (self.choice[at],), (0,))
+
+    def then(self, later: Verdict) -> Verdict:
+        """This verdict followed by `later`'s (the positions after it)."""
+        return Verdict(*(a + b for a, b in zip(self._columns, later._columns)))
+
+    @property
+    def _columns(self) -> tuple[tuple, ...]:
+        return self.tokens, self.logp, self.best, self.choice, self.rank
 
     def blended(self, top: int) -> bool:
         """A token the model ranks outside its top m: the blend metric's definition."""
@@ -131,6 +145,7 @@ def _packed_logits(runner: ModelRunner, cache: DynamicCache, rows: list[tuple[in
     return packed_logits(runner, cache, [rows], [cache.get_seq_length()])[0]
 
 
+@torch.inference_mode()  # as every other forward: a grad-mode forward left the shared cache needing grad
 def packed_logits(
     runner: ModelRunner, cache: DynamicCache, requests: list[list[tuple[int, ...]]], lengths: list[int]
 ) -> list[list[torch.Tensor]]:
@@ -237,6 +252,8 @@ def verify(
     options: DecodeOptions,
     ngrams: NgramSource | None,
     timings: Timings,
+    *,
+    cancelled: CancelCheck | None = None,
 ) -> list[Hypothesis]:
     """Rank, cut or repair, and gate the drafts that would be shown; the runner's cache is back at the prompt.
 
@@ -248,11 +265,17 @@ def verify(
         cache = runner.cache if options.verify_packed else runner.fork(len(rows))
         return [judge(runner, first_logits, cache, rows, remainder, rules, packed=options.verify_packed)]
 
-    return drive([verification(prompt_ids, remainder, hyps, rules, options, ngrams, timings)], judge_round)[0]
+    def continued(verdicts: list[Verdict], fixed: int) -> list[Verdict]:
+        return _continued(runner, verdicts, remainder, rules, options, cancelled or _never, fixed=fixed)
+
+    verifying = verification(prompt_ids, remainder, hyps, rules, options, ngrams, timings, continued=continued)
+    return drive([verifying], judge_round)[0]
 
 
 # A verification between rounds: yields the rows to judge, is sent their verdicts, returns the drafts.
 Verification = Generator[list[tuple[int, ...]], list[Verdict], list[Hypothesis]]
+# Repairs by continuing (`verify_repair="continue"`): (verdicts, fixed) -> verdicts; needs the prompt's cache.
+Continued = Callable[[list[Verdict], int], list[Verdict]]
 # Judges one round of several verifications: (index, rows) each; returns the verdicts of each, in order.
 JudgeRound = Callable[[list[tuple[int, list[tuple[int, ...]]]]], list[list[Verdict]]]
 
@@ -273,14 +296,16 @@ def drive(verifyings: list[Verification], judge_round: JudgeRound) -> list[list[
 
 
 def verification(prompt_ids: list[int], remainder: str, hyps: list[Hypothesis], rules: DraftRules,
-                 options: DecodeOptions, ngrams: NgramSource | None, timings: Timings) -> Verification:
+                 options: DecodeOptions, ngrams: NgramSource | None, timings: Timings, *,
+                 continued: Continued | None = None) -> Verification:
     """Rank, cut or repair, and gate the drafts that would be shown, one judging round per yield.
 
     `remainder` is the healed text every draft had to re-produce first. With
     `verify_first="keep"` SPD's top draft stays first and untouched (it is nearly always
     greedy's) and only ranks 2..k are cut, repaired, ranked and gated; the top row is run
     only where the gate needs its exact score. The caller judges the yielded rows on the
-    prompt's cache (`judge`): alone (`verify`) or with other requests' rows in one forward.
+    prompt's cache (`judge`): alone (`verify`) or with other requests' rows in one forward;
+    `continued` is where `verify_repair="continue"` goes (alone only: it decodes on the prompt's cache).
     """
     started = time.perf_counter()
     drafts = shown(hyps, options.k)
@@ -291,7 +316,8 @@ def verification(prompt_ids: list[int], remainder: str, hyps: list[Hypothesis], 
     if not judged:
         return drafts
     verdicts = yield from _repaired_verdicts([tuple(h.tokens) for h in judged], remainder, rules, options,
-                                             fixed=1 if keep else 0)
+                                             fixed=1 if keep and len(judged) == len(drafts) else 0,
+                                             continued=continued)
     fixed = [v for v in verdicts[:1] if keep and len(judged) == len(drafts)]  # the top's verdict, kept whole
     verdicts = fixed + [v.cut(_first_bad(v, options)) for v in verdicts[len(fixed):]]
     verdicts = [v for v in verdicts if v.tokens]
@@ -310,9 +336,15 @@ def _repaired_verdicts(
     options: DecodeOptions,
     *,
     fixed: int,
+    continued: Continued | None,
 ) -> Generator[list[tuple[int, ...]], list[Verdict], list[Verdict]]:
-    """Verdicts on every row; rows from index `fixed` on are repaired (bounded rounds) where implausible."""
+    """Verdicts on every row; rows from index `fixed` on are repaired where implausible: continued
+    (`verify_repair="continue"`, by `continued`) or re-verified (bounded rounds)."""
     verdicts = yield rows
+    if options.verify_repair == "continue":
+        if continued is None:
+            raise ValueError("verify_repair='continue' needs the prompt's cache: verify alone")
+        return continued(verdicts, fixed)
     for _ in range(options.verify_rounds - 1):  # repair rounds: only the rows that need one run again
         bad = [(i, b) for i, v in enumerate(verdicts) if i >= fixed and (b := _first_bad(v, options)) is not None]
         if not bad:
@@ -321,6 +353,52 @@ def _repaired_verdicts(
         for (i, _), verdict in zip(bad, (yield repaired)):
             verdicts[i] = verdict
     return list(verdicts)
+
+
+def _continued(
+    runner: ModelRunner,
+    verdicts: list[Verdict],
+    remainder: str,
+    rules: DraftRules,
+    options: DecodeOptions,
+    cancelled: CancelCheck,
+    *,
+    fixed: int,
+) -> list[Verdict]:
+    """Rows from `fixed` on with an implausible token: the model's choice in its place, then greedy
+    tokens from the real model (all such rows as one batch), each new token's verdict exact.
+
+    A repaired prefix that another draft continues with the model's own choices to its end (the
+    usual blend: a top draft's head with a grafted tail) is that draft: it runs no step."""
+    budget = options.step_budget(remainder)
+    heads = {i: v.cut(b).then(v.chosen(b)) for i, v in enumerate(verdicts)
+             if i >= fixed and (b := _first_bad(v, options)) is not None}
+    starts = {i: replay(rules, remainder, head.tokens) for i, head in heads.items()}
+    out = [heads.get(i, v) for i, v in enumerate(verdicts)]
+    ends = [v for i, v in enumerate(verdicts)
+            if i not in heads and (len(v.tokens) >= budget or replay(rules, remainder, v.tokens).finished)]
+    going: dict[tuple[int, ...], list[int]] = {}  # rows to continue, by their prefix (run once each)
+    for i, start in starts.items():
+        n = len(start.tokens)
+        known = [v for v in ends if v.tokens[:n] == start.tokens and not any(v.rank[n:])]
+        if known:
+            out[i] = known[0]
+        elif not start.finished and n < budget:
+            going.setdefault(start.tokens, []).append(i)
+    if going:
+        firsts = [rows[0] for rows in going.values()]
+        continued = continue_greedily(runner, [starts[i] for i in firsts], remainder, rules, options, cancelled)
+        for rows, (hyp, logits) in zip(going.values(), continued):
+            start = starts[rows[0]]
+            logp = torch.log_softmax(rules.without_special(logits.float()), dim=-1).cpu()
+            verdict = heads[rows[0]].then(_verdict(logp, hyp.tokens[len(start.tokens):], start.remainder, rules))
+            for i in rows:
+                out[i] = verdict
+    return out
+
+
+def _never() -> bool:
+    return False
 
 
 def ranked(hyps: list[Hypothesis], options: DecodeOptions, *, lead: int) -> list[Hypothesis]:

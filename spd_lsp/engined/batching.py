@@ -172,6 +172,12 @@ def padded_cache(rows: list[list[tuple[torch.Tensor, torch.Tensor]]], width: int
     return DynamicCache(ddp_cache_data=layers)
 
 
+def verifies_alone(member: Member) -> bool:
+    """A superposed request that repairs by continuing its drafts: that decodes on its own prompt cache."""
+    options = member.state.options
+    return hasattr(member.state, "verifying") and bool(options.verify_rounds) and options.verify_repair == "continue"
+
+
 def verify_together(runner: ModelRunner, members: list[Member], counts: dict[str, int]) -> list[list]:
     """The drafts of requests that leave the batch together; the superposed ones verified in ONE forward a round.
 
@@ -380,15 +386,22 @@ class Scheduler:
         self._finish(member.job, error=error)
 
     def _leave_together(self, members: list[Member]) -> None:
-        """Requests whose drafts are final leave; their verifications run together (`verify_together`)."""
+        """Requests whose drafts are final leave; their verifications run together (`verify_together`),
+        but for those that repair by decoding on their own prompt cache (`verifies_alone`)."""
         for member in [m for m in members if m.job.cancelled()]:
             self.counts["cancelled"] += 1
             self._leave(member, error=Cancelled())
         members = [m for m in members if m in self._members]
-        if not members:
-            return
         for member in members:
             self._members.remove(member)
+        for member in [m for m in members if verifies_alone(m)]:
+            try:
+                self._answer(member, self._final_alone(member))
+            except BaseException as exc:  # noqa: BLE001 - cancelled or failed while verifying: this request only
+                self._finish(member.job, error=exc)
+        members = [m for m in members if not verifies_alone(m)]
+        if not members:
+            return
         started = time.perf_counter()
         try:
             finals = verify_together(self.engine.runner, members, self.counts)
@@ -400,11 +413,20 @@ class Scheduler:
                 self._finish(member.job, error=exc)
             return
         for member, final in zip(members, finals):
-            options = member.state.options
-            drafts = to_drafts(final, options.k, self.engine.table, member.prompt, member.remainder,
-                               stop_at_newline=options.stop_at_newline)
-            member.state.timings.total_s = time.perf_counter() - member.job.started
-            self._finish(member.job, result=DecodeResult(drafts, member.state.timings, options.method))
+            self._answer(member, final)
+
+    def _final_alone(self, member: Member) -> list:
+        """A superposed member's drafts verified on its own prompt cache, as `Engine.complete` does."""
+        runner = self._runner(member.job.affinity)
+        runner.prefill(member.prompt, member.job.cancelled)  # the prompt is still cached unless evicted
+        return member.state.final(runner, cancelled=member.job.cancelled)
+
+    def _answer(self, member: Member, final: list) -> None:
+        options = member.state.options
+        drafts = to_drafts(final, options.k, self.engine.table, member.prompt, member.remainder,
+                           stop_at_newline=options.stop_at_newline)
+        member.state.timings.total_s = time.perf_counter() - member.job.started
+        self._finish(member.job, result=DecodeResult(drafts, member.state.timings, options.method))
 
     def _finish(self, job: Job, *, result: DecodeResult | None = None, error: BaseException | None = None) -> None:
         if job.future.done():

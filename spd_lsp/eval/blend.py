@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from spd_lsp.decoding.drafts import DraftRules
+from spd_lsp.decoding.healing import HealedPrompt
 from spd_lsp.decoding.types import DecodeOptions, Draft
 from spd_lsp.decoding.verify import judge
 from spd_lsp.engine import Engine
@@ -35,14 +36,17 @@ def blended(
     shown: Sequence[str],
     top: int = BLEND_TOP,
     known: dict[tuple[int, ...], bool] | None = None,
+    *,
+    healed: HealedPrompt | None = None,
 ) -> list[bool]:
     """One flag per shown draft (in rank order): a token outside the model's top `top` at its position.
 
     `fit` is what turned the raw drafts into the `shown` ones (postprocess.Fit); `known` holds the
     flags of rows already judged at this prefix (filled here), so methods sharing drafts judge them once.
+    `healed`: the prompt the drafts continued, where it held more than the prefix (context_study).
     """
     known = {} if known is None else known
-    healed = engine.healed_prompt(prefix, healing=options.heal)
+    healed = healed or engine.healed_prompt(prefix, healing=options.heal)
     by_text: dict[str, Draft] = {}
     for draft in drafts:
         by_text.setdefault(fit(draft.text), draft)

@@ -10,12 +10,18 @@ compares the prompt formats the server can send:
 - `snippets`: `<file_sep>`-separated chunks of the workspace's files found by BM25,
   then `<file_sep>{path}` and the prefix (StarCoder2 repository data);
 
-and reports P@1, P@3, accepted characters, the time per decoded request with its
-prefill, and the tokens one more keystroke re-prefills (the KV-cache layout).
+and reports P@1, P@3, accepted characters, the blend rate of the shown drafts
+(eval/blend.py), the time per decoded request with its prefill, and the tokens one
+more keystroke re-prefills (the KV-cache layout). Drafts are decoded as the server
+ships them (`Settings().decode_options()`: SPD with verification). Like the study,
+a kind stops at --total-per-kind positions (the requests corpus has few calls in its
+test split: the others fill), and --start/--stop split the indexes between processes:
 
-    nice -n 10 .venv/bin/python -m spd_lsp.eval.context_study run --split test --per-kind 50 \\
-        --out docs/study/context-test.jsonl
-    .venv/bin/python -m spd_lsp.eval.context_study report docs/study/context-test.jsonl
+    nice -n 10 .venv/bin/python -m spd_lsp.eval.context_study run --split test --per-kind 100 \\
+        --total-per-kind 150 --stop 50 --out docs/study/context-test-a.jsonl
+    nice -n 10 .venv/bin/python -m spd_lsp.eval.context_study run --split test --per-kind 100 \\
+        --total-per-kind 150 --start 50 --out docs/study/context-test-b.jsonl
+    .venv/bin/python -m spd_lsp.eval.context_study report docs/study/context-test-a.jsonl docs/study/context-test-b.jsonl
 """
 
 from __future__ import annotations
@@ -25,21 +31,21 @@ import json
 import statistics
 import sys
 from dataclasses import asdict, dataclass, replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 
-from spd_lsp.context import Cursor, fit_prefix
+from spd_lsp.config import Settings
+from spd_lsp.context import fit_prefix
 from spd_lsp.decoding.lm import common_prefix_length
 from spd_lsp.decoding.types import DecodeOptions
 from spd_lsp.engine import Engine
 from spd_lsp.eval import report
 from spd_lsp.eval.compare import paired
 from spd_lsp.eval.corpus import fetch_packages, split_files
-from spd_lsp.eval.metrics import score_request
 from spd_lsp.eval.positions import Position, sample_positions
+from spd_lsp.eval.run import scored
 from spd_lsp.eval.stores import workspace_store
 from spd_lsp.eval.study import (
     COMPARISON_COLUMNS,
@@ -51,15 +57,13 @@ from spd_lsp.eval.study import (
     _summary_rows,
     comparisons,
     load,
-    registry,
+    schedule,
 )
 from spd_lsp.model import load_model
-from spd_lsp.postprocess import Fit, finalize
 from spd_lsp.prompt.layout import Context
 from spd_lsp.prompt.retrieval import ChunkIndex
 from spd_lsp.prompt.snippets import around, identifiers, query_text, select
 from spd_lsp.session import token_spans
-from spd_lsp.syntax import language_of
 
 CONFIGS: dict[str, str] = {"prefix": "prefix", "filename": "filename", "snippets": "file_sep"}  # name -> promptFormat
 PREFIX_TOKENS = 512  # the CPU default budget of the server
@@ -101,13 +105,10 @@ def answer(engine: Engine, case: Case, config: str, options: DecodeOptions, snip
     context = {"suffix": case.suffix, "filename": case.path if config != "prefix" else None,
                "snippets": snippets if config == "snippets" else (), "language": "python"}
     result = engine.complete(p.prefix, options, prompt_format=fmt, **context)
-    cursor = Cursor(p.prefix + case.suffix, len(p.prefix))
-    fit = cache(Fit(cursor, language_of(case.path), multiline=not options.stop_at_newline))
-    drafts = finalize((d.text for d in result.drafts), fit, options.k)
+    healed = engine.prompt(p.prefix, context=Context(**context), prompt_format=fmt).healed
+    score = scored(engine, replace(p, suffix=case.suffix), options, result, healed=healed)  # blends on this prompt
     t = result.timings
-    score = score_request(drafts, p.target, 1000 * (t.total_s - t.prefill_s), 1000 * t.total_s)
-    score.drafts = drafts
-    now = engine.prompt(p.prefix, context=Context(**context), prompt_format=fmt).healed.prompt_ids
+    now = healed.prompt_ids
     typed = engine.prompt(p.prefix + p.target[:1], context=Context(**context), prompt_format=fmt).healed.prompt_ids
     return {**asdict(score), "prefill_tokens": t.prefill_tokens, "prefill_ms": 1000 * t.prefill_s,
             "prompt_tokens": len(now), "keystroke_prefill": len(typed) - common_prefix_length(now, typed),
@@ -133,26 +134,31 @@ def _prepare(args: argparse.Namespace, tokenizer: Any, *, with_stores: bool = Tr
     return stores, indexes, cases
 
 
+def shipped(max_tokens: int) -> DecodeOptions:
+    """The server's default decoding (SPD, k = 3, n-grams, verification on) at `max_tokens`."""
+    return Settings(max_tokens=max_tokens).decode_options()
+
+
 def run(args: argparse.Namespace) -> None:
-    options = registry(DecodeOptions(max_tokens=args.max_tokens))["spd"].options
+    options = shipped(args.max_tokens)
     engine = Engine(load_model())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     done = _done(args.out)
     stores, indexes, cases = _prepare(args, engine.tokenizer)
-    for index in range(args.start, args.per_kind):  # index-major: a stopped run covers every corpus and kind
-        for (name, kind), sample in cases.items():
-            todo = [c for c in args.configs if (name, kind, index, c) not in done]
-            if index >= len(sample) or not todo:
-                continue
-            engine.set_ngrams(stores[name])
-            case = sample[index]
-            snippets = _snippets(case, indexes[name], engine, args.snippet_tokens)
-            with args.out.open("a") as out:
-                for config in todo:
-                    record = {"corpus": name, "kind": kind, "index": index, "config": config,
-                              "target": case.position.target, **answer(engine, case, config, options, snippets)}
-                    out.write(json.dumps(record) + "\n")
-            _say(f"{name} {kind} {index + 1}/{len(sample)}")
+    for name, kind, index in schedule(cases, args):
+        sample = cases[name, kind]
+        todo = [c for c in args.configs if (name, kind, index, c) not in done]
+        if not todo:
+            continue
+        engine.set_ngrams(stores[name])
+        case = sample[index]
+        snippets = _snippets(case, indexes[name], engine, args.snippet_tokens)
+        with args.out.open("a") as out:
+            for config in todo:
+                record = {"corpus": name, "kind": kind, "index": index, "config": config,
+                          "target": case.position.target, **answer(engine, case, config, options, snippets)}
+                out.write(json.dumps(record) + "\n")
+        _say(f"{name} {kind} {index + 1}/{len(sample)}")
     for store in stores.values():
         store.close()
 
@@ -198,7 +204,7 @@ def report_on(paths: list[Path], against: str = "prefix") -> dict[str, Any]:
     keys = sorted(set.intersection(*(set(v) for v in scores.values())))
     out: dict[str, Any] = {"positions": len(keys), "all": _summary_rows(scores, keys)}
     print(f"## {', '.join(p.name for p in paths)}: {len(keys)} positions answered by every configuration\n")
-    print(report.simple_table(out["all"], [c for c in SUMMARY_COLUMNS if not c[1].startswith("blend") and c[1] != "shown"]) + "\n")
+    print(report.simple_table(out["all"], SUMMARY_COLUMNS) + "\n")
     out["paired"] = comparisons(scores, keys, against)
     print(f"### paired differences against {against}, 95 % bootstrap intervals\n")
     print(report.simple_table(out["paired"], COMPARISON_COLUMNS) + "\n")
@@ -233,8 +239,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     r.add_argument("--packages", nargs="+", default=list(STUDY_PACKAGES))
     r.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "study")
-    for flag, default in {"--per-kind": 50, "--start": 0, "--seed": 0, "--max-tokens": 10, "--snippet-tokens": 256}.items():
+    for flag, default in {"--per-kind": 50, "--start": 0, "--seed": 0, "--max-tokens": 10, "--snippet-tokens": 256,
+                          "--total-per-kind": 10**9}.items():
         r.add_argument(flag, type=int, default=default)
+    r.add_argument("--stop", type=int, default=None, help="stop before this position index (default: --per-kind)")
     c = sub.add_parser("recall", help="without the model: do the snippets hold the names the line needs?")
     c.set_defaults(action=recall)
     c.add_argument("--out", type=Path, required=True)

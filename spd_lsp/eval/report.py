@@ -99,3 +99,28 @@ def plot_blend(rows: Sequence[dict[str, Any]], path: Path) -> None:
     ax.set_ylabel("shown drafts with a token outside the model's top 5 (%)")
     ax.set_title("Blends by draft rank (held-out positions)")
     _save(fig, ax, path)
+
+
+def plot_cost_curve(rows: Sequence[dict[str, Any]], path: Path, *, baseline: str = "greedy") -> None:
+    """rows: {"name", "P@1", "P@k", "chars_best", "decode_ms"}: quality against time per request, both
+    relative to `baseline` (the issue's targets are read off it: P@3 against beam, chars ≥ 1.3×, time ≤ 1.25×)."""
+    base = next(r for r in rows if r["name"] == baseline)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for r in rows:
+        x = r["decode_ms"] / base["decode_ms"]
+        left.scatter(x, 100 * r["P@k"], marker="o")
+        left.annotate(r["name"], (x, 100 * r["P@k"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        right.scatter(x, r["chars_best"] / base["chars_best"], marker="o")
+        right.annotate(r["name"], (x, r["chars_best"] / base["chars_best"]), fontsize=7, xytext=(3, 3),
+                       textcoords="offset points")
+    for ax in (left, right):
+        ax.axvline(1.25, color="grey", linestyle=":", linewidth=1)
+        ax.set_xlabel(f"decode + verify time per request (× {baseline}, medians)")
+    right.axhline(1.3, color="grey", linestyle=":", linewidth=1)
+    left.set_ylabel("P@3 (%)")
+    right.set_ylabel(f"accepted characters of the best draft (× {baseline})")
+    left.set_title("P@3 against cost")
+    right.set_title("Best-draft characters against cost")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -10,6 +10,7 @@ from ngram_db import NgramSource
 from spd_lsp.config import CPU_PREFIX_TOKENS
 from spd_lsp.context import Cursor, fit_prefix
 from spd_lsp.decoding.drafts import DraftRules, to_drafts
+from spd_lsp.decoding.healing import HealedPrompt
 from spd_lsp.decoding.types import DecodeOptions, DecodeResult
 from spd_lsp.decoding.verify import replay, verify
 from spd_lsp.engine import Engine
@@ -63,9 +64,11 @@ def complete(engine: Engine, position: Position, options: DecodeOptions) -> Requ
 
 
 def scored(
-    engine: Engine, position: Position, options: DecodeOptions, result: DecodeResult, known: dict | None = None
+    engine: Engine, position: Position, options: DecodeOptions, result: DecodeResult, known: dict | None = None,
+    *, healed: HealedPrompt | None = None,
 ) -> RequestScore:
-    """`known`: blend flags of the rows already judged at this position (eval/blend.py)."""
+    """`known`: blend flags of the rows already judged at this position (eval/blend.py); `healed`: the
+    prompt the drafts continued where it held context besides the prefix."""
     cursor = Cursor(position.prefix + position.suffix, len(position.prefix))
     # finalize and blended fit the same drafts: each costs up to MAX_SYNTAX_CHECKS parses, so once
     fit = cache(Fit(cursor, language_of(str(position.path)), multiline=not options.stop_at_newline))
@@ -73,7 +76,7 @@ def scored(
     t = result.timings
     score = score_request(drafts, position.target, 1000 * (t.total_s - t.prefill_s), 1000 * t.total_s)
     score.verify_ms = 1000 * t.verify_s
-    score.blended = blended(engine, position.prefix, fit, options, result.drafts, drafts, known=known)
+    score.blended = blended(engine, position.prefix, fit, options, result.drafts, drafts, known=known, healed=healed)
     score.drafts = drafts
     return score
 

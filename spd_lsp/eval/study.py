@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator, Sequence
 
 import platformdirs
 
@@ -73,6 +73,9 @@ SPD_VARIANTS: dict[str, dict[str, Any]] = {
     "spd-cuttop-gate1": _verify(1, verify_first="cut", verify_score="total", verify_gate=1.0),
     "spd-cuttop-gate3": _verify(1, verify_first="cut", verify_score="total", verify_gate=3.0),
     "spd-cuttop-nogate": _verify(1, verify_first="cut", verify_score="total", verify_gate=None),
+    # Repair by continuing: the model's choice in place of the first implausible token, then greedy decoding.
+    "spd-cuttop-cont": _verify(1, verify_first="cut", verify_score="total", verify_repair="continue"),
+    "spd-keep-cont": _verify(1, verify_first="keep", verify_score="total", verify_repair="continue"),
 }
 
 
@@ -111,29 +114,38 @@ def run(args: argparse.Namespace) -> None:
         split = split_files(root)
         stores[name] = workspace_store(args.workdir / f"ws-{name}", engine.tokenizer, root, split.indexed)
         files = split.validation if args.split == "validation" else split.test
-        for kind in KINDS:
+        for kind in args.kinds:
             sample = sample_positions(files, args.per_kind, args.seed, kinds=(kind,))
             positions[name, kind] = fitted(sample, engine.tokenizer)
-    # Index-major: a run stopped early still covers every corpus and kind evenly. A kind stops at
-    # --total-per-kind positions; a corpus with few candidates of a kind leaves them to the others.
+    for name, kind, index in schedule(positions, args):
+        sample = positions[name, kind]
+        todo = [c for c in configs if (name, kind, index, c.name) not in done]
+        if not todo:
+            continue
+        results = evaluate(engine, todo, [sample[index]], {"workspace": stores[name]}, share_spd=True)
+        with args.out.open("a") as out:
+            for result in results:
+                record = {"corpus": name, "kind": kind, "index": index, "config": result.config.name,
+                          "target": sample[index].target, **asdict(result.scores[0])}
+                out.write(json.dumps(record) + "\n")
+        _say(f"{name} {kind} {index + 1}/{len(sample)}")
+    for store in stores.values():
+        store.close()
+
+
+def schedule(samples: dict[tuple[str, str], Sequence[Any]], args: argparse.Namespace) -> Iterator[tuple[str, str, int]]:
+    """(corpus, kind, index) to answer, index-major: a run stopped early still covers every corpus and
+    kind evenly. A kind stops at --total-per-kind positions, a corpus with few candidates of a kind
+    leaving them to the others; the count starts at index 0 whatever --start, so processes that split
+    the indexes (--start/--stop) take the same positions one process would."""
     taken = dict.fromkeys(KINDS, 0)
-    for index in range(args.start, min(args.per_kind, args.stop or args.per_kind)):
-        for (name, kind), sample in positions.items():
+    for index in range(min(args.per_kind, args.stop or args.per_kind)):
+        for (name, kind), sample in samples.items():
             if index >= len(sample) or taken[kind] >= args.total_per_kind:
                 continue
             taken[kind] += 1
-            todo = [c for c in configs if (name, kind, index, c.name) not in done]
-            if not todo:
-                continue
-            results = evaluate(engine, todo, [sample[index]], {"workspace": stores[name]}, share_spd=True)
-            with args.out.open("a") as out:
-                for result in results:
-                    record = {"corpus": name, "kind": kind, "index": index, "config": result.config.name,
-                              "target": sample[index].target, **asdict(result.scores[0])}
-                    out.write(json.dumps(record) + "\n")
-            _say(f"{name} {kind} {index + 1}/{len(sample)}")
-    for store in stores.values():
-        store.close()
+            if index >= args.start:
+                yield name, kind, index
 
 
 def load(paths: list[Path]) -> dict[str, dict[tuple[str, str, int], RequestScore]]:
@@ -217,11 +229,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--max-tokens", type=int, default=10)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--start", type=int, default=0, help="first position index (a second process can take the rest)")
+    r.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS), help="only these kinds of position")
     r.add_argument("--stop", type=int, default=None, help="stop before this position index (default: --per-kind)")
     s = sub.add_parser("report", help="tables and paired intervals from a run's JSON lines")
     s.add_argument("paths", type=Path, nargs="+")
     s.add_argument("--json", type=Path, help="also write the figures here")
     s.add_argument("--plot", type=Path, help="also plot the blend rate by rank here (PNG)")
+    s.add_argument("--curve", type=Path, help="also plot quality against time per request here (PNG)")
     return p
 
 
@@ -235,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
             args.json.write_text(json.dumps(out, indent=1))
         if args.plot:
             report.plot_blend(out["all"], args.plot)
+        if args.curve:
+            report.plot_cost_curve(out["all"], args.curve)
     return 0
 
 

@@ -3,12 +3,14 @@
 Snippets are chosen once per region of a document and kept while the user types
 there, so the prompt's stable part, and with it the KV cache, stays the same; they
 are chosen again when the cursor moves more than a region away, the set of open
-documents changes, the workspace index becomes ready, or the settings change.
+documents changes, the workspace index becomes ready or follows a changed file, or
+the settings change.
 Runs on the model worker only.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Sequence
@@ -53,19 +55,40 @@ class _Chosen:
 
 
 class ContextGatherer:
-    def __init__(self) -> None:
+    def __init__(self, *, on_change: Callable[[], None] = lambda: None) -> None:
+        """`on_change`: the workspace index changed (told on its thread), so snippet sets may have."""
         self.recent = RecentEdits()
         self.workspace: Any = None  # retrieval.WorkspaceChunks, imported when snippets are first on
+        self.on_change = on_change
         self._chosen: dict[str, _Chosen] = {}
 
     def configure(self, settings: Settings, roots: Sequence[Path]) -> None:
-        """Start (re)building the workspace index when its snippets are wanted."""
+        """Start (re)building the workspace index when its snippets are wanted; drop it (and its
+        watcher) when they no longer are."""
         if settings.context.snippets and "workspace" in settings.context.sources:
             if self.workspace is None:
                 from spd_lsp.prompt.retrieval import WorkspaceChunks
 
-                self.workspace = WorkspaceChunks()
+                self.workspace = WorkspaceChunks(on_change=self.on_change)
             self.workspace.ensure(roots, exclude=settings.ngrams.exclude)
+        elif self.workspace is not None:
+            unused, self.workspace = self.workspace, None
+            threading.Thread(target=unused.close, name="spd-snippets-close", daemon=True).start()  # joins its watcher
+
+    def saved(self, path: Path) -> None:
+        if self.workspace is not None:
+            self.workspace.saved(path)
+
+    def close(self) -> None:
+        if self.workspace is not None:
+            self.workspace.close()
+
+    def status(self) -> dict[str, Any]:
+        """The workspace index as `spd.status` shows it: its chunks and how many times it was (re)built."""
+        workspace = self.workspace
+        index, generation = workspace.current() if workspace is not None else (None, 0)
+        return {"workspaceIndex": None if workspace is None else
+                {"chunks": len(index.chunks) if index is not None else None, "builds": generation}}
 
     def visit(self, key: str, line: int, text: str) -> None:
         self.recent.visit(key, line, text)
@@ -107,9 +130,10 @@ class ContextGatherer:
         roots: Sequence[Path], neighbours: Sequence[tuple[str, str]],
     ) -> tuple[tuple[str, str], ...]:
         context = settings.context
-        index = self.workspace.index if self.workspace is not None else None
+        workspace = self.workspace  # once: the settings may drop it meanwhile
+        index, generation = workspace.current() if workspace is not None else (None, 0)
         others = tuple(sorted(uri for uri, _ in neighbours if uri != key))
-        depends = (others, index is not None, context)
+        depends = (others, generation, context)
         chosen = self._chosen.get(key)
         if chosen is not None and chosen.key == depends and abs(chosen.line - line) <= REGION_LINES:
             return chosen.snippets
