@@ -450,7 +450,7 @@ class Session:
     def rewarm(self) -> Job:
         """While idle, prefill the prompt the newest request's place gets now: its snippet set may
         have changed since (the workspace index followed a changed file), and the next request
-        there then prefills only what the user typed. An unchanged prompt costs no forward."""
+        there then prefills only what the user typed. An unchanged prompt costs one token's forward."""
         return self._warm(self.settings, lambda loaded: self._place)
 
     def _warm(

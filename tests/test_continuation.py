@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spd_lsp.decoding.continuation import continue_greedily
+from spd_lsp.decoding.continuation import RaggedRows, continue_greedily
 from spd_lsp.decoding.drafts import DraftRules, Hypothesis
 from spd_lsp.decoding.types import Cancelled, DecodeOptions, Timings
-from spd_lsp.decoding.verify import replay, verify
+from spd_lsp.decoding.verify import replay, run_rows, verify
 from spd_lsp.engine import Engine
 from spd_lsp.engined.batching import Job, Scheduler
 from tests.tiny_models import ARCHITECTURES, tiny_model
@@ -88,21 +88,32 @@ def test_a_continued_draft_is_greedy_decoding_from_its_verified_prefix_and_the_m
     assert sorted(h.tokens for h in cut) == sorted(tuple(r) for r in (rows[0][:1], rows[1][:4], rows[2]))
 
 
+@pytest.mark.parametrize("packed", [True, False])
 @pytest.mark.parametrize("architecture", ARCHITECTURES)  # rotary and absolute positions, sliding windows
 @torch.inference_mode()
-def test_ragged_rows_see_exactly_what_a_plain_forward_of_their_prefix_sees(architecture: str) -> None:
+def test_continued_rows_see_exactly_what_a_plain_forward_of_their_prefix_sees(architecture: str, packed: bool) -> None:
+    """Rows continue on the verification's own key/values: each sees only its prefix, at its positions."""
     engine = Engine(tiny_model(architecture))
+    rules = _rules(engine)
     prompt = engine.encode(PREFIX)
-    engine.runner.prefill(prompt)
-    prefixes = [_greedy(engine, prompt, 1), [_ranked(engine, prompt, 3)] + _greedy(engine, prompt, 4)]
-    starts = [replay(_rules(engine), "", tuple(p)) for p in prefixes]
-    continued = continue_greedily(engine.runner, starts, "", _rules(engine), DecodeOptions(max_tokens=MAX_TOKENS),
+    logits, _ = engine.runner.prefill(prompt)
+    rows = [tuple(_greedy(engine, prompt, 4)), tuple([_ranked(engine, prompt, 3)] + _greedy(engine, prompt, 5))]
+    cut = [1, 4]  # each row continues from its first 1 and 4 tokens: a ragged batch
+    cache = engine.runner.cache if packed else engine.runner.fork(len(rows))
+    kept = run_rows(engine.runner, logits, cache, rows, packed=packed, keep=True)
+    assert engine.runner.cache.get_seq_length() == len(prompt)  # the prompt cache is cropped back
+    kept.cache.reorder_cache(torch.tensor(kept.row))
+    ragged = RaggedRows(engine.runner, kept.cache, len(prompt), [c[:n] for c, n in zip(kept.columns, cut)])
+    starts = [replay(rules, "", row[:n]) for row, n in zip(rows, cut)]
+    first = torch.stack([x[n] for x, n in zip(kept.logits, cut)])
+    continued = continue_greedily(engine.runner, ragged, starts, first, "", rules, DecodeOptions(max_tokens=MAX_TOKENS),
                                   lambda: False)
-    for prefix, (hyp, logits) in zip(prefixes, continued):
-        assert len(hyp.tokens) == MAX_TOKENS and hyp.tokens[: len(prefix)] == tuple(prefix)
-        for at in range(len(prefix), MAX_TOKENS):  # the logits each new token was chosen from, position by position
+    for row, n, (hyp, seen) in zip(rows, cut, continued):
+        assert len(hyp.tokens) == MAX_TOKENS and hyp.tokens[:n] == row[:n]
+        assert list(hyp.tokens[n:]) == _greedy(engine, prompt + list(row[:n]), MAX_TOKENS - n)
+        for at in range(n, MAX_TOKENS):  # the logits each new token was chosen from, position by position
             plain = engine.loaded.model(input_ids=torch.tensor([prompt + list(hyp.tokens[:at])])).logits[0, -1]
-            assert logits[at - len(prefix)].tolist() == pytest.approx(plain.float().tolist(), abs=1e-4)
+            assert seen[at - n].tolist() == pytest.approx(plain.float().tolist(), abs=1e-4)
     assert engine.runner.cache.get_seq_length() == len(prompt)
 
 
@@ -124,8 +135,8 @@ def test_continuation_steps_stay_within_max_tokens(engine: Engine, monkeypatch: 
     monkeypatch.setattr(engine.runner, "forward", counted)
     out = _verify(engine, rows, verify_top=5, verify_log_ratio=-50.0, max_tokens=MAX_TOKENS)
     assert max(len(h.tokens) for h in out) == MAX_TOKENS
-    # one step per token after the shortest repaired prefix (2 tokens), none after the last token
-    assert 0 < sum(forwards) <= MAX_TOKENS - 2 - 1
+    # one step per token after the shortest verified prefix (1 token), none after the last token
+    assert 0 < sum(forwards) <= MAX_TOKENS - 1 - 1
 
 
 def test_a_repair_that_rejoins_a_greedy_draft_is_that_draft_without_a_step(
@@ -172,3 +183,27 @@ def test_decode_options_refuse_an_unknown_repair() -> None:
     assert DecodeOptions.from_dict({"verify_repair": "continue"}).verify_repair == "continue"
     with pytest.raises(ValueError, match="verify_repair"):
         DecodeOptions.from_dict({"verify_repair": "restart"})
+
+
+def test_a_batched_request_cancelled_while_continuing_is_cancelled(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's scheduler verifies a request as it leaves the batch: its cancel still reaches the steps."""
+    import spd_lsp.decoding.verify as verify_module
+
+    options = DecodeOptions(k=3, max_tokens=MAX_TOKENS, stop_at_newline=False, verify_repair="continue",
+                            verify_top=2, verify_log_ratio=-1.0)
+    job = Job(PREFIX, options, affinity="editor")
+    real = verify_module.continue_greedily
+
+    def cancel_then_continue(*args, **kwargs):
+        job.cancel()  # the user typed on while the drafts were being continued
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(verify_module, "continue_greedily", cancel_then_continue)
+    scheduler = Scheduler(engine)
+    try:
+        with pytest.raises(Cancelled):
+            scheduler.submit(job).result(timeout=120)
+    finally:
+        scheduler.close()

@@ -163,3 +163,15 @@ def test_packed_tree_verification_equals_the_batched_one(engine: Engine) -> None
         assert p.logp == pytest.approx(b.logp, abs=1e-4)
         assert (p.choice, p.rank) == (b.choice, b.rank)
     assert engine.runner.cache.get_seq_length() == len(prompt)
+
+
+def test_keep_without_a_gate_repairs_the_second_draft_too(engine: Engine) -> None:
+    """The top draft is not run then; the first row judged is rank 2's, and it is repaired like the rest."""
+    prompt = engine.encode(PREFIX)
+    good = _greedy(engine, prompt, 4)
+    other = [int(_plain_logp(engine, prompt)[-1].argsort(descending=True)[1])]  # not greedy's first token
+    second = other + [_worst(engine, prompt + other)] + good[2:]
+    choice = int(_plain_logp(engine, prompt + other)[-1].argmax())
+    out = _verify(engine, [good, second], verify_rounds=2, verify_gate=None, verify_first="keep", verify_score="total")
+    assert out[0].tokens == tuple(good)
+    assert [h.tokens[:2] for h in out[1:]] == [(*other, choice)]

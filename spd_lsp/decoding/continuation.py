@@ -2,11 +2,11 @@
 
 The alternative to Jacobi re-verification (decoding/verify.py): a draft cut at its first
 implausible token gets the model's choice there, then greedy tokens up to max_tokens / the
-draft stop rules. All such drafts decode together as one batch on a fork of the prompt cache
-through the one step loop (stepping.py, the greedy baseline's state started from the drafts).
-Their prefixes differ in length: each row's prefix is fed right-padded in one forward (causal
-attention keeps the padding invisible to it), later steps mask the padding gap and give each
-row its own positions.
+draft stop rules. All such drafts decode together as one batch through the one step loop
+(stepping.py, the greedy baseline's state started from the drafts), on the key/values the
+verification forward left: each row sees the prompt and its own prefix's columns (a row of the
+batched verification, or a path of its packed tree), the rest is masked, and every row runs
+at its own positions. No prefix runs twice.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from transformers import DynamicCache
 
 from spd_lsp.decoding.baselines import IndependentState
 from spd_lsp.decoding.drafts import DraftRules, Hypothesis
@@ -23,21 +24,19 @@ from spd_lsp.decoding.types import CancelCheck, DecodeOptions, Timings
 
 
 class RaggedRows:
-    """A `stepping.Forward` for rows continuing prompt + prefixes of different lengths (a fork of the prompt cache)."""
+    """A `stepping.Forward` for rows continuing different prefixes after one prompt.
 
-    def __init__(self, runner: ModelRunner, prefixes: list[tuple[int, ...]]) -> None:
-        self.runner = runner
-        prompt = runner.cache.get_seq_length()
-        self.lengths = torch.tensor([prompt + len(p) for p in prefixes])  # each row's real positions
-        width = max(len(p) for p in prefixes)
-        ids = torch.zeros(len(prefixes), width, dtype=torch.long)
-        for row, prefix in enumerate(prefixes):
-            ids[row, : len(prefix)] = torch.tensor(prefix, dtype=torch.long)
-        self.cache = runner.fork(len(prefixes))
-        every = runner.score(self.cache, ids)  # [rows, width, V]
-        last = (self.lengths - prompt - 1).to(every.device)
-        self.logits = every[torch.arange(len(prefixes), device=every.device), last]  # after each row's last token
-        self.mask = (torch.arange(prompt + width)[None, :] < self.lengths[:, None]).long()  # the padding gap is 0
+    `cache` holds, per row, the prompt (`prompt` positions), then columns of which the row sees only
+    `seen[row]` (its prefix, in order; the rest: other rows' tokens, padding). New tokens append.
+    """
+
+    def __init__(self, runner: ModelRunner, cache: DynamicCache, prompt: int, seen: list[list[int]]) -> None:
+        self.runner, self.cache = runner, cache
+        self.mask = torch.zeros(len(seen), cache.get_seq_length(), dtype=torch.long)
+        self.mask[:, :prompt] = 1
+        for row, columns in enumerate(seen):
+            self.mask[row, [prompt + c for c in columns]] = 1
+        self.lengths = torch.tensor([prompt + len(c) for c in seen])  # each row's next position
 
     def forward(self, states: list, inputs: torch.Tensor) -> torch.Tensor:
         self.mask = torch.cat([self.mask, self.mask.new_ones(len(self.lengths), 1)], dim=1)
@@ -65,17 +64,18 @@ class _Greedy(IndependentState):
 
 def continue_greedily(
     runner: ModelRunner,
+    rows: RaggedRows,
     starts: list[Hypothesis],
+    logits: torch.Tensor,
     remainder: str,
     rules: DraftRules,
     options: DecodeOptions,
     cancelled: CancelCheck,
 ) -> list[tuple[Hypothesis, torch.Tensor]]:
-    """Each draft (not finished, below the step budget) continued greedily; with the logits [new tokens, V]
-    each new token was chosen from. `remainder` is the prompt's healed text (the budget's extra token);
-    `runner`'s cache holds the prompt and stays untouched."""
-    ragged = RaggedRows(runner, [h.tokens for h in starts])
-    rows = _Greedy(remainder, rules, options, len(starts), False, None, starts=tuple(starts), cancelled=cancelled,
-                   timings=Timings(), logits=ragged.logits)  # own timings: the caller's verify_s counts it all
-    run_alone(runner, rows, forward=ragged.forward)
-    return [(hyp, torch.stack(seen) if seen else ragged.logits[:0]) for hyp, seen in zip(rows.hyps, rows.seen)]
+    """Each draft in `starts` (the prefixes of `rows`; `logits` [rows, V] after each) continued greedily up
+    to the step budget, with the logits [new tokens, V] each new token was chosen from. `remainder` is
+    the prompt's healed text (the budget's extra token)."""
+    state = _Greedy(remainder, rules, options, len(starts), False, None, starts=tuple(starts), cancelled=cancelled,
+                    timings=Timings(), logits=logits)  # own timings: the caller's verify_s counts it all
+    run_alone(runner, state, forward=rows.forward)
+    return [(hyp, torch.stack(seen) if seen else logits[:0]) for hyp, seen in zip(state.hyps, state.seen)]

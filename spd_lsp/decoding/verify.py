@@ -17,6 +17,7 @@ which gives every token's exact log-probability under the model. With it:
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, replace
 from typing import Callable, Generator
@@ -25,7 +26,7 @@ import torch
 from transformers import DynamicCache
 
 from ngram_db import NgramSource
-from spd_lsp.decoding.continuation import continue_greedily
+from spd_lsp.decoding.continuation import RaggedRows, continue_greedily
 from spd_lsp.decoding.drafts import DraftRules, Hypothesis
 from spd_lsp.decoding.interpolate import interpolate
 from spd_lsp.decoding.lm import ModelRunner
@@ -51,10 +52,6 @@ class Verdict:
     def cut(self, end: int | None) -> Verdict:
         """The verdict on the first `end` tokens (None: all)."""
         return Verdict(*(values[:end] for values in self._columns))
-
-    def chosen(self, at: int) -> Verdict:
-        """The verdict on the model's own choice at position `at` alone."""
-        return Verdict((self.choice[at],), (self.best[at],), (self.best[at],), (self.choice[at],), (0,))
 
     def then(self, later: Verdict) -> Verdict:
         """This verdict followed by `later`'s (the positions after it)."""
@@ -91,34 +88,66 @@ def judge(
     rows packed as a prefix tree under a tree attention mask (shared prefixes run once).
     first_logits [1, V] are the prompt's last logits: the distribution of every row's first token.
     """
+    return verdicts_of(run_rows(runner, first_logits, cache, rows, packed=packed, keep=False), remainder, rules)
+
+
+@dataclass
+class Judged:
+    """The rows as the verification forward left them (what continuing them needs, continuation.py)."""
+
+    rows: list[tuple[int, ...]]
+    logits: list[torch.Tensor]  # each row's logits at each of its positions [len(row), V]
+    cache: DynamicCache | None  # kept: the prompt, then the rows' tokens (a cache row per row, or one packed tree)
+    row: list[int]  # each row's row of `cache`
+    columns: list[list[int]]  # the columns after the prompt holding each row's tokens (all but its last)
+
+
+def run_rows(runner: ModelRunner, first_logits: torch.Tensor, cache: DynamicCache, rows: list[tuple[int, ...]], *,
+             packed: bool, keep: bool) -> Judged:
+    """`judge`'s forward: the logits at every position of every row; with `keep`, the rows' key/values too
+    (`cache` itself where batched, a copy where packed: the prompt cache is cropped back either way)."""
+    first = first_logits.reshape(1, -1)
+    length = cache.get_seq_length()
     if packed:
-        later = _packed_logits(runner, cache, rows)
+        later, columns = _packed_logits(runner, cache, rows)
+        kept = copy.deepcopy(cache) if keep else None
+        _crop(cache, length)
     else:
-        later = [first_logits.reshape(1, -1)[:0]] * len(rows)
+        later, columns = [first[:0]] * len(rows), [list(range(len(r) - 1)) for r in rows]
         if max(len(r) for r in rows) > 1:
             later = list(_batch_logits(runner, cache, rows))
-    return verdicts_of(first_logits, later, rows, remainder, rules)
+        kept = cache if keep else None
+        if not keep:
+            _crop(cache, length)
+    logits = row_logits(first, later, rows)
+    return Judged(rows, logits, kept, [0 if packed else i for i in range(len(rows))], columns)
 
 
-def verdicts_of(first_logits: torch.Tensor, later: list[torch.Tensor], rows: list[tuple[int, ...]], remainder: str,
-                rules: DraftRules) -> list[Verdict]:
-    """The verdicts on `rows` from the prompt's last logits [1, V] and each row's later logits [>= len - 1, V]."""
+def row_logits(first_logits: torch.Tensor, later: list[torch.Tensor], rows: list[tuple[int, ...]]) -> list[torch.Tensor]:
+    """Each row's logits at each of its positions [len(row), V]: the prompt's last [1, V], then its own later ones."""
     first = first_logits.reshape(1, -1)
+    return [torch.cat([first, x.to(first.device)])[: len(row)].float() for row, x in zip(rows, later)]
+
+
+def verdicts_of(judged: Judged, remainder: str, rules: DraftRules) -> list[Verdict]:
+    """What the model says about every token of the rows `run_rows` ran."""
+    return row_verdicts(judged.logits, judged.rows, remainder, rules)
+
+
+def row_verdicts(logits: list[torch.Tensor], rows: list[tuple[int, ...]], remainder: str,
+                 rules: DraftRules) -> list[Verdict]:
+    """The verdicts on `rows` from each row's logits at each of its positions (`row_logits`)."""
     # Over the tokens a draft may hold: special tokens the drafts never get are no "model's choice".
-    logps = [torch.log_softmax(rules.without_special(torch.cat([first, x.to(first.device)])[: len(row)].float()),
-                               dim=-1).cpu() for row, x in zip(rows, later)]
+    logps = [torch.log_softmax(rules.without_special(x), dim=-1).cpu() for x in logits]
     return [_verdict(logp, row, remainder, rules) for logp, row in zip(logps, rows)]
 
 
 def _batch_logits(runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]) -> torch.Tensor:
-    """[B, width - 1, V]: right-padded rows, batch B; causal attention keeps the padding invisible."""
-    length = cache.get_seq_length()
+    """[B, width - 1, V]: right-padded rows appended to `cache`, batch B; causal attention keeps the padding invisible."""
     ids = torch.zeros(len(rows), max(len(r) for r in rows) - 1, dtype=torch.long)
     for b, row in enumerate(rows):
         ids[b, : len(row) - 1] = torch.tensor(row[:-1], dtype=torch.long)
-    logits = runner.score(cache, ids)
-    _crop(cache, length)
-    return logits
+    return runner.score(cache, ids)
 
 
 def prefix_tree(rows: list[tuple[int, ...]]) -> tuple[list[int], list[int], list[list[int]]]:
@@ -140,24 +169,28 @@ def prefix_tree(rows: list[tuple[int, ...]]) -> tuple[list[int], list[int], list
     return tokens, parents, paths
 
 
-def _packed_logits(runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]) -> list[torch.Tensor]:
-    """Per row [len - 1, V]: one batch-1 forward of the prefix tree; a node sees the prompt and its ancestors."""
+def _packed_logits(
+    runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]
+) -> tuple[list[torch.Tensor], list[list[int]]]:
+    """Per row [len - 1, V] and its node path: one batch-1 forward of the prefix tree appended to `cache`;
+    a node sees the prompt and its ancestors."""
     return packed_logits(runner, cache, [rows], [cache.get_seq_length()])[0]
 
 
 @torch.inference_mode()  # as every other forward: a grad-mode forward left the shared cache needing grad
 def packed_logits(
     runner: ModelRunner, cache: DynamicCache, requests: list[list[tuple[int, ...]]], lengths: list[int]
-) -> list[list[torch.Tensor]]:
-    """Per request, per row [len - 1, V]: ONE forward of every request's prefix tree, a batch row each.
+) -> list[tuple[list[torch.Tensor], list[list[int]]]]:
+    """Per request, per row [len - 1, V] and its node path: ONE forward of every request's prefix tree,
+    a batch row each, appended to `cache`.
 
     `cache` holds request b's prompt in row b, left-padded to the cache's length, `lengths[b]`
-    its real length; a tree node sees its prompt and its ancestors. The cache is cropped back after.
+    its real length; a tree node sees its prompt and its ancestors.
     """
     trees = [prefix_tree(rows) for rows in requests]
     width = max(len(tokens) for tokens, _, _ in trees)
     if not width:
-        return [[torch.empty(0, 0)] * len(rows) for rows in requests]
+        return [([torch.empty(0, 0)] * len(rows), paths) for rows, (_, _, paths) in zip(requests, trees)]
     length, dtype = cache.get_seq_length(), runner.model.dtype
     ids = torch.zeros(len(trees), width, dtype=torch.long)
     positions = torch.zeros(len(trees), width, dtype=torch.long)
@@ -183,8 +216,7 @@ def packed_logits(
         use_cache=True,
         **{runner._cache_kwarg: cache},
     )
-    _crop(cache, length)
-    return [[out.logits[b][path] for path in paths] for b, (_, _, paths) in enumerate(trees)]
+    return [([out.logits[b][path] for path in paths], paths) for b, (_, _, paths) in enumerate(trees)]
 
 
 def _verdict(logp: torch.Tensor, row: tuple[int, ...], remainder: str, rules: DraftRules) -> Verdict:
@@ -265,8 +297,13 @@ def verify(
         cache = runner.cache if options.verify_packed else runner.fork(len(rows))
         return [judge(runner, first_logits, cache, rows, remainder, rules, packed=options.verify_packed)]
 
-    def continued(verdicts: list[Verdict], fixed: int) -> list[Verdict]:
-        return _continued(runner, verdicts, remainder, rules, options, cancelled or _never, fixed=fixed)
+    def continued(rows: list[tuple[int, ...]], fixed: int) -> list[Verdict]:
+        runner.rewind(len(prompt_ids))
+        packed = options.verify_packed
+        kept = run_rows(runner, first_logits, runner.cache if packed else runner.fork(len(rows)), rows, packed=packed,
+                        keep=True)
+        return _continued(runner, verdicts_of(kept, remainder, rules), kept, remainder, rules, options,
+                          cancelled or _never, fixed=fixed)
 
     verifying = verification(prompt_ids, remainder, hyps, rules, options, ngrams, timings, continued=continued)
     return drive([verifying], judge_round)[0]
@@ -274,8 +311,9 @@ def verify(
 
 # A verification between rounds: yields the rows to judge, is sent their verdicts, returns the drafts.
 Verification = Generator[list[tuple[int, ...]], list[Verdict], list[Hypothesis]]
-# Repairs by continuing (`verify_repair="continue"`): (verdicts, fixed) -> verdicts; needs the prompt's cache.
-Continued = Callable[[list[Verdict], int], list[Verdict]]
+# The repair that continues drafts (`verify_repair="continue"`): (rows, fixed) -> verdicts; it decodes on the
+# prompt's cache, so it runs alone.
+Continued = Callable[[list[tuple[int, ...]], int], list[Verdict]]
 # Judges one round of several verifications: (index, rows) each; returns the verdicts of each, in order.
 JudgeRound = Callable[[list[tuple[int, list[tuple[int, ...]]]]], list[list[Verdict]]]
 
@@ -305,7 +343,7 @@ def verification(prompt_ids: list[int], remainder: str, hyps: list[Hypothesis], 
     greedy's) and only ranks 2..k are cut, repaired, ranked and gated; the top row is run
     only where the gate needs its exact score. The caller judges the yielded rows on the
     prompt's cache (`judge`): alone (`verify`) or with other requests' rows in one forward;
-    `continued` is where `verify_repair="continue"` goes (alone only: it decodes on the prompt's cache).
+    `continued` is where `verify_repair="continue"` goes (alone only).
     """
     started = time.perf_counter()
     drafts = shown(hyps, options.k)
@@ -340,11 +378,11 @@ def _repaired_verdicts(
 ) -> Generator[list[tuple[int, ...]], list[Verdict], list[Verdict]]:
     """Verdicts on every row; rows from index `fixed` on are repaired where implausible: continued
     (`verify_repair="continue"`, by `continued`) or re-verified (bounded rounds)."""
-    verdicts = yield rows
     if options.verify_repair == "continue":
         if continued is None:
-            raise ValueError("verify_repair='continue' needs the prompt's cache: verify alone")
-        return continued(verdicts, fixed)
+            raise ValueError("verify_repair='continue' decodes on the prompt's cache: verify alone")
+        return continued(rows, fixed)
+    verdicts = yield rows
     for _ in range(options.verify_rounds - 1):  # repair rounds: only the rows that need one run again
         bad = [(i, b) for i, v in enumerate(verdicts) if i >= fixed and (b := _first_bad(v, options)) is not None]
         if not bad:
@@ -358,6 +396,7 @@ def _repaired_verdicts(
 def _continued(
     runner: ModelRunner,
     verdicts: list[Verdict],
+    kept: Judged,
     remainder: str,
     rules: DraftRules,
     options: DecodeOptions,
@@ -366,34 +405,37 @@ def _continued(
     fixed: int,
 ) -> list[Verdict]:
     """Rows from `fixed` on with an implausible token: the model's choice in its place, then greedy
-    tokens from the real model (all such rows as one batch), each new token's verdict exact.
+    tokens from the real model (all such rows as one batch on the verification's key/values), each
+    new token's verdict exact.
 
     A repaired prefix that another draft continues with the model's own choices to its end (the
     usual blend: a top draft's head with a grafted tail) is that draft: it runs no step."""
     budget = options.step_budget(remainder)
-    heads = {i: v.cut(b).then(v.chosen(b)) for i, v in enumerate(verdicts)
-             if i >= fixed and (b := _first_bad(v, options)) is not None}
-    starts = {i: replay(rules, remainder, head.tokens) for i, head in heads.items()}
-    out = [heads.get(i, v) for i, v in enumerate(verdicts)]
+    bad = {i: b for i, v in enumerate(verdicts) if i >= fixed and (b := _first_bad(v, options)) is not None}
     ends = [v for i, v in enumerate(verdicts)
-            if i not in heads and (len(v.tokens) >= budget or replay(rules, remainder, v.tokens).finished)]
-    going: dict[tuple[int, ...], list[int]] = {}  # rows to continue, by their prefix (run once each)
-    for i, start in starts.items():
-        n = len(start.tokens)
-        known = [v for v in ends if v.tokens[:n] == start.tokens and not any(v.rank[n:])]
+            if i not in bad and (len(v.tokens) >= budget or replay(rules, remainder, v.tokens).finished)]
+    out = list(verdicts)
+    going: dict[tuple[int, ...], list[int]] = {}  # rows to continue, by their repaired head (run once each)
+    for i, b in bad.items():
+        head = verdicts[i].tokens[:b] + (verdicts[i].choice[b],)
+        known = [v for v in ends if v.tokens[: b + 1] == head and not any(v.rank[b + 1:])]
         if known:
             out[i] = known[0]
-        elif not start.finished and n < budget:
-            going.setdefault(start.tokens, []).append(i)
-    if going:
-        firsts = [rows[0] for rows in going.values()]
-        continued = continue_greedily(runner, [starts[i] for i in firsts], remainder, rules, options, cancelled)
-        for rows, (hyp, logits) in zip(going.values(), continued):
-            start = starts[rows[0]]
-            logp = torch.log_softmax(rules.without_special(logits.float()), dim=-1).cpu()
-            verdict = heads[rows[0]].then(_verdict(logp, hyp.tokens[len(start.tokens):], start.remainder, rules))
-            for i in rows:
-                out[i] = verdict
+        else:
+            going.setdefault(head, []).append(i)
+    if not going:
+        return out
+    firsts = [rows[0] for rows in going.values()]
+    kept.cache.reorder_cache(torch.tensor([kept.row[i] for i in firsts], dtype=torch.long, device=runner.device))
+    ragged = RaggedRows(runner, kept.cache, runner.cache.get_seq_length(), [kept.columns[i][: bad[i]] for i in firsts])
+    starts = [replay(rules, remainder, verdicts[i].tokens[: bad[i]]) for i in firsts]
+    logits = torch.stack([kept.logits[i][bad[i]] for i in firsts])  # the model's choice comes first
+    continued = continue_greedily(runner, ragged, starts, logits, remainder, rules, options, cancelled)
+    for rows, start, (hyp, seen) in zip(going.values(), starts, continued):
+        logp = torch.log_softmax(rules.without_special(seen.float()), dim=-1).cpu()
+        new = _verdict(logp, hyp.tokens[len(start.tokens):], start.remainder, rules)
+        for i in rows:
+            out[i] = verdicts[i].cut(bad[i]).then(new)
     return out
 
 

@@ -39,7 +39,7 @@ from spd_lsp.decoding.baselines import BeamState, IndependentState
 from spd_lsp.decoding.stepping import decode_step
 from spd_lsp.decoding.superposed import SuperposedState
 from spd_lsp.decoding.types import Cancelled, DecodeOptions, DecodeResult, Timings
-from spd_lsp.decoding.verify import Verdict, drive, packed_logits, verdicts_of
+from spd_lsp.decoding.verify import Verdict, drive, packed_logits, row_logits, row_verdicts
 
 log = logging.getLogger(__name__)
 RUNNERS = 16  # prompt caches kept, one per affinity key (an editor's document), least recently used out
@@ -192,9 +192,9 @@ def verify_together(runner: ModelRunner, members: list[Member], counts: dict[str
         counts["verifyForwards"] += 1
         counts["verifyRows"] += len(judged)
         cache = padded_cache([m.prompt_rows for m in judged], max(len(m.prompt) for m in judged))
-        later = packed_logits(runner, cache, [rows for _, rows in rounds], [len(m.prompt) for m in judged])
-        return [verdicts_of(m.state.first_logits, logits, rows, m.remainder, m.state.rules)
-                for m, logits, (_, rows) in zip(judged, later, rounds)]
+        packed = packed_logits(runner, cache, [rows for _, rows in rounds], [len(m.prompt) for m in judged])
+        return [row_verdicts(row_logits(m.state.first_logits, later, rows), rows, m.remainder, m.state.rules)
+                for m, (later, _), (_, rows) in zip(judged, packed, rounds)]
 
     verified = dict(zip(going, drive([verifyings[i] for i in going], judge_round)))
     return [verified[i] if i in verified else m.state.drafts() for i, m in enumerate(members)]
