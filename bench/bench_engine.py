@@ -6,12 +6,14 @@ their own file of this repository: each request extends the previous prefix by a
 characters, as typing does, and waits for its answer. For each N the methods run
 interleaved (SPD, batched nucleus, beam; k = 3, 10 tokens, n-grams off so only the
 decoding differs): requests/s over the round and p50/p95 per request. Continuous
-batching decodes a superposed request as ONE row, the baselines as k rows each.
+batching decodes a superposed request as ONE row, the baselines as k rows each. With
+`--rounds R` every method runs R rounds, their order rotated each round; the table gives
+medians and the median of the rounds' own SPD / nucleus ratios (the rounds' ratios follow).
 
 Memory (`--rss`): two `spd-lsp --stdio` front ends with `engine: "auto"` plus their
 one engine, against two in-process servers, each after answering one completion.
 
-    nice .venv/bin/python -m bench.bench_engine [--editors 1 2 4 8] [--requests 6] [--rss]
+    nice .venv/bin/python -m bench.bench_engine [--editors 1 2 4 8] [--requests 6] [--rounds 3] [--rss]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import asyncio
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -113,7 +116,7 @@ def throughput(args: argparse.Namespace) -> str:
         for method in METHODS:  # warm-up: the kernels' first calls at every batch shape, not measured
             round_of(where, 2, method, 1)
         for editors in args.editors:
-            results = {method: round_of(where, editors, method, args.requests) for method in METHODS}
+            results = interleaved(where, editors, args.requests, args.rounds)
             rows.append((editors, results))
             print(_row(editors, results), flush=True)
         status = _status(where)
@@ -122,14 +125,28 @@ def throughput(args: argparse.Namespace) -> str:
         process.wait(30)
         shutil.rmtree(directory, ignore_errors=True)
     header = ("| editors | " + " | ".join(f"{m} req/s | {m} p50 | {m} p95" for m in METHODS)
-              + " | SPD / nucleus req/s |\n|" + "---|" * (2 + 3 * len(METHODS)))
+              + " | SPD / nucleus req/s (each round) |\n|" + "---|" * (2 + 3 * len(METHODS)))
     return "\n".join([header] + [_row(e, r) for e, r in rows]) + f"\n\nengine: {status}"
+
+
+def interleaved(where: str, editors: int, requests: int, rounds: int) -> dict[str, dict[str, float]]:
+    """Each method's median over `rounds` rounds, the methods' order rotated every round (a busy machine
+    slows them alike); `ratio` is the median of the rounds' own SPD / nucleus requests/s."""
+    runs: dict[str, list[dict[str, float]]] = {method: [] for method in METHODS}
+    for i in range(rounds):
+        for method in METHODS[i % len(METHODS):] + METHODS[: i % len(METHODS)]:
+            runs[method].append(round_of(where, editors, method, requests))
+    ratios = [spd["rps"] / nucleus["rps"] for spd, nucleus in zip(runs["superposed"], runs["nucleus_batched"])]
+    results = {method: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for method, rs in runs.items()}
+    results["superposed"]["ratio"] = statistics.median(ratios)
+    results["superposed"]["ratios"] = ratios
+    return results
 
 
 def _row(editors: int, results: dict[str, dict[str, float]]) -> str:
     cells = [f"{r['rps']:.2f} | {1000 * r['p50']:.0f} ms | {1000 * r['p95']:.0f} ms" for r in results.values()]
-    ratio = results["superposed"]["rps"] / results["nucleus_batched"]["rps"]
-    return f"| {editors} | " + " | ".join(cells) + f" | {ratio:.2f}x |"
+    ratios = ", ".join(f"{r:.2f}" for r in results["superposed"]["ratios"])
+    return f"| {editors} | " + " | ".join(cells) + f" | {results['superposed']['ratio']:.2f}x ({ratios}) |"
 
 
 def _status(where: str) -> dict[str, Any]:
@@ -203,6 +220,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--editors", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--requests", type=int, default=6, help="measured requests per editor and method")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds per method, interleaved (medians reported)")
     parser.add_argument("--device", default=None)
     parser.add_argument("--model", default=None, help="the engine's model (default: the bundled one)")
     parser.add_argument("--verify-rounds", type=int, default=None, help="SPD's verification (default: DecodeOptions')")

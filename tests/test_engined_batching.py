@@ -40,22 +40,48 @@ def _texts(result) -> list[tuple[str, float]]:
     return [(d.text, round(d.score, 4)) for d in result.drafts]
 
 
-@pytest.mark.parametrize("verify_rounds", [0, 1])  # verified requests batch too: verification runs as each leaves
-def test_batched_answers_equal_single_answers(engine: Engine, ngrams: MemoryNgrams, verify_rounds: int) -> None:
-    options = replace(OPTIONS, verify_rounds=verify_rounds)
+@pytest.mark.parametrize("verify", [
+    {"verify_rounds": 0}, {"verify_rounds": 1}, {"verify_rounds": 3, "verify_log_ratio": -0.5},
+    {"verify_first": "keep", "verify_gate": None}, {"verify_packed": False},
+    {"verify_rounds": 1, "verify_repair": "continue", "verify_log_ratio": -0.5},  # decodes: verifies alone
+])
+def test_batched_answers_equal_single_answers_and_leavers_verify_in_one_forward(
+        engine: Engine, ngrams: MemoryNgrams, verify: dict) -> None:
+    options = replace(OPTIONS, **verify)
     alone = []
     for prefix in PREFIXES:
         engine.set_ngrams(ngrams)
         alone.append(_texts(engine.complete(prefix, options)))
     scheduler = Scheduler(engine)
-    try:
+    try:  # a request that runs alone holds the model thread while the others queue: they join in one step
+        blocker = scheduler.submit(Job(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
         jobs = [Job(prefix, options, ngrams=ngrams, affinity=f"editor{i}") for i, prefix in enumerate(PREFIXES)]
         futures = [scheduler.submit(job) for job in jobs]
+        blocker.result(timeout=60)
         together = [_texts(f.result(timeout=60)) for f in futures]
-        assert scheduler.status()["maxBatched"] >= 2  # they really shared a batch
+        counts = dict(scheduler.counts)
     finally:
         scheduler.close()
         engine.set_ngrams(None)
+    assert together == alone and counts["maxBatched"] == len(PREFIXES)
+    if options.verify_rounds and options.verify_repair != "continue":  # requests shared verification forwards
+        assert counts["verifyRows"] >= len(PREFIXES) and counts["verifyForwards"] < counts["verifyRows"]
+
+
+def test_requests_with_other_pools_and_temperatures_select_in_one_batch_as_alone(engine: Engine) -> None:
+    variants = [replace(OPTIONS, alpha=0.0, **v) for v in
+                ({}, {"candidate_pool": 4}, {"temperature": 0.7}, {}, {"candidate_pool": 4}, {"temperature": 0.7})]
+    jobs = [(PREFIXES[i % len(PREFIXES)] + " " * (i // len(PREFIXES)), o) for i, o in enumerate(variants)]
+    alone = [_texts(engine.complete(prefix, options)) for prefix, options in jobs]
+    scheduler = Scheduler(engine)
+    try:
+        blocker = scheduler.submit(Job(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
+        futures = [scheduler.submit(Job(prefix, options, affinity=str(i))) for i, (prefix, options) in enumerate(jobs)]
+        blocker.result(timeout=60)
+        together = [_texts(f.result(timeout=60)) for f in futures]
+        assert scheduler.counts["maxBatched"] == len(jobs)
+    finally:
+        scheduler.close()
     assert together == alone
 
 
@@ -81,6 +107,43 @@ def test_joining_and_cancelled_requests_disturb_no_other(engine: Engine) -> None
         assert scheduler.counts["cancelled"] == 1
     finally:
         scheduler.close()
+
+
+class WatchedJob(Job):
+    """A job that notes, at every cancel check before it joins (one before each prefill chunk), the batch steps so far."""
+
+    def __init__(self, *args, scheduler: Scheduler | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.scheduler, self.seen = scheduler, []
+
+    def cancelled(self) -> bool:
+        if self.scheduler is not None and self.scheduler.counts["batched"] < 2:  # the other one has joined
+            self.seen.append(self.scheduler.counts["steps"])
+        return super().cancelled()
+
+
+def test_a_cold_prompt_is_prefilled_a_chunk_between_steps_with_its_single_answer(engine: Engine) -> None:
+    long = DecodeOptions(k=3, max_tokens=40, stop_at_newline=False, alpha=0.0)
+    cold = "\n".join(PREFIXES * 3)
+    chunk, engine.runner.chunk_tokens = engine.runner.chunk_tokens, 8
+    try:
+        expected = [_texts(engine.complete(PREFIXES[0], long)), _texts(engine.complete(cold, OPTIONS))]
+        assert len(engine.encode(cold)) > 5 * 8  # several chunks
+        scheduler = Scheduler(engine)
+        try:
+            first = Job(PREFIXES[0], long, affinity="first")
+            scheduler.submit(first)
+            while scheduler.counts["steps"] < 2:  # it is decoding
+                threading.Event().wait(0.005)
+            joining = WatchedJob(cold, OPTIONS, affinity="cold", scheduler=scheduler)
+            scheduler.submit(joining)
+            got = [_texts(first.future.result(timeout=60)), _texts(joining.future.result(timeout=60))]
+        finally:
+            scheduler.close()
+    finally:
+        engine.runner.chunk_tokens = chunk
+    assert got == expected
+    assert len(set(joining.seen)) >= 5, joining.seen  # its 6+ chunks ran between 5+ different steps
 
 
 @pytest.mark.parametrize("method", ["beam", "nucleus_batched", "greedy"])

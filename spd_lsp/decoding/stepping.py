@@ -64,8 +64,12 @@ Forward = Callable[[list, torch.Tensor], torch.Tensor]
 
 def decode_step(runner: ModelRunner, states: list, forward: Forward) -> None:
     """One step of every state: select, then ONE forward for all that go on."""
-    for state in states:
-        state.select()
+    for kind, group in _kinds(states):
+        if len(group) > 1 and hasattr(kind, "select_together"):
+            kind.select_together(group)
+        else:
+            for state in group:
+                state.select()
     going = [state for state in states if not state.done]
     if not going:
         return
@@ -74,7 +78,12 @@ def decode_step(runner: ModelRunner, states: list, forward: Forward) -> None:
     if own is not None:
         going[0].logits = own
     else:
-        inputs = [state.inputs(runner) for state in going]
+        by_state = {}
+        for kind, group in _kinds(going):
+            together = len(group) > 1 and hasattr(kind, "inputs_together")
+            rows = kind.inputs_together(runner, group) if together else [state.inputs(runner) for state in group]
+            by_state.update(zip(map(id, group), rows))
+        inputs = [by_state[id(state)] for state in going]
         logits = forward(going, torch.cat(inputs, dim=0))
         row = 0
         for state, rows in zip(going, inputs):
@@ -85,6 +94,15 @@ def decode_step(runner: ModelRunner, states: list, forward: Forward) -> None:
     for state in going:
         state.timings.model_s += spent
         state.timings.steps += 1
+
+
+def _kinds(states: list) -> list[tuple[type, list]]:
+    """The states by class, in order: a method may step its requests together (`select_together`,
+    `inputs_together`: the full-vocabulary work and the embeddings once for all, not per request)."""
+    kinds: dict[type, list] = {}
+    for state in states:
+        kinds.setdefault(type(state), []).append(state)
+    return list(kinds.items())
 
 
 class SoloCache:

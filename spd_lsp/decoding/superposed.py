@@ -16,10 +16,10 @@ from ngram_db import NgramSource
 from spd_lsp.decoding.drafts import DraftRules, FinishedPool, Hypothesis, extension_totals, select
 from spd_lsp.decoding.interpolate import interpolate
 from spd_lsp.decoding.lm import ModelRunner
-from spd_lsp.decoding.placement import CPU
+from spd_lsp.decoding.placement import CPU, move_pair
 from spd_lsp.decoding.stepping import Progress, run_alone
 from spd_lsp.decoding.types import CancelCheck, DecodeOptions, Timings
-from spd_lsp.decoding.verify import verify
+from spd_lsp.decoding.verify import Verification, verification, verify
 
 
 def superposition_weights(hyps: list[Hypothesis], *, device: torch.device = CPU) -> torch.Tensor:
@@ -72,12 +72,18 @@ class SuperposedState(Progress):
         every = self.options.reset_every
         return bool(every) and self.step % every == 0
 
-    def select(self) -> None:
-        """Expand the drafts by the candidates of `logits` and keep the best k (the CPU half of a step)."""
+    def select(self, *, candidates: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        """Expand the drafts by the candidates of `logits` and keep the best k (the CPU half of a step).
+
+        `candidates`: the top `pool` (ids, log p) [1, pool] of `logits`, found with other requests' (`select_together`).
+        """
         self.begin_step()
         options = self.options
-        lm_logp = torch.log_softmax(self.logits / options.temperature, dim=-1)
-        cand_ids, cand_lm = self.rules.propose(lm_logp, self.hyps, options.pool)
+        if candidates is not None:
+            cand_ids, cand_lm = (c.expand(len(self.hyps), -1) for c in candidates)
+        else:
+            lm_logp = torch.log_softmax(self.logits / options.temperature, dim=-1)
+            cand_ids, cand_lm = self.rules.propose(lm_logp, self.hyps, options.pool)
         p_ngram = torch.zeros_like(cand_lm)
         if self.alpha > 0.0:
             started = time.perf_counter()
@@ -87,6 +93,41 @@ class SuperposedState(Progress):
         self.hyps, _ = select(self.hyps, cand_ids, extension_totals(self.hyps, mixed), options.k, self.rules, self.finished)
         self.step += 1
         self.done = not self.hyps or self.finished.saturated(self.hyps) or self.step == self.steps
+
+    @staticmethod
+    def select_together(states: list[SuperposedState]) -> None:
+        """`select` of several requests, the full-vocabulary work (log-softmax, special tokens, top-k, the copy
+        to the host) ONCE for each group that shares it: drafts that heal nothing, the same rules, pool and
+        temperature. Others select alone (a healing draft's candidates are its own)."""
+        groups: dict[tuple, list[SuperposedState]] = {}
+        for state in states:
+            if any(h.remainder for h in state.hyps) or not state.hyps:
+                state.select()
+            else:
+                rules, options = state.rules, state.options
+                key = (id(rules.table), rules.stop_ids, rules.candidate_device, options.pool, options.temperature)
+                groups.setdefault(key, []).append(state)
+        for group in groups.values():
+            rules, options = group[0].rules, group[0].options
+            logits = torch.cat([state.logits for state in group])
+            lm_logp = rules.without_special(torch.log_softmax(logits / options.temperature, dim=-1))
+            top = torch.topk(lm_logp, options.pool)
+            ids, logp = move_pair(top.indices, top.values, rules.candidate_device)
+            for row, state in enumerate(group):
+                state.select(candidates=(ids[row : row + 1], logp[row : row + 1]))
+
+    @staticmethod
+    def inputs_together(runner: ModelRunner, states: list[SuperposedState]) -> list[torch.Tensor]:
+        """`inputs` of several requests: ONE gather of their drafts' last embeddings and one weighted sum."""
+        width = max(len(state.hyps) for state in states)
+        last = torch.zeros(len(states), width, dtype=torch.long)
+        scores = torch.full((len(states), width), float("-inf"))
+        for row, state in enumerate(states):  # missing drafts weigh 0 (softmax of -inf)
+            last[row, : len(state.hyps)] = torch.tensor([h.tokens[-1] for h in state.hyps])
+            scores[row, : len(state.hyps)] = torch.tensor([h.score for h in state.hyps])
+        rows = runner.embed(last)  # [B, width, H]
+        gamma = torch.softmax(scores.to(rows.device), dim=1).to(rows.dtype)
+        return list((gamma[:, :, None] * rows).sum(dim=1)[:, None, None, :])  # B x [1, 1, H]
 
     def drafts(self) -> list[Hypothesis]:
         """Finished and live drafts (unranked)."""
@@ -101,6 +142,13 @@ class SuperposedState(Progress):
             drafts = verify(runner, self.first_logits, self.prompt_ids, self.remainder, drafts, self.rules,
                             self.options, self.ngrams, self.timings, cancelled=cancelled or self.cancelled)
         return drafts
+
+    def verifying(self) -> Verification | None:
+        """The verification of the drafts as judging rounds (`verify.verification`); None where the options verify nothing."""
+        if not self.options.verify_rounds:
+            return None
+        return verification(self.prompt_ids, self.remainder, self.drafts(), self.rules, self.options, self.ngrams,
+                            self.timings)
 
     def parents(self) -> list[int]:
         return [0]  # one row: the superposition of the k drafts

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, replace
+from typing import Callable, Generator
 
 import torch
 from transformers import DynamicCache
@@ -118,15 +119,27 @@ def run_rows(runner: ModelRunner, first_logits: torch.Tensor, cache: DynamicCach
         kept = cache if keep else None
         if not keep:
             _crop(cache, length)
-    logits = [torch.cat([first, x.to(first.device)])[: len(row)].float() for row, x in zip(rows, later)]
+    logits = row_logits(first, later, rows)
     return Judged(rows, logits, kept, [0 if packed else i for i in range(len(rows))], columns)
+
+
+def row_logits(first_logits: torch.Tensor, later: list[torch.Tensor], rows: list[tuple[int, ...]]) -> list[torch.Tensor]:
+    """Each row's logits at each of its positions [len(row), V]: the prompt's last [1, V], then its own later ones."""
+    first = first_logits.reshape(1, -1)
+    return [torch.cat([first, x.to(first.device)])[: len(row)].float() for row, x in zip(rows, later)]
 
 
 def verdicts_of(judged: Judged, remainder: str, rules: DraftRules) -> list[Verdict]:
     """What the model says about every token of the rows `run_rows` ran."""
+    return row_verdicts(judged.logits, judged.rows, remainder, rules)
+
+
+def row_verdicts(logits: list[torch.Tensor], rows: list[tuple[int, ...]], remainder: str,
+                 rules: DraftRules) -> list[Verdict]:
+    """The verdicts on `rows` from each row's logits at each of its positions (`row_logits`)."""
     # Over the tokens a draft may hold: special tokens the drafts never get are no "model's choice".
-    logps = [torch.log_softmax(rules.without_special(x), dim=-1).cpu() for x in judged.logits]
-    return [_verdict(logp, row, remainder, rules) for logp, row in zip(logps, judged.rows)]
+    logps = [torch.log_softmax(rules.without_special(x), dim=-1).cpu() for x in logits]
+    return [_verdict(logp, row, remainder, rules) for logp, row in zip(logps, rows)]
 
 
 def _batch_logits(runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]) -> torch.Tensor:
@@ -156,35 +169,54 @@ def prefix_tree(rows: list[tuple[int, ...]]) -> tuple[list[int], list[int], list
     return tokens, parents, paths
 
 
-@torch.inference_mode()  # as every other forward: a grad-mode forward left the shared cache needing grad
 def _packed_logits(
     runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]
 ) -> tuple[list[torch.Tensor], list[list[int]]]:
     """Per row [len - 1, V] and its node path: one batch-1 forward of the prefix tree appended to `cache`;
     a node sees the prompt and its ancestors."""
-    tokens, parents, paths = prefix_tree(rows)
-    if not tokens:
-        return [torch.empty(0, 0)] * len(rows), paths
-    length, n = cache.get_seq_length(), len(tokens)
-    sees = torch.zeros(n, n, dtype=torch.bool)
-    depth: list[int] = []
-    for i, parent in enumerate(parents):  # a parent always comes before its children
-        if parent >= 0:
-            sees[i] = sees[parent]
-        sees[i, i] = True
-        depth.append(depth[parent] + 1 if parent >= 0 else 0)
-    dtype = runner.model.dtype
-    mask = torch.zeros(1, 1, n, length + n, dtype=dtype)
-    mask[0, 0, :, length:].masked_fill_(~sees, torch.finfo(dtype).min)
+    return packed_logits(runner, cache, [rows], [cache.get_seq_length()])[0]
+
+
+@torch.inference_mode()  # as every other forward: a grad-mode forward left the shared cache needing grad
+def packed_logits(
+    runner: ModelRunner, cache: DynamicCache, requests: list[list[tuple[int, ...]]], lengths: list[int]
+) -> list[tuple[list[torch.Tensor], list[list[int]]]]:
+    """Per request, per row [len - 1, V] and its node path: ONE forward of every request's prefix tree,
+    a batch row each, appended to `cache`.
+
+    `cache` holds request b's prompt in row b, left-padded to the cache's length, `lengths[b]`
+    its real length; a tree node sees its prompt and its ancestors.
+    """
+    trees = [prefix_tree(rows) for rows in requests]
+    width = max(len(tokens) for tokens, _, _ in trees)
+    if not width:
+        return [([torch.empty(0, 0)] * len(rows), paths) for rows, (_, _, paths) in zip(requests, trees)]
+    length, dtype = cache.get_seq_length(), runner.model.dtype
+    ids = torch.zeros(len(trees), width, dtype=torch.long)
+    positions = torch.zeros(len(trees), width, dtype=torch.long)
+    mask = torch.full((len(trees), 1, width, length + width), torch.finfo(dtype).min, dtype=dtype)
+    for b, ((tokens, parents, _), prompt) in enumerate(zip(trees, lengths)):
+        n = len(tokens)
+        sees = torch.zeros(n, n, dtype=torch.bool)
+        depth: list[int] = []
+        for i, parent in enumerate(parents):  # a parent always comes before its children
+            if parent >= 0:
+                sees[i] = sees[parent]
+            sees[i, i] = True
+            depth.append(depth[parent] + 1 if parent >= 0 else 0)
+        ids[b, :n] = torch.tensor(tokens, dtype=torch.long)
+        positions[b] = prompt
+        positions[b, :n] += torch.tensor(depth, dtype=torch.long)
+        mask[b, 0, :, length - prompt : length] = 0  # padding queries see the prompt too: no empty softmax
+        mask[b, 0, :n, length : length + n].masked_fill_(sees, 0)
     out = runner.model(
-        input_ids=torch.tensor([tokens], device=runner.device),
-        position_ids=torch.tensor([[length + d for d in depth]], device=runner.device),
+        input_ids=ids.to(runner.device),
+        position_ids=positions.to(runner.device),
         attention_mask=mask.to(runner.device),
         use_cache=True,
         **{runner._cache_kwarg: cache},
     )
-    logits = out.logits[0]
-    return [logits[path] for path in paths], paths
+    return [([out.logits[b][path] for path in paths], paths) for b, (_, _, paths) in enumerate(trees)]
 
 
 def _verdict(logp: torch.Tensor, row: tuple[int, ...], remainder: str, rules: DraftRules) -> Verdict:
@@ -257,10 +289,61 @@ def verify(
 ) -> list[Hypothesis]:
     """Rank, cut or repair, and gate the drafts that would be shown; the runner's cache is back at the prompt.
 
+    The single-request driver of `verification`: each round's rows run on the runner's prompt cache.
+    """
+    def judge_round(rounds: list[tuple[int, list[tuple[int, ...]]]]) -> list[list[Verdict]]:
+        runner.rewind(len(prompt_ids))  # drop the superposed positions
+        rows = rounds[0][1]
+        cache = runner.cache if options.verify_packed else runner.fork(len(rows))
+        return [judge(runner, first_logits, cache, rows, remainder, rules, packed=options.verify_packed)]
+
+    def continued(rows: list[tuple[int, ...]], fixed: int) -> list[Verdict]:
+        runner.rewind(len(prompt_ids))
+        packed = options.verify_packed
+        kept = run_rows(runner, first_logits, runner.cache if packed else runner.fork(len(rows)), rows, packed=packed,
+                        keep=True)
+        return _continued(runner, verdicts_of(kept, remainder, rules), kept, remainder, rules, options,
+                          cancelled or _never, fixed=fixed)
+
+    verifying = verification(prompt_ids, remainder, hyps, rules, options, ngrams, timings, continued=continued)
+    return drive([verifying], judge_round)[0]
+
+
+# A verification between rounds: yields the rows to judge, is sent their verdicts, returns the drafts.
+Verification = Generator[list[tuple[int, ...]], list[Verdict], list[Hypothesis]]
+# The repair that continues drafts (`verify_repair="continue"`): (rows, fixed) -> verdicts; it decodes on the
+# prompt's cache, so it runs alone.
+Continued = Callable[[list[tuple[int, ...]], int], list[Verdict]]
+# Judges one round of several verifications: (index, rows) each; returns the verdicts of each, in order.
+JudgeRound = Callable[[list[tuple[int, list[tuple[int, ...]]]]], list[list[Verdict]]]
+
+
+def drive(verifyings: list[Verification], judge_round: JudgeRound) -> list[list[Hypothesis]]:
+    """Run verifications to their ends in lockstep: each round, the rows of all that go on are judged together."""
+    results: list[list[Hypothesis]] = [[] for _ in verifyings]
+    sent: dict[int, list[Verdict] | None] = dict.fromkeys(range(len(verifyings)))
+    while sent:
+        rounds = []
+        for i, verdicts in sent.items():
+            try:
+                rounds.append((i, verifyings[i].send(verdicts)))  # send(None) starts it
+            except StopIteration as done:
+                results[i] = done.value
+        sent = dict(zip((i for i, _ in rounds), judge_round(rounds))) if rounds else {}
+    return results
+
+
+def verification(prompt_ids: list[int], remainder: str, hyps: list[Hypothesis], rules: DraftRules,
+                 options: DecodeOptions, ngrams: NgramSource | None, timings: Timings, *,
+                 continued: Continued | None = None) -> Verification:
+    """Rank, cut or repair, and gate the drafts that would be shown, one judging round per yield.
+
     `remainder` is the healed text every draft had to re-produce first. With
     `verify_first="keep"` SPD's top draft stays first and untouched (it is nearly always
     greedy's) and only ranks 2..k are cut, repaired, ranked and gated; the top row is run
-    only where the gate needs its exact score.
+    only where the gate needs its exact score. The caller judges the yielded rows on the
+    prompt's cache (`judge`): alone (`verify`) or with other requests' rows in one forward;
+    `continued` is where `verify_repair="continue"` goes (alone only).
     """
     started = time.perf_counter()
     drafts = shown(hyps, options.k)
@@ -270,10 +353,9 @@ def verify(
     judged = drafts[1:] if keep and options.verify_gate is None else drafts
     if not judged:
         return drafts
-    runner.rewind(len(prompt_ids))  # drop the superposed positions
-    verdicts = _repaired_verdicts(runner, first_logits, [tuple(h.tokens) for h in judged], remainder, rules, options,
-                                  fixed=1 if keep and len(judged) == len(drafts) else 0,
-                                  cancelled=cancelled or _never)
+    verdicts = yield from _repaired_verdicts([tuple(h.tokens) for h in judged], remainder, rules, options,
+                                             fixed=1 if keep and len(judged) == len(drafts) else 0,
+                                             continued=continued)
     fixed = [v for v in verdicts[:1] if keep and len(judged) == len(drafts)]  # the top's verdict, kept whole
     verdicts = fixed + [v.cut(_first_bad(v, options)) for v in verdicts[len(fixed):]]
     verdicts = [v for v in verdicts if v.tokens]
@@ -286,37 +368,29 @@ def verify(
 
 
 def _repaired_verdicts(
-    runner: ModelRunner,
-    first_logits: torch.Tensor,
     rows: list[tuple[int, ...]],
     remainder: str,
     rules: DraftRules,
     options: DecodeOptions,
     *,
     fixed: int,
-    cancelled: CancelCheck,
-) -> list[Verdict]:
+    continued: Continued | None,
+) -> Generator[list[tuple[int, ...]], list[Verdict], list[Verdict]]:
     """Verdicts on every row; rows from index `fixed` on are repaired where implausible: continued
-    (`verify_repair="continue"`) or re-verified (bounded rounds)."""
-    packed = options.verify_packed
-    cache = runner.cache if packed else runner.fork(len(rows))
+    (`verify_repair="continue"`, by `continued`) or re-verified (bounded rounds)."""
     if options.verify_repair == "continue":
-        kept = run_rows(runner, first_logits, cache, rows, packed=packed, keep=True)
-        return _continued(runner, verdicts_of(kept, remainder, rules), kept, remainder, rules, options, cancelled,
-                          fixed=fixed)
-    verdicts = judge(runner, first_logits, cache, rows, remainder, rules, packed=packed)
-    in_cache = list(range(len(rows)))  # which verdict each cache row belongs to
+        if continued is None:
+            raise ValueError("verify_repair='continue' decodes on the prompt's cache: verify alone")
+        return continued(rows, fixed)
+    verdicts = yield rows
     for _ in range(options.verify_rounds - 1):  # repair rounds: only the rows that need one run again
         bad = [(i, b) for i, v in enumerate(verdicts) if i >= fixed and (b := _first_bad(v, options)) is not None]
         if not bad:
             break
-        if len(bad) < len(in_cache) and not packed:
-            cache.reorder_cache(torch.tensor([in_cache.index(i) for i, _ in bad], dtype=torch.long))
-            in_cache = [i for i, _ in bad]
         repaired = [_repaired(verdicts[i], b, rules, remainder) for i, b in bad]
-        for (i, _), verdict in zip(bad, judge(runner, first_logits, cache, repaired, remainder, rules, packed=packed)):
+        for (i, _), verdict in zip(bad, (yield repaired)):
             verdicts[i] = verdict
-    return verdicts
+    return list(verdicts)
 
 
 def _continued(

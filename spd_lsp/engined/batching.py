@@ -3,12 +3,15 @@
 A superposed request takes ONE row; the batched baselines (nucleus_batched, beam) take
 k rows per request, greedy one. A request joins between steps: its prompt is
 prefilled on the runner of its affinity key (so an editor's next request reuses its
-prompt cache), then its key/value rows join the batch's cache, left-padded to the
-longest row and masked, with its own position ids. Every step runs
-`stepping.decode_step` over all requests (ONE forward); a finished or cancelled
-request leaves between steps. The batch cache is rebuilt only when its membership
-changes and re-gathered only when a request forks or reorders its rows (beam);
-steps in between just append.
+prompt cache), a chunk at a time between steps (about one chunk of tokens per step
+for all joiners, fewest to go first: a cold prompt does not stall the batch), then its
+key/value rows join the batch's cache, left-padded to the longest row and masked, with
+its own position ids. Every step runs `stepping.decode_step` over all requests (ONE
+forward); a finished or cancelled request leaves between steps; superposed requests
+that leave in the same step are verified together, ONE forward a round on their own
+prompts' key/values (`verify_together`). The batch cache is rebuilt only when its
+membership changes and re-gathered only when a request forks or reorders its rows
+(beam); steps in between just append.
 
 Requests the batch cannot take run alone through `Engine.complete` between steps:
 sequential nucleus, `reset_every`, extra prompt arguments, and models whose cache is not a plain
@@ -31,11 +34,12 @@ from transformers import DynamicCache
 
 from ngram_db import NgramSource
 from spd_lsp.decoding.drafts import to_drafts
-from spd_lsp.decoding.lm import ModelRunner
+from spd_lsp.decoding.lm import ModelRunner, common_prefix_length
 from spd_lsp.decoding.baselines import BeamState, IndependentState
 from spd_lsp.decoding.stepping import decode_step
 from spd_lsp.decoding.superposed import SuperposedState
 from spd_lsp.decoding.types import Cancelled, DecodeOptions, DecodeResult, Timings
+from spd_lsp.decoding.verify import Verdict, drive, packed_logits, row_logits, row_verdicts
 
 log = logging.getLogger(__name__)
 RUNNERS = 16  # prompt caches kept, one per affinity key (an editor's document), least recently used out
@@ -71,6 +75,20 @@ class Member:
     length: int  # real (unpadded) positions of each of its rows
     prompt_rows: list[tuple[torch.Tensor, torch.Tensor]]  # its prompt's key/values per layer, until it joins
     rows: int = 1  # its rows in the batch cache
+
+
+@dataclass(eq=False)
+class Joiner:
+    """A request whose prompt is being prefilled, a chunk between two steps, before it joins."""
+
+    job: Job
+    prompt: list[int]
+    remainder: str
+    runner: ModelRunner
+    reused: int | None = None  # prompt tokens its cache held before its first chunk
+
+    def to_go(self) -> int:
+        return len(self.prompt) - common_prefix_length(self.runner.cached_ids, self.prompt)
 
 
 BATCHED_METHODS = ("superposed", "greedy", "nucleus_batched", "beam")
@@ -131,14 +149,8 @@ class BatchCache:
             self.cache.reorder_cache(torch.tensor(index, dtype=torch.long, device=self.runner.device))
 
     def _rebuild(self, members: list[Member]) -> None:
-        rows = [self._rows(m) for m in members]
         width = max(m.length for m in members)
-        layers = []
-        for layer in range(len(rows[0])):
-            keys = torch.cat([_left_pad(row[layer][0], width) for row in rows])
-            values = torch.cat([_left_pad(row[layer][1], width) for row in rows])
-            layers.append((keys, values))
-        self.cache = DynamicCache(ddp_cache_data=layers)
+        self.cache = padded_cache([self._rows(m) for m in members], width)
         self.members, self.width = list(members), width
 
     def _rows(self, member: Member) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -148,6 +160,44 @@ class BatchCache:
             rows, start = slice(first, first + member.rows), self.width - member.length
             return [(layer.keys[rows, :, start:], layer.values[rows, :, start:]) for layer in self.cache.layers]
         return member.prompt_rows
+
+
+def padded_cache(rows: list[list[tuple[torch.Tensor, torch.Tensor]]], width: int) -> DynamicCache:
+    """One cache of several requests' key/values per layer, each left-padded to `width` positions."""
+    layers = []
+    for layer in range(len(rows[0])):
+        keys = torch.cat([_left_pad(row[layer][0], width) for row in rows])
+        values = torch.cat([_left_pad(row[layer][1], width) for row in rows])
+        layers.append((keys, values))
+    return DynamicCache(ddp_cache_data=layers)
+
+
+def verifies_alone(member: Member) -> bool:
+    """A superposed request that repairs by continuing its drafts: that decodes on its own prompt cache."""
+    options = member.state.options
+    return hasattr(member.state, "verifying") and bool(options.verify_rounds) and options.verify_repair == "continue"
+
+
+def verify_together(runner: ModelRunner, members: list[Member], counts: dict[str, int]) -> list[list]:
+    """The drafts of requests that leave the batch together; the superposed ones verified in ONE forward a round.
+
+    Every request's rows run as a prefix tree on its own prompt's key/values (a batch row each,
+    left-padded and masked), as `verify` packs them alone; rows of every method's drafts otherwise.
+    """
+    verifyings = [getattr(m.state, "verifying", lambda: None)() for m in members]
+    going = [i for i, v in enumerate(verifyings) if v is not None]
+
+    def judge_round(rounds: list[tuple[int, list[tuple[int, ...]]]]) -> list[list[Verdict]]:
+        judged = [members[going[i]] for i, _ in rounds]
+        counts["verifyForwards"] += 1
+        counts["verifyRows"] += len(judged)
+        cache = padded_cache([m.prompt_rows for m in judged], max(len(m.prompt) for m in judged))
+        packed = packed_logits(runner, cache, [rows for _, rows in rounds], [len(m.prompt) for m in judged])
+        return [row_verdicts(row_logits(m.state.first_logits, later, rows), rows, m.remainder, m.state.rules)
+                for m, (later, _), (_, rows) in zip(judged, packed, rounds)]
+
+    verified = dict(zip(going, drive([verifyings[i] for i in going], judge_round)))
+    return [verified[i] if i in verified else m.state.drafts() for i, m in enumerate(members)]
 
 
 def _left_pad(tensor: torch.Tensor, width: int) -> torch.Tensor:
@@ -179,8 +229,13 @@ class Scheduler:
         self._runners: OrderedDict[str, ModelRunner] = OrderedDict()
         self._members: list[Member] = []
         self._waiting: list[Job] = []
+        self._joining: list[Joiner] = []
         self._batch = BatchCache(engine.runner)
-        self.counts = {"batched": 0, "alone": 0, "cancelled": 0, "failed": 0, "steps": 0, "maxBatched": 0}
+        self.counts = {"batched": 0, "alone": 0, "cancelled": 0, "failed": 0, "steps": 0, "maxBatched": 0,
+                       "verifyForwards": 0, "verifyRows": 0}  # verification forwards, and the requests' rounds they ran
+        # Model-thread time: whole steps, their batch forwards (the cache rebuild included; the rest of a step is
+        # host work), and the verifications of requests leaving.
+        self.seconds = {"step": 0.0, "forward": 0.0, "verify": 0.0}
         self._thread = threading.Thread(target=self._run, name="spd-engine-model", daemon=True)
         self._thread.start()
 
@@ -189,7 +244,9 @@ class Scheduler:
         return job.future
 
     def status(self) -> dict[str, Any]:
-        return {"rows": len(self._members), "queued": self._incoming.qsize() + len(self._waiting), **self.counts}
+        queued = self._incoming.qsize() + len(self._waiting) + len(self._joining)
+        return {"rows": len(self._members), "queued": queued, **self.counts,
+                **{f"{name}Seconds": round(value, 3) for name, value in self.seconds.items()}}
 
     def close(self, timeout: float = 10.0) -> None:
         self._incoming.put(None)
@@ -198,12 +255,13 @@ class Scheduler:
     # -- the model thread ------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            if not self._admit(block=not self._members):
+            if not self._admit(block=not self._members and not self._joining):
                 break
+            self._prefill_some()
             self._step()
 
     def _admit(self, *, block: bool) -> bool:
-        """Take new jobs; run the unbatchable ones; prefill joiners. False once closed."""
+        """Take new jobs; run the unbatchable ones; queue the others to join. False once closed."""
         try:
             while True:
                 job = self._incoming.get(block=block and not self._waiting)
@@ -218,7 +276,7 @@ class Scheduler:
         for job in waiting:
             if job.cancelled():
                 self._finish(job, error=Cancelled())
-            elif len(self._members) >= self.max_batch:
+            elif len(self._members) + len(self._joining) >= self.max_batch:
                 self._waiting.append(job)
             else:
                 self._start(job)
@@ -230,33 +288,58 @@ class Scheduler:
                 self.counts["alone"] += 1
                 self._finish(job, result=self.engine.complete(job.prefix, job.options, job.cancelled, ids=job.ids, **job.args))
                 return
-            member = self._prefill(job)
+            healed = self.engine.healed_prompt(job.prefix, healing=job.options.heal, ids=job.ids)
         except BaseException as exc:  # noqa: BLE001 - a bad request fails alone
             self._finish(job, error=exc)
             return
-        if member is not None:
-            self.counts["batched"] += 1
-            self._members.append(member)
-            self.counts["maxBatched"] = max(self.counts["maxBatched"], len(self._members))
+        self._joining.append(Joiner(job, healed.prompt_ids, healed.remainder, self._runner(job.affinity)))
 
-    def _prefill(self, job: Job) -> Member | None:
-        engine, options = self.engine, job.options
+    def _prefill_some(self) -> None:
+        """Prefill chunks of joining requests between two steps, fewest tokens to go first, about one
+        chunk's worth of tokens in all: a cold prompt no longer stalls the batch for all of its prefill.
+
+        A request's chunks are exactly those `ModelRunner.prefill` runs alone (a prefix at a time)."""
+        for joiner in [j for j in self._joining if j.job.cancelled()]:
+            self._joining.remove(joiner)
+            self.counts["cancelled"] += 1
+            self._finish(joiner.job, error=Cancelled())
+        budget = self.engine.runner.chunk_tokens
+        while self._joining and budget > 0:
+            joiner = min(self._joining, key=Joiner.to_go)
+            budget -= max(1, min(joiner.to_go(), joiner.runner.chunk_tokens))
+            try:
+                member = self._prefill_chunk(joiner)
+            except BaseException as exc:  # noqa: BLE001 - a bad request fails alone
+                self._joining.remove(joiner)
+                self._finish(joiner.job, error=exc)
+                continue
+            if member is not None:
+                self._joining.remove(joiner)
+                self.counts["batched"] += 1
+                self._members.append(member)
+                self.counts["maxBatched"] = max(self.counts["maxBatched"], len(self._members))
+
+    def _prefill_chunk(self, joiner: Joiner) -> Member | None:
+        """One prefill chunk of `joiner`; its Member once its prompt is in (None before, and where it ran alone)."""
+        job, runner, prompt = joiner.job, joiner.runner, joiner.prompt
+        end = common_prefix_length(runner.cached_ids, prompt) + runner.chunk_tokens
+        if end < len(prompt):
+            _, reused = runner.prefill(prompt[:end], job.cancelled)
+            joiner.reused = reused if joiner.reused is None else joiner.reused
+            return None
+        logits, reused = runner.prefill(prompt, job.cancelled)
         timings = Timings()
-        healed = engine.healed_prompt(job.prefix, healing=options.heal, ids=job.ids)
-        prompt = healed.prompt_ids
-        rules = engine.draft_rules(options)
-        runner = self._runner(job.affinity)
-        logits, timings.reused_tokens = runner.prefill(prompt, job.cancelled)
+        timings.reused_tokens = reused if joiner.reused is None else joiner.reused
         timings.prefill_tokens = len(prompt) - timings.reused_tokens
         timings.prefill_s = time.perf_counter() - job.started
-        state = start_state(job, logits, prompt, healed.remainder, rules, timings)
         if not plain_cache(runner.cache):
             self.counts["alone"] += 1
-            self._finish(job, result=self.engine.complete(job.prefix, options, job.cancelled, ids=job.ids))
+            self._finish(job, result=self.engine.complete(job.prefix, job.options, job.cancelled, ids=job.ids))
             return None
+        state = start_state(job, logits, prompt, joiner.remainder, self.engine.draft_rules(job.options), timings)
         rows = [(layer.keys[:, :, : len(prompt)].clone(), layer.values[:, :, : len(prompt)].clone())
                 for layer in runner.cache.layers]
-        return Member(job, state, prompt, healed.remainder, len(prompt), rows)
+        return Member(job, state, prompt, joiner.remainder, len(prompt), rows)
 
     def _runner(self, affinity: str) -> ModelRunner:
         runner = self._runners.pop(affinity, None)
@@ -278,10 +361,16 @@ class Scheduler:
         by_state = {id(m.state): m for m in members}
 
         def forward(states: list[Any], inputs: torch.Tensor) -> torch.Tensor:
-            return self._batch.forward([by_state[id(s)] for s in states], inputs)
+            started = time.perf_counter()
+            try:
+                return self._batch.forward([by_state[id(s)] for s in states], inputs)
+            finally:
+                self.seconds["forward"] += time.perf_counter() - started
 
+        started = time.perf_counter()
         try:
             decode_step(self.engine.runner, [m.state for m in members], forward)
+            self.seconds["step"] += time.perf_counter() - started
         except BaseException as exc:  # noqa: BLE001 - a failed step fails its batch, not the engine
             log.exception("a batch step failed")
             self.counts["failed"] += len(members)
@@ -290,36 +379,54 @@ class Scheduler:
             self._batch = BatchCache(self.engine.runner)
             return
         self.counts["steps"] += 1
-        for member in members:
-            if member.state.done:
-                self._leave(member)
+        self._leave_together([m for m in members if m.state.done])
 
-    def _leave(self, member: Member, *, error: BaseException | None = None) -> None:
+    def _leave(self, member: Member, *, error: BaseException) -> None:
         self._members.remove(member)
-        if error is not None:
-            self._finish(member.job, error=error)
-            return
-        state, engine = member.state, self.engine
-        options = state.options
-        try:
-            final = self._final(member)
-        except BaseException as exc:  # noqa: BLE001 - cancelled or failed while verifying: this request only
-            self._finish(member.job, error=exc)
-            return
-        drafts = to_drafts(final, options.k, engine.table, member.prompt, member.remainder,
-                           stop_at_newline=options.stop_at_newline)
-        state.timings.total_s = time.perf_counter() - member.job.started
-        self._finish(member.job, result=DecodeResult(drafts, state.timings, options.method))
+        self._finish(member.job, error=error)
 
-    def _final(self, member: Member) -> list:
-        """The member's drafts; a superposed one's are verified on its own prompt cache (ONE
-        forward over its k drafts, as `Engine.complete` does), after it has left the batch."""
-        final = getattr(member.state, "final", None)
-        if final is None:
-            return member.state.drafts()
+    def _leave_together(self, members: list[Member]) -> None:
+        """Requests whose drafts are final leave; their verifications run together (`verify_together`),
+        but for those that repair by decoding on their own prompt cache (`verifies_alone`)."""
+        for member in [m for m in members if m.job.cancelled()]:
+            self.counts["cancelled"] += 1
+            self._leave(member, error=Cancelled())
+        members = [m for m in members if m in self._members]
+        for member in members:
+            self._members.remove(member)
+        for member in [m for m in members if verifies_alone(m)]:
+            try:
+                self._answer(member, self._final_alone(member))
+            except BaseException as exc:  # noqa: BLE001 - cancelled or failed while verifying: this request only
+                self._finish(member.job, error=exc)
+        members = [m for m in members if not verifies_alone(m)]
+        if not members:
+            return
+        started = time.perf_counter()
+        try:
+            finals = verify_together(self.engine.runner, members, self.counts)
+            self.seconds["verify"] += time.perf_counter() - started
+        except BaseException as exc:  # noqa: BLE001 - a failed verification fails its requests, not the engine
+            log.exception("a verification failed")
+            self.counts["failed"] += len(members)
+            for member in members:
+                self._finish(member.job, error=exc)
+            return
+        for member, final in zip(members, finals):
+            self._answer(member, final)
+
+    def _final_alone(self, member: Member) -> list:
+        """A superposed member's drafts verified on its own prompt cache, as `Engine.complete` does."""
         runner = self._runner(member.job.affinity)
         runner.prefill(member.prompt, member.job.cancelled)  # the prompt is still cached unless evicted
-        return final(runner, cancelled=member.job.cancelled)
+        return member.state.final(runner, cancelled=member.job.cancelled)
+
+    def _answer(self, member: Member, final: list) -> None:
+        options = member.state.options
+        drafts = to_drafts(final, options.k, self.engine.table, member.prompt, member.remainder,
+                           stop_at_newline=options.stop_at_newline)
+        member.state.timings.total_s = time.perf_counter() - member.job.started
+        self._finish(member.job, result=DecodeResult(drafts, member.state.timings, options.method))
 
     def _finish(self, job: Job, *, result: DecodeResult | None = None, error: BaseException | None = None) -> None:
         if job.future.done():
@@ -332,9 +439,9 @@ class Scheduler:
     def _fail_all(self, error: BaseException) -> None:
         for member in list(self._members):
             self._leave(member, error=error)
-        for job in self._waiting:
+        for job in self._waiting + [j.job for j in self._joining]:
             self._finish(job, error=error)
-        self._waiting = []
+        self._waiting, self._joining = [], []
 
 
 def _never() -> bool:
