@@ -198,9 +198,12 @@ EXTRA_COLUMNS = [("method", "config", "str"), ("prompt tokens", "prompt_tokens",
                  ("re-prefill / keystroke", "keystroke_prefill", "num"), ("total ms ×", "total_ratio", "str")]
 
 
-def report_on(paths: list[Path], against: str = "prefix") -> dict[str, Any]:
+def report_on(paths: list[Path], against: str = "prefix", configs: list[str] | None = None) -> dict[str, Any]:
     scores = load(paths)
-    records = [json.loads(line) for path in paths for line in path.read_text().splitlines()]
+    if configs:  # these only (positions answered by every one of them)
+        scores = {name: scores[name] for name in configs}
+    records = [json.loads(line) for path in paths for line in path.read_text().splitlines()
+               if not configs or json.loads(line)["config"] in configs]
     keys = sorted(set.intersection(*(set(v) for v in scores.values())))
     out: dict[str, Any] = {"positions": len(keys), "all": _summary_rows(scores, keys)}
     print(f"## {', '.join(p.name for p in paths)}: {len(keys)} positions answered by every configuration\n")
@@ -224,7 +227,7 @@ def report_on(paths: list[Path], against: str = "prefix") -> dict[str, Any]:
 
 
 def _report(args: argparse.Namespace) -> None:
-    out = report_on(args.paths)
+    out = report_on(args.paths, configs=args.configs)
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 
@@ -255,6 +258,7 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(action=_report)
     s.add_argument("paths", type=Path, nargs="+")
     s.add_argument("--json", type=Path, help="also write the figures here")
+    s.add_argument("--configs", nargs="+", help="only these configurations (default: every one in the files)")
     return p
 
 

@@ -197,8 +197,10 @@ COMPARISON_COLUMNS = [("method", "config", "str"), ("vs", "against", "str"), ("�
                       ("ΔP@3", "P@3", "str"), ("chars best ×", "chars best", "str"), ("time ×", "time", "str")]
 
 
-def report_on(paths: list[Path]) -> dict[str, Any]:
+def report_on(paths: list[Path], configs: list[str] | None = None) -> dict[str, Any]:
     scores = load(paths)
+    if configs:  # these only, in this order (positions answered by every one of them)
+        scores = {name: scores[name] for name in configs}
     keys = sorted(set.intersection(*(set(v) for v in scores.values())))  # positions every config answered
     out: dict[str, Any] = {"positions": len(keys), "all": _summary_rows(scores, keys), "by_kind": {}}
     print(f"## {', '.join(p.name for p in paths)}: {len(keys)} positions answered by every configuration\n")
@@ -235,6 +237,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("paths", type=Path, nargs="+")
     s.add_argument("--json", type=Path, help="also write the figures here")
     s.add_argument("--plot", type=Path, help="also plot the blend rate by rank here (PNG)")
+    s.add_argument("--configs", nargs="+", help="only these configurations (default: every one in the files)")
     s.add_argument("--curve", type=Path, help="also plot quality against time per request here (PNG)")
     return p
 
@@ -244,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         run(args)
     else:
-        out = report_on(args.paths)
+        out = report_on(args.paths, args.configs)
         if args.json:
             args.json.write_text(json.dumps(out, indent=1))
         if args.plot:
