@@ -175,3 +175,14 @@ def test_keep_without_a_gate_repairs_the_second_draft_too(engine: Engine) -> Non
     out = _verify(engine, [good, second], verify_rounds=2, verify_gate=None, verify_first="keep", verify_score="total")
     assert out[0].tokens == tuple(good)
     assert [h.tokens[:2] for h in out[1:]] == [(*other, choice)]
+
+
+def test_drafts_the_model_finds_implausible_from_their_first_token_are_not_shown(engine: Engine) -> None:
+    """Reproduces the test split's junk top drafts (`xt # # 2.1`): every draft cut to nothing used to
+    bring SPD's unverified top draft back."""
+    prompt = engine.encode(PREFIX)
+    junk = [[_worst(engine, prompt)] + _greedy(engine, prompt, 3), [_worst(engine, prompt)] * 3]
+    cut = {"verify_rounds": 1, "verify_first": "cut", "verify_score": "total"}
+    assert _verify(engine, junk, **cut) == []
+    shown_before = _verify(engine, junk, **cut, verify_empty="top")
+    assert [h.tokens for h in shown_before][:1] == [tuple(junk[0])]

@@ -55,6 +55,10 @@ class DecodeOptions:
     # "continue": the model's choice in its place, then greedy decoding with the real model up to
     # max_tokens / the draft stop rules (decoding/continuation.py; verify_rounds >= 1, one pass).
     verify_repair: Literal["jacobi", "continue"] = "jacobi"
+    # When verification leaves no draft (every one cut to nothing): show "none" (the model finds each
+    # draft implausible from its first token: on the test split these were junk such as `xt # # 2.1`),
+    # or SPD's unverified "top" draft (the behaviour before; docs/study/test3_report.md).
+    verify_empty: Literal["none", "top"] = "none"
 
     @property
     def pool(self) -> int:

@@ -361,8 +361,11 @@ def verification(prompt_ids: list[int], remainder: str, hyps: list[Hypothesis], 
     verdicts = [v for v in verdicts if v.tokens]
     totals = _exact_scores(verdicts, prompt_ids, ngrams, options)
     out = [replace(replay(rules, remainder, v.tokens), score=s) for v, s in zip(verdicts, totals)]
-    if (keep and not fixed) or not any(h.text.strip() for h in out):  # top not run, or nothing left: it leads
+    nothing_left = not any(h.text.strip() for h in out)
+    if (keep and not fixed) or (nothing_left and options.verify_empty == "top"):  # top not run, or nothing left
         out = [drafts[0]] + out
+    elif nothing_left:  # the model finds every draft implausible from its start: show nothing
+        out = []
     timings.verify_s += time.perf_counter() - started
     return ranked(out, options, lead=1 if options.verify_first != "rank" else 0)
 

@@ -73,6 +73,8 @@ SPD_VARIANTS: dict[str, dict[str, Any]] = {
     "spd-cuttop-gate1": _verify(1, verify_first="cut", verify_score="total", verify_gate=1.0),
     "spd-cuttop-gate3": _verify(1, verify_first="cut", verify_score="total", verify_gate=3.0),
     "spd-cuttop-nogate": _verify(1, verify_first="cut", verify_score="total", verify_gate=None),
+    # When verification leaves no draft: SPD's unverified top draft (round 3's behaviour) instead of nothing.
+    "spd-cuttop-emptytop": _verify(1, verify_first="cut", verify_score="total", verify_empty="top"),
     # Repair by continuing: the model's choice in place of the first implausible token, then greedy decoding.
     "spd-cuttop-cont": _verify(1, verify_first="cut", verify_score="total", verify_repair="continue"),
     "spd-keep-cont": _verify(1, verify_first="keep", verify_score="total", verify_repair="continue"),
