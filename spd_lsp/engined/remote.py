@@ -4,6 +4,7 @@ own tokenizer, reached over the per-user daemon ("auto") or an address."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,10 @@ from spd_lsp.engined.address import AUTO, Address, parse
 from spd_lsp.engined.client import Connection, EngineGone, RemoteEngine
 
 
+HELLO_ATTEMPTS = 3  # hellos to an engine that was just (re)started, before the request answers nothing
+HELLO_BACKOFF_S = 0.5
+
+
 def load_remote(settings: Any) -> Any:
     """A `session.Loaded` whose engine is a `RemoteEngine`."""
     from spd_lsp.session import Loaded
@@ -22,11 +27,21 @@ def load_remote(settings: Any) -> Any:
         flags = daemon.model_args(settings)
 
         def connect(*, restart: bool = False) -> Connection:
-            try:
-                sock = daemon.ensure(flags)
-            except (RuntimeError, TimeoutError, OSError) as exc:  # it could not start: the request answers nothing
-                raise EngineGone(str(exc)) from exc
-            return Connection(Address("unix", path=str(sock)))
+            attempts = HELLO_ATTEMPTS if restart else 1
+            for attempt in range(1, attempts + 1):
+                try:
+                    sock = daemon.ensure(flags)
+                except (RuntimeError, TimeoutError, OSError) as exc:  # it could not start: the request answers nothing
+                    raise EngineGone(str(exc)) from exc
+                try:
+                    return Connection(Address("unix", path=str(sock)))
+                except EngineGone:
+                    # An engine started a moment ago on a starved machine may drop the first hello
+                    # (its event loop late past the hello timeout): part of restarting, not a retry.
+                    if attempt == attempts:
+                        raise
+                    time.sleep(HELLO_BACKOFF_S * attempt)
+            raise EngineGone("no engine answered")
     else:
         address = parse(settings.engine)
         token = _token(settings) if address.kind != "unix" else None
