@@ -177,12 +177,20 @@ def inline_params(uri: str, position: lsp.Position) -> lsp.InlineCompletionParam
 REPLAY_KINDS = ("type-through", "reused cache", "cold")
 
 
-async def replay(bench: Bench, text: str, keystrokes: int, seed: int) -> list[dict[str, Any]]:
-    """Type `keystrokes` edits into the middle of `text`, waiting for each answer."""
+async def replay(bench: Bench, text: str, keystrokes: int, seed: int, *, suffix: str = "empty") -> list[dict[str, Any]]:
+    """Type `keystrokes` edits into the middle of `text`, waiting for each answer.
+
+    The text to type is cut out of the file and typed back. `suffix="empty"`: the cut ends at a
+    line end, so the cursor's line has nothing after the cursor (as when writing new lines);
+    "unrelated": it ends mid-line, so the cursor's line ends with the rest of a later line
+    (the replay of earlier rounds, where the accept-safety fit drops most drafts)."""
     rng = random.Random(seed)
     lines = text.split("\n")
     cursor = len("\n".join(lines[: min(4000, len(lines) * 4 // 5)])) + 1
-    to_type = text[cursor : cursor + 4 * keystrokes]
+    end = cursor + 4 * keystrokes
+    if suffix == "empty":
+        end = text.find("\n", end) if "\n" in text[end:] else len(text)
+    to_type = text[cursor:end]
     document = Document(bench, "file:///bench/replay.py", text[:cursor] + text[cursor + len(to_type) :])
     samples: list[dict[str, Any]] = []
     typed, shown = 0, ""  # characters of to_type in the document; the top draft shown last
@@ -356,7 +364,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     bench.rows["cold"].clear()
     extra: dict[str, Any] = {}
     if args.replay:
-        extra["replay"] = await replay(bench, text, args.replay, args.seed)
+        extra["replay"] = await replay(bench, text, args.replay, args.seed, suffix=args.replay_suffix)
     if args.storm:
         extra["storm"] = await storm(bench, text, args.storm, args.rate)
 
@@ -402,6 +410,8 @@ def main() -> int:
     parser.add_argument("--model", help="the server's `model` setting (default: the bundled model)")
     parser.add_argument("--device", help="the server's `device` setting (default: its own, auto)")
     parser.add_argument("--replay", type=int, default=0, metavar="N", help="keystrokes of the typing replay")
+    parser.add_argument("--replay-suffix", choices=("empty", "unrelated"), default="empty",
+                        help="the cursor line's text after the cursor during the replay (see replay())")
     parser.add_argument("--storm", type=float, default=0, metavar="S", help="seconds of typing without waiting")
     parser.add_argument("--rate", type=float, default=20, help="characters per second in the storm")
     parser.add_argument("--seed", type=int, default=0)
