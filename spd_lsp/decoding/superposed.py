@@ -28,11 +28,22 @@ def superposition_weights(hyps: list[Hypothesis], *, device: torch.device = CPU)
 
 
 def superposed_embedding(runner: ModelRunner, hyps: list[Hypothesis]) -> torch.Tensor:
-    """A gather of k embedding rows and a weighted sum; shared last tokens add their weights."""
-    last = torch.tensor([h.tokens[-1] for h in hyps], dtype=torch.long, device=runner.device)
-    rows = runner.embed(last)  # [k, H]
-    gamma = superposition_weights(hyps, device=rows.device).to(rows.dtype)
-    return (gamma[:, None] * rows).sum(dim=0)[None, None, :]  # [1, 1, H]
+    """A gather of k embedding rows and a weighted sum; shared last tokens add their weights. [1, 1, H]"""
+    return superposed_embeddings(runner, [hyps])[0]
+
+
+def superposed_embeddings(runner: ModelRunner, drafts: list[list[Hypothesis]]) -> list[torch.Tensor]:
+    """Each request's superposed input [1, 1, H] from its drafts: ONE gather of every request's last
+    embeddings and one weighted sum (gamma = softmax of the draft scores; missing drafts weigh 0)."""
+    width = max(len(hyps) for hyps in drafts)
+    pad = [width - len(hyps) for hyps in drafts]
+    last = torch.tensor([[h.tokens[-1] for h in hyps] + [0] * n for hyps, n in zip(drafts, pad)],
+                        dtype=torch.long, device=runner.device)
+    rows = runner.embed(last)  # [B, width, H]
+    scores = torch.tensor([[h.score for h in hyps] + [float("-inf")] * n for hyps, n in zip(drafts, pad)],
+                          dtype=torch.float32, device=rows.device)
+    gamma = torch.softmax(scores, dim=1).to(rows.dtype)
+    return list((gamma[:, :, None] * rows).sum(dim=1)[:, None, None, :])
 
 
 def ngram_probabilities(
@@ -119,15 +130,7 @@ class SuperposedState(Progress):
     @staticmethod
     def inputs_together(runner: ModelRunner, states: list[SuperposedState]) -> list[torch.Tensor]:
         """`inputs` of several requests: ONE gather of their drafts' last embeddings and one weighted sum."""
-        width = max(len(state.hyps) for state in states)
-        last = torch.zeros(len(states), width, dtype=torch.long)
-        scores = torch.full((len(states), width), float("-inf"))
-        for row, state in enumerate(states):  # missing drafts weigh 0 (softmax of -inf)
-            last[row, : len(state.hyps)] = torch.tensor([h.tokens[-1] for h in state.hyps])
-            scores[row, : len(state.hyps)] = torch.tensor([h.score for h in state.hyps])
-        rows = runner.embed(last)  # [B, width, H]
-        gamma = torch.softmax(scores.to(rows.device), dim=1).to(rows.dtype)
-        return list((gamma[:, :, None] * rows).sum(dim=1)[:, None, None, :])  # B x [1, 1, H]
+        return superposed_embeddings(runner, [state.hyps for state in states])
 
     def drafts(self) -> list[Hypothesis]:
         """Finished and live drafts (unranked)."""
