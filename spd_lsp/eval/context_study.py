@@ -199,11 +199,8 @@ EXTRA_COLUMNS = [("method", "config", "str"), ("prompt tokens", "prompt_tokens",
 
 
 def report_on(paths: list[Path], against: str = "prefix", configs: list[str] | None = None) -> dict[str, Any]:
-    scores = load(paths)
-    if configs:  # these only (positions answered by every one of them)
-        scores = {name: scores[name] for name in configs}
-    records = [json.loads(line) for path in paths for line in path.read_text().splitlines()
-               if not configs or json.loads(line)["config"] in configs]
+    scores = load(paths, configs)
+    records = [json.loads(line) for path in paths for line in path.read_text().splitlines()]
     keys = sorted(set.intersection(*(set(v) for v in scores.values())))
     out: dict[str, Any] = {"positions": len(keys), "all": _summary_rows(scores, keys)}
     print(f"## {', '.join(p.name for p in paths)}: {len(keys)} positions answered by every configuration\n")

@@ -150,15 +150,16 @@ def schedule(samples: dict[tuple[str, str], Sequence[Any]], args: argparse.Names
                 yield name, kind, index
 
 
-def load(paths: list[Path]) -> dict[str, dict[tuple[str, str, int], RequestScore]]:
-    """config -> (corpus, kind, index) -> score, from the records of one or more runs."""
+def load(paths: list[Path], configs: list[str] | None = None) -> dict[str, dict[tuple[str, str, int], RequestScore]]:
+    """config -> (corpus, kind, index) -> score, from the records of one or more runs; with `configs`,
+    those only, in that order."""
     by_config: dict[str, dict[tuple[str, str, int], RequestScore]] = {}
     fields = set(RequestScore.__dataclass_fields__)
     for line in (line for path in paths for line in path.read_text().splitlines()):
         r = json.loads(line)
         score = RequestScore(**{k: v for k, v in r.items() if k in fields})
         by_config.setdefault(r["config"], {})[(r["corpus"], r["kind"], r["index"])] = score
-    return by_config
+    return {name: by_config[name] for name in configs} if configs else by_config
 
 
 METRICS: dict[str, tuple[str, Any]] = {
@@ -200,9 +201,7 @@ COMPARISON_COLUMNS = [("method", "config", "str"), ("vs", "against", "str"), ("Î
 
 
 def report_on(paths: list[Path], configs: list[str] | None = None) -> dict[str, Any]:
-    scores = load(paths)
-    if configs:  # these only, in this order (positions answered by every one of them)
-        scores = {name: scores[name] for name in configs}
+    scores = load(paths, configs)
     keys = sorted(set.intersection(*(set(v) for v in scores.values())))  # positions every config answered
     out: dict[str, Any] = {"positions": len(keys), "all": _summary_rows(scores, keys), "by_kind": {}}
     print(f"## {', '.join(p.name for p in paths)}: {len(keys)} positions answered by every configuration\n")
