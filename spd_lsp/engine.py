@@ -19,16 +19,13 @@ from spd_lsp.decoding.healing import HealedPrompt, TokenTable
 from spd_lsp.decoding.lm import ModelRunner
 from spd_lsp.decoding.placement import CPU
 from spd_lsp.decoding.superposed import superposed_decode
-from spd_lsp.decoding.types import METHODS, CancelCheck, DecodeOptions, DecodeResult, Timings
+from spd_lsp.decoding.types import METHODS, CancelCheck, DecodeOptions, DecodeResult, Timings, never_cancelled
 from spd_lsp.model import LoadedModel
 from spd_lsp.prompt.build import Prompt, build_prompt, stop_ids
 from spd_lsp.prompt.echo import cut_echo
 from spd_lsp.prompt.formats import PromptFormat, resolve
 from spd_lsp.prompt.layout import Context
 
-
-def _never() -> bool:
-    return False
 
 
 class Engine:
@@ -78,7 +75,7 @@ class Engine:
         """
         if options.method not in METHODS:
             raise ValueError(f"unknown decoding method {options.method!r}; expected one of {', '.join(METHODS)}")
-        cancelled = cancelled or _never
+        cancelled = cancelled or never_cancelled
         started = time.perf_counter()
         timings = Timings()
         context = Context(suffix, filename, tuple(snippets), language)
@@ -108,7 +105,7 @@ class Engine:
         request there reuses the cache; returns the tokens run. Cancelled between chunks."""
         context = Context(suffix, filename, tuple(snippets), language)
         prompt = self.healed_prompt(prefix, healing=options.heal, ids=ids, context=context, prompt_format=prompt_format)
-        return len(prompt.prompt_ids) - self.runner.prefill(prompt.prompt_ids, cancelled or _never)[1]
+        return len(prompt.prompt_ids) - self.runner.prefill(prompt.prompt_ids, cancelled or never_cancelled)[1]
 
     def draft_rules(self, options: DecodeOptions, *, extra_stops: frozenset[int] = frozenset()) -> DraftRules:
         """The stop, healing and placement rules every draft of a request follows (`extra_stops`:

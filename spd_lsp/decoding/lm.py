@@ -15,7 +15,7 @@ import torch
 from transformers import DynamicCache
 
 from spd_lsp.decoding.placement import device_sync
-from spd_lsp.decoding.types import CancelCheck, Cancelled
+from spd_lsp.decoding.types import CancelCheck, Cancelled, never_cancelled
 from spd_lsp.model import cpu_pressure, intra_op_threads
 
 # Prompt tokens per prefill forward: a superseded request stops within one chunk. On the
@@ -38,9 +38,6 @@ def common_prefix_length(a: list[int], b: list[int]) -> int:
             return i
     return n
 
-
-def _never() -> bool:
-    return False
 
 
 class ModelRunner:
@@ -99,7 +96,7 @@ class ModelRunner:
         device_sync(self.device)
         return logits
 
-    def prefill(self, prompt_ids: list[int], cancelled: CancelCheck = _never) -> tuple[torch.Tensor, int]:
+    def prefill(self, prompt_ids: list[int], cancelled: CancelCheck = never_cancelled) -> tuple[torch.Tensor, int]:
         """Logits after prompt_ids, feeding only what the cache lacks; returns (logits, reused).
 
         The new tokens run in chunks of `chunk_tokens`; `cancelled()` is checked before

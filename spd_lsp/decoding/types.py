@@ -153,3 +153,8 @@ class DecodeResult:
 
 
 CancelCheck = Callable[[], bool]
+
+
+def never_cancelled() -> bool:
+    """The `CancelCheck` of work nobody can cancel."""
+    return False

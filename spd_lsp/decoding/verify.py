@@ -30,7 +30,7 @@ from spd_lsp.decoding.continuation import RaggedRows, continue_greedily
 from spd_lsp.decoding.drafts import DraftRules, Hypothesis
 from spd_lsp.decoding.interpolate import interpolate
 from spd_lsp.decoding.lm import ModelRunner
-from spd_lsp.decoding.types import CancelCheck, DecodeOptions, Timings
+from spd_lsp.decoding.types import CancelCheck, DecodeOptions, Timings, never_cancelled
 
 
 @dataclass(frozen=True)
@@ -303,7 +303,7 @@ def verify(
         kept = run_rows(runner, first_logits, runner.cache if packed else runner.fork(len(rows)), rows, packed=packed,
                         keep=True)
         return _continued(runner, verdicts_of(kept, remainder, rules), kept, remainder, rules, options,
-                          cancelled or _never, fixed=fixed)
+                          cancelled or never_cancelled, fixed=fixed)
 
     verifying = verification(prompt_ids, remainder, hyps, rules, options, ngrams, timings, continued=continued)
     return drive([verifying], judge_round)[0]
@@ -441,9 +441,6 @@ def _continued(
             out[i] = verdicts[i].cut(bad[i]).then(new)
     return out
 
-
-def _never() -> bool:
-    return False
 
 
 def ranked(hyps: list[Hypothesis], options: DecodeOptions, *, lead: int) -> list[Hypothesis]:

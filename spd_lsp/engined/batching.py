@@ -38,7 +38,7 @@ from spd_lsp.decoding.lm import ModelRunner, common_prefix_length
 from spd_lsp.decoding.baselines import BeamState, IndependentState
 from spd_lsp.decoding.stepping import decode_step
 from spd_lsp.decoding.superposed import SuperposedState
-from spd_lsp.decoding.types import Cancelled, DecodeOptions, DecodeResult, Timings
+from spd_lsp.decoding.types import Cancelled, DecodeOptions, DecodeResult, Timings, never_cancelled
 from spd_lsp.decoding.verify import Verdict, drive, packed_logits, row_logits, row_verdicts
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ def start_state(job: Job, logits: torch.Tensor, prompt: list[int], remainder: st
                 timings: Timings) -> Any:
     """The step state of a batchable request (the methods of `Engine._run`)."""
     options = job.options
-    progress = {"cancelled": _never, "timings": timings, "logits": logits}  # the scheduler checks cancellation
+    progress = {"cancelled": never_cancelled, "timings": timings, "logits": logits}  # the scheduler checks cancellation
     if options.method == "superposed":
         return SuperposedState(prompt, remainder, rules, options, job.ngrams, **progress)
     if options.method == "beam":
@@ -443,7 +443,4 @@ class Scheduler:
             self._finish(job, error=error)
         self._waiting, self._joining = [], []
 
-
-def _never() -> bool:
-    return False
 

@@ -25,7 +25,7 @@ from typing import Any, Callable
 from ngram_db import NgramSource
 from ngram_db.guarded import GuardedNgrams
 from ngram_db.layered import LayeredNgrams
-from spd_lsp.decoding.types import CancelCheck, Cancelled, DecodeOptions, DecodeResult, Draft, Timings
+from spd_lsp.decoding.types import CancelCheck, Cancelled, DecodeOptions, DecodeResult, Draft, Timings, never_cancelled
 from spd_lsp.engined import protocol
 from spd_lsp.engined.address import Address
 
@@ -157,7 +157,7 @@ class RemoteEngine:
 
     def complete(self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None, *,
                  ids: list[int] | None = None, **prompt: Any) -> DecodeResult:
-        cancelled = cancelled or (lambda: False)
+        cancelled = cancelled or never_cancelled
         if ids is None and not self.local and options.alpha > 0.0:  # the document n-grams and the re-rank need them
             ids = self.tokenizer.encode(prefix, add_special_tokens=False)
         message = protocol.complete_request(0, prefix, options.to_dict(), ids=ids, args=prompt,
