@@ -4,6 +4,7 @@ request's own cache answers, and a membership change copies the changed rows onl
 from __future__ import annotations
 
 import copy
+import threading
 from dataclasses import dataclass, field
 
 import pytest
@@ -114,3 +115,22 @@ def test_a_forking_request_gathers_its_rows_and_the_others_stay_exact(runner) ->
         torch.testing.assert_close(got[1 + r], runner.forward(b_caches[r], embeds=inputs[1 + r : 2 + r])[0],
                                    rtol=1e-4, atol=1e-4)
     assert b.rows == 3 and batch.rows == 4
+
+
+def test_an_idle_engine_frees_its_batch_buffers(monkeypatch) -> None:
+    from spd_lsp.decoding.types import DecodeOptions
+    from spd_lsp.engine import Engine
+    from spd_lsp.engined import batching
+
+    monkeypatch.setattr(batching, "IDLE_RELEASE_S", 2.0)
+    scheduler = batching.Scheduler(Engine(tiny_model("llama")))
+    try:
+        scheduler.submit(batching.Job("def add(a, b):\n    return", DecodeOptions(k=2, max_tokens=4))).result(timeout=60)
+        assert scheduler._batch.layers  # its rows' buffers, kept for the next request
+        for _ in range(1000):
+            if not scheduler._batch.layers:
+                break
+            threading.Event().wait(0.01)
+        assert not scheduler._batch.layers and scheduler._batch.cache is None
+    finally:
+        scheduler.close()
