@@ -67,10 +67,12 @@ def test_does_not_write_into_the_callers_query() -> None:
 
 
 @pytest.mark.parametrize("case", ["one token", "long query", "no mask", "per-head mask", "softcap", "sinks",
-                                  "position bias", "dropout"])
+                                  "position bias", "dropout", "not the CPU"])
 def test_what_it_does_not_handle_goes_to_sdpa(case: str, monkeypatch) -> None:
     q = {"one token": 1, "long query": MAX_QUERY + 1}.get(case, 4)
     query, key, value, mask = _inputs(3, q, torch.float32, "bool")
+    if case == "not the CPU":
+        query, key, value, mask = (x.to("meta") for x in (query, key, value, mask))
     kwargs = {"softcap": {"softcap": 30.0}, "sinks": {"s_aux": torch.zeros(6)},
               "position bias": {"position_bias": torch.zeros(1, 6, q, PROMPT + q)},
               "dropout": {"dropout": 0.1}}.get(case, {})
