@@ -153,3 +153,29 @@ def test_the_bundled_model_loads_with_it_unless_turned_off(monkeypatch) -> None:
     assert load_model(attention="eager").model.config._attn_implementation == "eager"
     monkeypatch.setenv(SMALL_QUERY_ENV, "0")
     assert load_model().model.config._attn_implementation == "sdpa"
+
+
+@pytest.mark.integration
+def test_the_bundled_models_float32_drafts_are_sdpas(monkeypatch) -> None:
+    """Verified SPD drafts on real code: the same texts under either attention (float32; in bf16 any change of
+    kernel moves near-ties, as bf16 itself does against float32)."""
+    import argparse
+    import inspect
+
+    from spd_lsp.decoding.types import DecodeOptions
+    from spd_lsp.model import load_model
+
+    engine = Engine(load_model(dtype="float32"))
+    lines = inspect.getsource(argparse).splitlines(keepends=True)
+    texts = ["".join(lines[:i]) + lines[i][: len(lines[i]) // 2] for i in (400, 1200, 2000)]
+    prefixes = [engine.tokenizer.decode(engine.encode(text)[-370:]) for text in texts]  # as bench_verify's
+    calls = []
+    monkeypatch.setattr(attention, "grouped_attention", lambda *a, **k: calls.append(1) or GROUPED(*a, **k))
+    drafts = {}
+    for implementation in ("sdpa", NAME):
+        engine.loaded.model.set_attn_implementation(implementation)
+        engine.runner.rewind(0)
+        drafts[implementation] = [[d.text for d in engine.complete(p, DecodeOptions(max_tokens=10, k=3)).drafts]
+                                  for p in prefixes]
+    assert calls  # the kernel ran (verification, prompt chunks)
+    assert drafts[NAME] == drafts["sdpa"]
