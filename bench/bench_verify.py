@@ -88,7 +88,7 @@ def forwards(engine: Engine, prompt: list[int]) -> dict[str, Callable[[], object
     runner = engine.runner
     runner.prefill(prompt)
     tail = engine.encode(inspect.getsource(argparse))[-3 * TREE_TOKENS:]  # any real code tokens
-    rows = [tuple(tail[:9]), tuple(tail[9:18]), tuple(tail[18:28])]  # three drafts: a tree of ~25 nodes (all but last tokens)
+    rows = [tuple(tail[:9]), tuple(tail[9:18]), tuple(tail[18:28])]  # three drafts: ~25 tree nodes (all but last)
     nodes = len(prefix_tree(rows)[0])
     caches = {batch: runner.fork(batch) for batch in (1, 4, 8)}
 
@@ -162,7 +162,7 @@ def report_attention(dtype: str, repeats: int, *, threads: int | None) -> None:
     rows = compare_attention(engine, prompt, repeats, threads=threads)
     print(f"\n## {dtype}, {len(prompt)}-token prompt cache, median of {repeats} interleaved, "
           f"{torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f}\n")
-    print(f"| forward | SDPA ms | small-query ms | small ÷ SDPA |\n| --- | ---: | ---: | ---: |")
+    print("| forward | SDPA ms | small-query ms | small ÷ SDPA |\n| --- | ---: | ---: | ---: |")
     for shape, r in rows.items():
         print(f"| {shape} | {r['sdpa']:.1f} | {r['small-query']:.1f} | {r['small-query'] / r['sdpa']:.2f} |")
     rss = {name: peak_rss(dtype, name, repeats=3) for name in ATTENTIONS}
