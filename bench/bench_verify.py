@@ -118,7 +118,7 @@ def compare_attention(engine: Engine, prompt: list[int], repeats: int, *,
     model, shapes = engine.loaded.model, forwards(engine, prompt)
     if threads:
         torch.set_num_threads(threads)
-    bound, attention.MAX_QUERY = attention.MAX_QUERY, 1 << 30
+    bound, attention.MAX_QUERY = attention.MAX_QUERY, dict.fromkeys(attention.MAX_QUERY, 1 << 30)
     times: dict[str, dict[str, list[float]]] = {shape: {name: [] for name in ATTENTIONS} for shape in shapes}
     try:
         for repeat in range(repeats + 1):  # the first: warm-up, not counted

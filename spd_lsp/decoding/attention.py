@@ -26,10 +26,11 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 # The registered name: it holds "sdpa" so transformers checks the model supports SDPA (the fallback).
 NAME = "sdpa_small_query"
-# Longest query handled here. `bench/bench_verify.py --attention` (bf16, 370-token prompt cache): a
-# whole forward took 0.91-0.94x SDPA's time for prompt chunks of 25-192 tokens, 0.98x at 256; 128 keeps
-# the CPU's prompt chunk (96) and verification's trees, and a margin for longer caches.
-MAX_QUERY = 128
+# Longest query handled here, by dtype (others: float32's). `bench/bench_verify.py --attention` (370-token
+# prompt cache, 2 cores): in bf16 a prompt chunk's whole forward took 0.91-1.00x SDPA's time at 25-128
+# tokens, 0.94-0.99x at 192 and 0.97-0.98x at 256; in float32 0.98-1.01x up to 64 tokens, 1.03x at 96 and
+# 1.05-1.12x above. Verification's trees (~25 tokens a request) stay well inside both.
+MAX_QUERY = {torch.bfloat16: 128, torch.float16: 128, torch.float32: 64}
 UNHANDLED_KWARGS = ("softcap", "s_aux", "sinks", "position_bias")
 
 
@@ -39,7 +40,7 @@ def handles(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, *
     q_length, heads, kv_heads = query.shape[2], query.shape[1], key.shape[1]
     return (
         query.device.type == "cpu"
-        and 1 < q_length <= MAX_QUERY
+        and 1 < q_length <= MAX_QUERY.get(query.dtype, MAX_QUERY[torch.float32])
         and mask is not None
         and mask.dim() == 4
         and mask.shape[1] == 1
