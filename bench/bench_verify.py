@@ -3,19 +3,38 @@
 One code prefix (the CPU prompt budget), the prompt cache warm, every method's repeats
 interleaved so a busy machine slows all of them alike; float32 and bfloat16 weights.
 
+`--attention N` instead times single forwards under the two attentions of the SDPA model
+(transformers' SDPA, which copies grouped key/values for masked queries longer than one
+token, and decoding/attention.py's small-query kernel), N interleaved repeats each, on a
+~370-token prompt cache: verification's packed prefix trees (B requests x ~25 tokens),
+prompt chunks of B=1 (with the kernel's query bound lifted, to show where it stops
+paying) and a B=8 decode step (SDPA either way); then the peak RSS of each in a process
+of its own.
+
     .venv/bin/python bench/bench_verify.py [--repeats 5] [--dtypes float32 bfloat16]
+    nice .venv/bin/python bench/bench_verify.py --attention 15 --dtypes bfloat16
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
 
 from spd_lsp.config import CPU_PREFIX_TOKENS
+from spd_lsp.decoding import attention
 from spd_lsp.decoding.types import DecodeOptions
+from spd_lsp.decoding.verify import packed_logits, prefix_tree
 from spd_lsp.engine import Engine
-from spd_lsp.model import load_model
+from spd_lsp.model import SMALL_QUERY_ENV, load_model
 
 ROUND1 = {"verify_first": "rank", "verify_score": "mean", "verify_packed": False}  # all cut, re-ranked by mean
 METHODS: dict[str, dict] = {
@@ -59,12 +78,114 @@ def measure(engine: Engine, prefix: str, repeats: int, max_tokens: int) -> dict[
                    "verify_ms": 1000 * statistics.median(t.verify_s for t in ts)} for name, ts in runs.items()}
 
 
+ATTENTION_PROMPT_TOKENS = 370
+TREE_TOKENS = 25  # a request's packed prefix tree: three drafts
+ATTENTIONS = {"sdpa": "sdpa", "small-query": attention.NAME}
+
+
+def forwards(engine: Engine, prompt: list[int]) -> dict[str, Callable[[], object]]:
+    """Each measured forward, on a cache of `prompt` (row per request), cropped back after it."""
+    runner = engine.runner
+    runner.prefill(prompt)
+    tail = engine.encode(inspect.getsource(argparse))[-3 * TREE_TOKENS:]  # any real code tokens
+    rows = [tuple(tail[:9]), tuple(tail[9:18]), tuple(tail[18:28])]  # three drafts: ~25 tree nodes (all but last)
+    nodes = len(prefix_tree(rows)[0])
+    caches = {batch: runner.fork(batch) for batch in (1, 4, 8)}
+
+    def cropped(cache, run: Callable[[], object]) -> Callable[[], object]:
+        def once() -> object:
+            try:
+                return run()
+            finally:
+                if cache.get_seq_length() > len(prompt):
+                    cache.crop(len(prompt) - cache.get_seq_length())  # negative: remove this many
+        return once
+
+    shapes = {f"verify B={b} x {nodes} tokens": cropped(
+        caches[b], lambda b=b: packed_logits(runner, caches[b], [rows] * b, [len(prompt)] * b)) for b in (1, 4, 8)}
+    for q in (25, 64, 96, 128, 192, 256):
+        ids = torch.tensor([(tail * (q // len(tail) + 1))[:q]])
+        shapes[f"prompt chunk B=1 x {q}"] = cropped(caches[1], lambda ids=ids: runner.forward(caches[1], ids=ids))
+    step = torch.tensor([[tail[0]]] * 8)
+    shapes["decode step B=8 x 1"] = cropped(caches[8], lambda: runner.forward(caches[8], ids=step))
+    return shapes
+
+
+def compare_attention(engine: Engine, prompt: list[int], repeats: int, *,
+                      threads: int | None) -> dict[str, dict[str, float]]:
+    """Median ms of each forward under each attention, repeats interleaved (the bound lifted: every q measured);
+    `threads`: torch's, else those the runner picked for the prompt (one on a contended CPU)."""
+    model, shapes = engine.loaded.model, forwards(engine, prompt)
+    if threads:
+        torch.set_num_threads(threads)
+    bound, attention.MAX_QUERY = attention.MAX_QUERY, dict.fromkeys(attention.MAX_QUERY, 1 << 30)
+    times: dict[str, dict[str, list[float]]] = {shape: {name: [] for name in ATTENTIONS} for shape in shapes}
+    try:
+        for repeat in range(repeats + 1):  # the first: warm-up, not counted
+            for shape, run in shapes.items():
+                for name, implementation in ATTENTIONS.items():
+                    model.set_attn_implementation(implementation)
+                    started = time.perf_counter()
+                    run()
+                    if repeat:
+                        times[shape][name].append(time.perf_counter() - started)
+    finally:
+        attention.MAX_QUERY = bound
+        model.set_attn_implementation(attention.NAME)
+    return {shape: {name: 1000 * statistics.median(t) for name, t in row.items()} for shape, row in times.items()}
+
+
+def peak_rss(dtype: str, name: str, repeats: int) -> dict[str, float]:
+    """This bench's forwards in a process of its own under one attention: the peak RSS while they ran and
+    the RSS after them (MB; the model's load is before the peak's start)."""
+    env = {**os.environ, SMALL_QUERY_ENV: "1" if name == "small-query" else "0"}
+    command = [sys.executable, __file__, "--rss-child", str(repeats), "--dtypes", dtype]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout.split()
+    return {"peak": float(out[-2]), "after": float(out[-1])}
+
+
+def rss_child(dtype: str, repeats: int) -> None:
+    engine = Engine(load_model(dtype=dtype))
+    prompt = engine.encode(code_prefix(engine, ATTENTION_PROMPT_TOKENS))
+    shapes = forwards(engine, prompt)
+    Path("/proc/self/clear_refs").write_text("5")  # Linux: the peak (VmHWM) restarts from the RSS now
+    for _ in range(repeats):
+        for run in shapes.values():
+            run()
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    print(int(status["VmHWM"].split()[0]) / 1024, int(status["VmRSS"].split()[0]) / 1024)
+
+
+def report_attention(dtype: str, repeats: int, *, threads: int | None) -> None:
+    engine = Engine(load_model(dtype=dtype))
+    prompt = engine.encode(code_prefix(engine, ATTENTION_PROMPT_TOKENS))
+    rows = compare_attention(engine, prompt, repeats, threads=threads)
+    print(f"\n## {dtype}, {len(prompt)}-token prompt cache, median of {repeats} interleaved, "
+          f"{torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f}\n")
+    print("| forward | SDPA ms | small-query ms | small ÷ SDPA |\n| --- | ---: | ---: | ---: |")
+    for shape, r in rows.items():
+        print(f"| {shape} | {r['sdpa']:.1f} | {r['small-query']:.1f} | {r['small-query'] / r['sdpa']:.2f} |")
+    rss = {name: peak_rss(dtype, name, repeats=3) for name in ATTENTIONS}
+    print("\n| attention | peak RSS during the forwards MB | RSS after MB |\n| --- | ---: | ---: |")
+    for name, r in rss.items():
+        print(f"| {name} | {r['peak']:.0f} | {r['after']:.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-tokens", type=int, default=10)
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--attention", type=int, metavar="N", help="compare the two attentions, N repeats")
+    parser.add_argument("--threads", type=int, help="--attention: torch's threads (default: the runner's choice)")
+    parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rss_child is not None:
+        return rss_child(args.dtypes[0], args.rss_child)
+    if args.attention is not None:
+        for dtype in args.dtypes:
+            report_attention(dtype, args.attention, threads=args.threads)
+        return
     for dtype in args.dtypes:
         engine = Engine(load_model(dtype=dtype))
         rows = measure(engine, code_prefix(engine, CPU_PREFIX_TOKENS), args.repeats, args.max_tokens)

@@ -257,6 +257,14 @@ def quantize_int8(model: Any) -> Any:
     return torch.ao.quantization.quantize_dynamic(model, names, dtype=torch.qint8)
 
 
+SMALL_QUERY_ENV = "SPD_LSP_SMALL_QUERY_ATTENTION"
+
+
+def small_query_wanted(small_query: bool | None) -> bool:
+    """`load_model`'s `small_query`: None defers to the environment (on unless it says 0: for comparisons)."""
+    return small_query if small_query is not None else os.environ.get(SMALL_QUERY_ENV, "1") != "0"
+
+
 def load_model(
     spec: str | None = None,
     device: str = "auto",
@@ -264,10 +272,15 @@ def load_model(
     quantize: str | None = None,
     *,
     attention: str = "sdpa",
+    small_query: bool | None = None,
 ) -> LoadedModel:
     """`attention`: transformers' kernel. SDPA stays the default: on this CPU "eager" took 0.84x
     SDPA's time per decode step and per prompt (`bench/bench_prefill.py --compare-kernels 3`),
-    but the server's RSS after `bench_server.py` grew from 999 MB to 1301 MB (target 1.2 GB)."""
+    but the server's RSS after `bench_server.py` grew from 999 MB to 1301 MB (target 1.2 GB).
+
+    `small_query`: on SDPA, run short masked queries (verification) with
+    `decoding/attention.py`'s kernel, which reads grouped key/value heads without copying
+    them; None: yes unless the environment sets SPD_LSP_SMALL_QUERY_ATTENTION=0."""
     from transformers import AutoModelForCausalLM
 
     started = time.perf_counter()
@@ -285,6 +298,10 @@ def load_model(
     except Exception as exc:  # noqa: BLE001
         raise ModelLoadError(f"cannot load model {spec or 'default'} from {directory}: {exc}") from exc
     model.eval().to(torch_device)
+    if attention == "sdpa" and small_query_wanted(small_query):
+        from spd_lsp.decoding.attention import use_small_query_attention
+
+        use_small_query_attention(model)
     if quantize == "int8":
         if torch_device.type != "cpu":
             raise ModelLoadError("int8 quantisation is for the CPU; use dtype on accelerators")

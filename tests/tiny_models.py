@@ -20,6 +20,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from spd_lsp.decoding.attention import use_small_query_attention
 from spd_lsp.model import LoadedModel
 
 CORPUS = [
@@ -68,6 +69,7 @@ def tiny_model(architecture: str, seed: int = 0) -> LoadedModel:
     else:
         raise ValueError(architecture)
     model.eval()
+    use_small_query_attention(model)  # as load_model does: the tests run the attention the server runs
     return LoadedModel(
         model=model, tokenizer=tokenizer, device=torch.device("cpu"), dtype=torch.float32,
         name=f"tiny-{architecture}", source="in-memory", load_s=0.0,

@@ -1,0 +1,100 @@
+"""Attention for short masked queries (verification's prefix trees) without `repeat_kv`.
+
+transformers' SDPA integration packs the query heads of a grouped-query model (SmolLM2:
+9 query heads on 3 key/value heads) only for a single query token; a masked query of
+more tokens on the CPU falls back to `repeat_kv`, which copies every layer's keys and
+values once per query head of a group, at every forward. Verification runs such
+forwards: ~25 tokens a request under a 4-D tree mask. Here the query heads of a group
+are stacked on the query axis ([B, kv heads, group * q, D]) so each key/value head is
+read where it lies: two matmuls with the scores and the softmax in float32.
+
+Anything else goes to transformers' SDPA unchanged: one-token queries (SDPA packs them
+already), queries longer than `MAX_QUERY` (SDPA's kernel wins there), no mask (the
+causal prefill), masks that are not [B or 1, 1, q, kv], softcapping, attention sinks,
+position biases and dropout. Sliding windows need nothing: they are in the mask.
+Accelerators too: SDPA's fused kernels there were not measured against this.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+# The registered name: it holds "sdpa" so transformers checks the model supports SDPA (the fallback).
+NAME = "sdpa_small_query"
+# Longest query handled here, by dtype (others: float32's). `bench/bench_verify.py --attention` (370-token
+# prompt cache, 2 cores): in bf16 a prompt chunk's whole forward took 0.91-1.00x SDPA's time at 25-128
+# tokens, 0.94-0.99x at 192 and 0.97-0.98x at 256; in float32 0.98-1.01x up to 64 tokens, 1.03x at 96 and
+# 1.05-1.12x above. Verification's trees (~25 tokens a request) stay well inside both.
+MAX_QUERY = {torch.bfloat16: 128, torch.float16: 128, torch.float32: 64}
+UNHANDLED_KWARGS = ("softcap", "s_aux", "sinks", "position_bias")
+
+
+def handles(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, *, dropout: float,
+            kwargs: dict[str, Any]) -> bool:
+    """Whether `small_query_attention` computes this call itself (else SDPA does)."""
+    q_length, heads, kv_heads = query.shape[2], query.shape[1], key.shape[1]
+    return (
+        query.device.type == "cpu"
+        and 1 < q_length <= MAX_QUERY.get(query.dtype, MAX_QUERY[torch.float32])
+        and mask is not None
+        and mask.dim() == 4
+        and mask.shape[1] == 1
+        and mask.shape[-2:] == (q_length, key.shape[2])
+        and heads % kv_heads == 0
+        and not dropout
+        and all(kwargs.get(name) is None for name in UNHANDLED_KWARGS)
+    )
+
+
+def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor, *,
+                      scaling: float) -> torch.Tensor:
+    """[B, q, H, D] attention output of query [B, H, q, D] on key/value [B, Hkv, kv, D] under `mask`
+    [B or 1, 1, q, kv] (bool: True attends; float: added to the scores). A query row that sees nothing
+    gives zeros, as SDPA does."""
+    batch, heads, q_length, dim = query.shape
+    kv_heads, kv_length = key.shape[1], key.shape[2]
+    group = heads // kv_heads
+    packed = query.reshape(batch, kv_heads, group * q_length, dim).float() * scaling  # a copy: never the caller's
+    scores = torch.matmul(packed, key.float().transpose(-1, -2))  # [B, Hkv, group * q, kv]
+    grouped = scores.view(batch, kv_heads, group, q_length, kv_length)
+    mask = mask[:, :, None]  # [B or 1, 1, 1, q, kv]: the same mask for every head of every group
+    if mask.dtype == torch.bool:
+        grouped.masked_fill_(~mask, float("-inf"))
+        blind = ~mask.any(dim=-1, keepdim=True)
+    else:
+        grouped.add_(mask)
+        blind = torch.isneginf(mask).all(dim=-1, keepdim=True)
+    probs = torch.softmax(scores, dim=-1)
+    if blind.any():
+        probs.view_as(grouped).masked_fill_(blind, 0.0)
+    out = torch.matmul(probs.to(value.dtype), value)  # [B, Hkv, group * q, D]
+    return out.view(batch, heads, q_length, value.shape[-1]).transpose(1, 2).contiguous()
+
+
+def small_query_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                          attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                          **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """An `AttentionInterface` function: `grouped_attention` where it `handles` the call, else transformers' SDPA."""
+    if not handles(query, key, attention_mask, dropout=dropout, kwargs=kwargs):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    return grouped_attention(query, key, value, attention_mask, scaling=scale), None
+
+
+AttentionInterface.register(NAME, small_query_attention)
+AttentionMaskInterface.register(NAME, sdpa_mask)  # the masks SDPA gets, so the fallback sees them unchanged
+
+
+def use_small_query_attention(model: Any) -> bool:
+    """Switch a model on SDPA to `small_query_attention`; False (unchanged) where its attention does not
+    go through transformers' `AttentionInterface` or is not SDPA."""
+    if model.config._attn_implementation != "sdpa" or not model._can_set_attn_implementation():
+        return False
+    model.set_attn_implementation(NAME)
+    return model.config._attn_implementation == NAME
