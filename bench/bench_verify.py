@@ -8,7 +8,8 @@ interleaved so a busy machine slows all of them alike; float32 and bfloat16 weig
 token, and decoding/attention.py's small-query kernel), N interleaved repeats each, on a
 ~370-token prompt cache: verification's packed prefix trees (B requests x ~25 tokens),
 prompt chunks of B=1 (with the kernel's query bound lifted, to show where it stops
-paying) and a B=8 decode step (SDPA either way); then the peak RSS of each in a process
+paying) and unmasked decode steps of B=1 and 8 (SDPA's `enable_gqa` path, or its packed
+one-token path under an all-true mask); then the peak RSS of each in a process
 of its own.
 
     .venv/bin/python bench/bench_verify.py [--repeats 5] [--dtypes float32 bfloat16]
@@ -106,8 +107,9 @@ def forwards(engine: Engine, prompt: list[int]) -> dict[str, Callable[[], object
     for q in (25, 64, 96, 128, 192, 256):
         ids = torch.tensor([(tail * (q // len(tail) + 1))[:q]])
         shapes[f"prompt chunk B=1 x {q}"] = cropped(caches[1], lambda ids=ids: runner.forward(caches[1], ids=ids))
-    step = torch.tensor([[tail[0]]] * 8)
-    shapes["decode step B=8 x 1"] = cropped(caches[8], lambda: runner.forward(caches[8], ids=step))
+    for b in (1, 8):  # unmasked rows: SDPA's enable_gqa path against its packed one-token path (packs_one_token)
+        step = torch.tensor([[tail[0]]] * b)
+        shapes[f"decode step B={b} x 1"] = cropped(caches[b], lambda b=b, step=step: runner.forward(caches[b], ids=step))
     return shapes
 
 

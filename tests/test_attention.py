@@ -180,3 +180,19 @@ def test_the_bundled_models_float32_drafts_are_sdpas(monkeypatch) -> None:
                                   for p in prefixes]
     assert calls  # the kernel ran (verification, prompt chunks)
     assert drafts[NAME] == drafts["sdpa"]
+
+
+def test_an_unmasked_one_token_query_on_grouped_heads_goes_to_sdpas_packed_path(monkeypatch) -> None:
+    """A decode step of unpadded rows: SDPA gets an all-true mask (its one-token path stacks a group's heads,
+    without one it ran `enable_gqa`), and answers as without it."""
+    query, key, value, _ = _inputs(3, 1, torch.float32, "bool")
+    seen = []
+    real = attention.sdpa_attention_forward
+    monkeypatch.setattr(attention, "sdpa_attention_forward",
+                        lambda module, q, k, v, mask, **kw: seen.append(mask) or real(module, q, k, v, mask, **kw))
+    out, _ = small_query_attention(_module(3), query, key, value, None, scaling=0.3)
+    exact, _ = sdpa_attention_forward(_module(3), query, key, value, None, scaling=0.3)
+    assert seen[0] is not None and seen[0].dtype == torch.bool and bool(seen[0].all())
+    torch.testing.assert_close(out, exact, atol=1e-6, rtol=1e-6)
+    small_query_attention(_module(1), query[:, :2], key, value, None, scaling=0.3)  # no groups: no mask added
+    assert seen[1] is None

@@ -8,8 +8,10 @@ forwards: ~25 tokens a request under a 4-D tree mask. Here the query heads of a 
 are stacked on the query axis ([B, kv heads, group * q, D]) so each key/value head is
 read where it lies: two matmuls with the scores and the softmax in float32.
 
-Anything else goes to transformers' SDPA unchanged: one-token queries (SDPA packs them
-already), queries longer than `MAX_QUERY` (SDPA's kernel wins there), no mask (the
+One-token queries go to SDPA, which stacks a group's query heads itself when given a mask;
+unmasked ones (a decode step whose rows have no padding) get an all-true mask so that it
+does (`packs_one_token`): without one SDPA ran its slower `enable_gqa` path. Anything else
+goes to transformers' SDPA unchanged: queries longer than `MAX_QUERY` (SDPA's kernel wins there), no mask (the
 causal prefill), masks that are not [B or 1, 1, q, kv], softcapping, attention sinks,
 position biases and dropout. Sliding windows need nothing: they are in the mask.
 Accelerators too: SDPA's fused kernels there were not measured against this.
@@ -51,6 +53,24 @@ def handles(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, *
     )
 
 
+def packs_one_token(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, *, dropout: float,
+                    kwargs: dict[str, Any]) -> bool:
+    """A one-token query on grouped heads without a mask (a decode step of unpadded rows) on the CPU.
+
+    transformers hands SDPA such a call with `enable_gqa`, which on this CPU took 1.15x (one row),
+    1.9x (8 rows) and 2.5x (24 rows) the time of a whole step under its one-token path that stacks a
+    group's query heads, taken only when a mask is given (`bench/bench_verify.py --attention`: the
+    decode steps): so it gets an all-true mask, which attends exactly as none does."""
+    return (
+        query.device.type == "cpu"
+        and query.shape[2] == 1
+        and mask is None
+        and query.shape[1] != key.shape[1]
+        and not dropout
+        and all(kwargs.get(name) is None for name in UNHANDLED_KWARGS)
+    )
+
+
 def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor, *,
                       scaling: float) -> torch.Tensor:
     """[B, q, H, D] attention output of query [B, H, q, D] on key/value [B, Hkv, kv, D] under `mask`
@@ -79,7 +99,10 @@ def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
 def small_query_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                           attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                           **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """An `AttentionInterface` function: `grouped_attention` where it `handles` the call, else transformers' SDPA."""
+    """An `AttentionInterface` function: `grouped_attention` where it `handles` the call, else transformers' SDPA
+    (a one-token query on grouped heads with an all-true mask where it has none: `packs_one_token`)."""
+    if packs_one_token(query, key, attention_mask, dropout=dropout, kwargs=kwargs):
+        attention_mask = torch.ones(1, 1, 1, key.shape[2], dtype=torch.bool, device=query.device)
     if not handles(query, key, attention_mask, dropout=dropout, kwargs=kwargs):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
