@@ -232,10 +232,11 @@ class Scheduler:
         self._joining: list[Joiner] = []
         self._batch = BatchCache(engine.runner)
         self.counts = {"batched": 0, "alone": 0, "cancelled": 0, "failed": 0, "steps": 0, "maxBatched": 0,
-                       "verifyForwards": 0, "verifyRows": 0}  # verification forwards, and the requests' rounds they ran
+                       "verifyForwards": 0, "verifyRows": 0,  # verification forwards, and the requests' rounds they ran
+                       "prefillForwards": 0}  # prefill forwards of requests joining
         # Model-thread time: whole steps, their batch forwards (the cache rebuild included; the rest of a step is
-        # host work), and the verifications of requests leaving.
-        self.seconds = {"step": 0.0, "forward": 0.0, "verify": 0.0}
+        # host work), the verifications of requests leaving, and the prefills of requests joining.
+        self.seconds = {"step": 0.0, "forward": 0.0, "verify": 0.0, "prefill": 0.0}
         self._thread = threading.Thread(target=self._run, name="spd-engine-model", daemon=True)
         self._thread.start()
 
@@ -257,7 +258,9 @@ class Scheduler:
         while True:
             if not self._admit(block=not self._members and not self._joining):
                 break
+            started = time.perf_counter()
             self._prefill_some()
+            self.seconds["prefill"] += time.perf_counter() - started
             self._step()
 
     def _admit(self, *, block: bool) -> bool:
@@ -323,6 +326,7 @@ class Scheduler:
         """One prefill chunk of `joiner`; its Member once its prompt is in (None before, and where it ran alone)."""
         job, runner, prompt = joiner.job, joiner.runner, joiner.prompt
         end = common_prefix_length(runner.cached_ids, prompt) + runner.chunk_tokens
+        self.counts["prefillForwards"] += 1
         if end < len(prompt):
             _, reused = runner.prefill(prompt[:end], job.cancelled)
             joiner.reused = reused if joiner.reused is None else joiner.reused
