@@ -253,7 +253,7 @@ def prefill_together(
             break
         for row, (i, chunk) in enumerate(zip(rows, chunks)):
             try:
-                taken = runners[i].feed(prompts[i], chunk, lambda: _take_row(runners[i], cache, logits, row, len(chunk)))
+                taken = runners[i].feed(prompts[i], chunk, lambda: _take_row(runners[i], cache, logits, row, chunk))
                 if taken is not None:
                     outcomes[i] = taken, reused[i]
             except Exception as exc:  # noqa: BLE001 - its cache was dropped: this row fails alone
@@ -277,9 +277,12 @@ def _forward_rows(runners: Sequence[ModelRunner], chunks: list[list[int]]) -> tu
     return runners[0].forward(cache, ids=ids, attention_mask=mask, position_ids=positions), cache
 
 
-def _take_row(runner: ModelRunner, cache: DynamicCache, logits: torch.Tensor, row: int, new: int) -> torch.Tensor:
-    """Append the last `new` positions of `row` of the padded `cache` (its chunk, without pads) to the
-    runner's cache; that row's logits [1, V]."""
+def _take_row(
+    runner: ModelRunner, cache: DynamicCache, logits: torch.Tensor, row: int, chunk: list[int]
+) -> torch.Tensor:
+    """Append the key/values of `row`'s `chunk` (the last positions of the padded `cache`, without pads) to
+    the runner's cache; that row's logits [1, V]."""
+    new = len(chunk)
     for index, (keys, values) in enumerate(key_values(cache)):
         runner.cache.update(keys[row : row + 1, :, -new:], values[row : row + 1, :, -new:], index)
     return logits[row : row + 1]
