@@ -29,21 +29,22 @@ def key_values(cache: DynamicCache) -> KeyValues:
 
 def padded_cache(rows: list[KeyValues], width: int) -> DynamicCache:
     """One cache of several requests' key/values per layer, each left-padded to `width` positions."""
-    layers = []
-    for layer in range(len(rows[0])):
-        keys = torch.cat([left_pad(row[layer][0], width) for row in rows])
-        values = torch.cat([left_pad(row[layer][1], width) for row in rows])
-        layers.append((keys, values))
-    return DynamicCache(ddp_cache_data=layers)
+    return DynamicCache(ddp_cache_data=[
+        (left_padded([row[layer][0] for row in rows], width), left_padded([row[layer][1] for row in rows], width))
+        for layer in range(len(rows[0]))
+    ])
 
 
-def left_pad(tensor: torch.Tensor, width: int) -> torch.Tensor:
-    """[rows, heads, length, dim] -> [rows, heads, width, dim], zeros before."""
-    missing = width - tensor.shape[2]
-    if missing == 0:
-        return tensor
-    pad = tensor.new_zeros(tensor.shape[0], tensor.shape[1], missing, tensor.shape[3])
-    return torch.cat([pad, tensor], dim=2)
+def left_padded(tensors: list[torch.Tensor], width: int) -> torch.Tensor:
+    """Tensors [rows, heads, length, dim] one after another along rows, each left-padded to `width`
+    positions with zeros (finite: a masked position must not turn its attention weights to NaN)."""
+    first = tensors[0]
+    out = first.new_zeros(sum(t.shape[0] for t in tensors), first.shape[1], width, first.shape[3])
+    start = 0
+    for tensor in tensors:
+        out[start : start + tensor.shape[0], :, width - tensor.shape[2] :] = tensor
+        start += tensor.shape[0]
+    return out
 
 
 def left_padded_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
