@@ -213,6 +213,7 @@ class ModelRunner:
 Prefilled = tuple[torch.Tensor, int] | BaseException  # a row of `prefill_together`: (logits, reused) or its error
 
 
+@torch.inference_mode()
 def prefill_together(
     runners: Sequence[ModelRunner], prompts: Sequence[list[int]], cancelled: Sequence[CancelCheck]
 ) -> list[Prefilled]:
