@@ -3,10 +3,19 @@
 N editors submit superposed requests (k = 3, 10 tokens, n-grams off) to one `Scheduler` over
 the bundled model, each waiting for its answer before the next (the typing of
 `bench_engine.py`, without the socket; the cold prefills before are not measured). Reports per step: wall time, the batch forward
-(cache rebuild included), and the host share = 1 - forward / step; with `--profile`, the
+(membership changes included), and the host share = 1 - forward / step; with `--profile`, the
 model thread's cProfile, the functions with most time of their own.
 
+`--ceiling` first measures what bounds SPD / batched nucleus on this machine whatever the
+scheduling: the batch forward of N rows (SPD, one row a request) and of k*N rows (nucleus),
+at the benchmark's context length, and one verification forward of N requests' prefix trees
+(`--nodes` tokens each, as `verify_together` runs them). A round of 10 steps for N requests
+then costs 10 x step(N) + verification for SPD and 10 x step(kN) for nucleus: the ratio is the
+most SPD can serve more, with verification on and off (the shared per-request prefill only
+lowers it). Minimum of `--tries` forwards each.
+
     nice .venv/bin/python -m bench.bench_engine_step [--editors 8] [--requests 4] [--verify-rounds 0] [--profile]
+    nice .venv/bin/python -m bench.bench_engine_step --ceiling --editors 8 16 32 --requests 0
 """
 
 from __future__ import annotations
@@ -18,11 +27,18 @@ import os
 import pstats
 import threading
 import time
+from dataclasses import dataclass
 
+import torch
+from transformers import DynamicCache
 from bench.bench_engine import TYPED_CHARS, documents
 from spd_lsp.decoding.types import DecodeOptions
 from spd_lsp.engine import Engine
-from spd_lsp.engined.batching import Job, Scheduler
+from spd_lsp.decoding.lm import ModelRunner
+from spd_lsp.decoding.placement import device_sync
+from spd_lsp.decoding.verify import packed_logits
+from spd_lsp.engined.batching import Job, Scheduler, padded_cache
+from spd_lsp.engined.slots import BatchCache
 from spd_lsp.model import load_model
 
 PROFILES: list[cProfile.Profile] = []
@@ -48,23 +64,96 @@ def editor(scheduler: Scheduler, index: int, prefix: str, typed: str, options: D
         scheduler.submit(Job(prefix + typed[: j * TYPED_CHARS], options, affinity=f"editor{index}")).result(timeout=600)
 
 
+@dataclass(eq=False)
+class Row:
+    """A batch member as `BatchCache` sees it: `length` real positions, its prompt's key/values."""
+
+    length: int
+    prompt_rows: list
+    rows: int = 1
+
+    @property
+    def state(self) -> "Row":
+        return self
+
+    def parents(self) -> list[int]:
+        return list(range(self.rows))
+
+
+def ceiling(runner: ModelRunner, editors: int, k: int, context: int, nodes: int, tries: int) -> dict[str, float]:
+    """Seconds of a batch step of `editors` rows and of k * `editors` rows over `context` cached positions,
+    and of one verification forward of `editors` prefix trees of about `nodes` tokens (3 rows)."""
+    prompt = DynamicCache()
+    runner.forward(prompt, ids=torch.randint(3, 1000, (1, context)))
+    rows = [(layer.keys.clone(), layer.values.clone()) for layer in prompt.layers]
+
+    def step(count: int) -> float:
+        batch = BatchCache(runner)
+        members = [Row(context - i % 7, [(key[:, :, : context - i % 7], value[:, :, : context - i % 7])
+                                           for key, value in rows]) for i in range(count)]
+        inputs = runner.embed(torch.randint(3, 1000, (count, 1)))
+        times = []
+        for _ in range(tries + 1):
+            started = time.perf_counter()
+            batch.forward(members, inputs)
+            device_sync(runner.device)
+            times.append(time.perf_counter() - started)
+        return min(times[1:])  # the first joins
+
+    def verify() -> float:
+        per_row = nodes // 3
+        trees = [[tuple(range(10 + r * per_row, 10 + (r + 1) * per_row + 1)) for r in range(3)] for _ in range(editors)]
+        times = []
+        for _ in range(tries):
+            cache = padded_cache([rows] * editors, context)
+            started = time.perf_counter()
+            packed_logits(runner, cache, trees, [context] * editors)
+            device_sync(runner.device)
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    return {"spd": step(editors), "nucleus": step(k * editors), "verify": verify()}
+
+
+def print_ceiling(runner: ModelRunner, editors: list[int], context: int, nodes: int, tries: int) -> None:
+    print(f"ceiling at {context} cached positions (min of {tries}): | editors | step N rows | step 3N rows | "
+          f"verification of N x {nodes} nodes | SPD/nucleus, verification on | off |")
+    for count in editors:
+        t = ceiling(runner, count, 3, context, nodes, tries)
+        on = 10 * t["nucleus"] / (10 * t["spd"] + t["verify"])
+        print(f"| {count} | {1000 * t['spd']:.1f} ms | {1000 * t['nucleus']:.1f} ms | {1000 * t['verify']:.1f} ms | "
+              f"{on:.2f}x | {t['nucleus'] / t['spd']:.2f}x |", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--editors", type=int, default=8)
+    parser.add_argument("--editors", type=int, nargs="+", default=[8])
     parser.add_argument("--requests", type=int, default=4)
     parser.add_argument("--verify-rounds", type=int, default=None)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--ceiling", action="store_true", help="first the forward costs that bound SPD / nucleus")
+    parser.add_argument("--nodes", type=int, default=25, help="prefix-tree tokens verified per request (--ceiling)")
+    parser.add_argument("--tries", type=int, default=5)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--model", default=None, help="default: the bundled one")
     args = parser.parse_args()
     verify = {} if args.verify_rounds is None else {"verify_rounds": args.verify_rounds}
     options = DecodeOptions(k=3, max_tokens=10, alpha=0.0, **verify)
     if args.profile:
         Scheduler._run = profiled(Scheduler._run)
-    engine = Engine(load_model())
+    engine = Engine(load_model(args.model, device=args.device))
     print(f"load average before: {os.getloadavg()}", flush=True)
+    if args.ceiling:
+        with torch.inference_mode():
+            context = len(engine.encode(documents(1, 1)[0][0]))
+            print_ceiling(engine.runner, args.editors, context, args.nodes, args.tries)
+    if not args.requests:
+        return 0
+    editors = args.editors[0]
     scheduler = Scheduler(engine)
-    barrier = threading.Barrier(args.editors + 1)
+    barrier = threading.Barrier(editors + 1)
     threads = [threading.Thread(target=editor, args=(scheduler, i, prefix, typed, options, args.requests, barrier))
-               for i, (prefix, typed) in enumerate(documents(args.editors, args.requests))]
+               for i, (prefix, typed) in enumerate(documents(editors, args.requests))]
     for thread in threads:
         thread.start()
     barrier.wait()

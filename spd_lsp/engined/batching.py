@@ -5,13 +5,13 @@ k rows per request, greedy one. A request joins between steps: its prompt is
 prefilled on the runner of its affinity key (so an editor's next request reuses its
 prompt cache), a chunk at a time between steps (about one chunk of tokens per step
 for all joiners, fewest to go first: a cold prompt does not stall the batch), then its
-key/value rows join the batch's cache, left-padded to the longest row and masked, with
-its own position ids. Every step runs `stepping.decode_step` over all requests (ONE
+key/value rows are copied into the batch's cache (`slots.BatchCache`: preallocated rows,
+holes masked), with its own position ids. Every step runs `stepping.decode_step` over all requests (ONE
 forward); a finished or cancelled request leaves between steps; superposed requests
 that leave in the same step are verified together, ONE forward a round on their own
-prompts' key/values (`verify_together`). The batch cache is rebuilt only when its
-membership changes and re-gathered only when a request forks or reorders its rows
-(beam); steps in between just append.
+prompts' key/values (`verify_together`). A request joining or leaving copies its own
+rows only; the batch is re-gathered only when a request forks or reorders its rows
+(beam); steps write their column in place.
 
 Requests the batch cannot take run alone through `Engine.complete` between steps:
 sequential nucleus, `reset_every`, extra prompt arguments, and models whose cache is not a plain
@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from transformers import DynamicCache
 
 from ngram_db import NgramSource
 from spd_lsp.decoding.drafts import to_drafts
@@ -42,8 +41,10 @@ from spd_lsp.decoding.stepping import decode_step
 from spd_lsp.decoding.superposed import SuperposedState
 from spd_lsp.decoding.types import Cancelled, DecodeOptions, DecodeResult, Timings, never_cancelled
 from spd_lsp.decoding.verify import Verdict, drive, packed_logits, row_logits, row_verdicts
+from spd_lsp.engined.slots import BatchCache
 
 log = logging.getLogger(__name__)
+IDLE_RELEASE_S = 5.0  # an idle engine frees its batch buffers after this long
 RUNNERS = 16  # prompt caches kept, one per affinity key (an editor's document), least recently used out
 
 
@@ -113,55 +114,6 @@ def start_state(job: Job, logits: torch.Tensor, prompt: list[int], remainder: st
     sample = options.method == "nucleus_batched"
     generator = torch.Generator(device=logits.device).manual_seed(options.seed) if options.seed is not None else None
     return IndependentState(remainder, rules, options, options.k if sample else 1, sample, generator, **progress)
-
-
-class BatchCache:
-    """The rows of the batch in one left-padded key/value cache, rebuilt when members change."""
-
-    def __init__(self, runner: ModelRunner) -> None:
-        self.runner = runner
-        self.members: list[Member] = []
-        self.cache: DynamicCache | None = None
-        self.width = 0
-
-    def forward(self, members: list[Member], inputs: torch.Tensor) -> torch.Tensor:
-        if [id(m) for m in members] != [id(m) for m in self.members]:
-            self._rebuild(members)
-        assert self.cache is not None
-        self._follow_parents(members)
-        lengths = torch.tensor([m.length for m in members for _ in range(m.rows)])
-        positions = torch.arange(self.width + 1)[None, :]
-        mask = (positions >= (self.width - lengths)[:, None]).long()  # [B, width + 1], pads are 0
-        logits = self.runner.forward(self.cache, embeds=inputs, attention_mask=mask, position_ids=lengths[:, None])
-        self.width += 1
-        for member in members:
-            member.length += 1
-        return logits
-
-    def _follow_parents(self, members: list[Member]) -> None:
-        """Re-gather rows where a request forks (its first baseline step) or reorders them (beam)."""
-        index, offset, moved = [], 0, False
-        for member in members:
-            parents = member.state.parents()
-            moved = moved or parents != list(range(member.rows))
-            index += [offset + p for p in parents]
-            offset += member.rows
-            member.rows = len(parents)
-        if moved:
-            self.cache.reorder_cache(torch.tensor(index, dtype=torch.long, device=self.runner.device))
-
-    def _rebuild(self, members: list[Member]) -> None:
-        width = max(m.length for m in members)
-        self.cache = padded_cache([self._rows(m) for m in members], width)
-        self.members, self.width = list(members), width
-
-    def _rows(self, member: Member) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The member's own key/values [rows, heads, length, dim] per layer: from the batch, else its prompt."""
-        if member in self.members and self.cache is not None:
-            first = sum(m.rows for m in self.members[: self.members.index(member)])
-            rows, start = slice(first, first + member.rows), self.width - member.length
-            return [(layer.keys[rows, :, start:], layer.values[rows, :, start:]) for layer in self.cache.layers]
-        return member.prompt_rows
 
 
 def _unwrapped(outcome: Any) -> Any:
@@ -248,7 +200,7 @@ class Scheduler:
         """Take new jobs; run the unbatchable ones; queue the others to join. False once closed."""
         try:
             while True:
-                job = self._incoming.get(block=block and not self._waiting)
+                job = self._next_job(block=block and not self._waiting)
                 block = False
                 if job is None:
                     self._fail_all(RuntimeError("the engine is shutting down"))
@@ -265,6 +217,17 @@ class Scheduler:
             else:
                 self._start(job)
         return True
+
+    def _next_job(self, *, block: bool) -> Job | None:
+        """The next incoming job (queue.Empty where none and not `block`); waiting idle frees the batch's
+        buffers after `IDLE_RELEASE_S`."""
+        if not block:
+            return self._incoming.get_nowait()
+        try:
+            return self._incoming.get(timeout=IDLE_RELEASE_S)
+        except queue.Empty:
+            self._batch.release()
+            return self._incoming.get()
 
     def _start(self, job: Job) -> None:
         try:
