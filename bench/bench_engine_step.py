@@ -172,7 +172,7 @@ def main() -> int:
           f"(max batch {scheduler.counts['maxBatched']}); of {wall:.1f} s: steps {100 * step / wall:.0f} %, "
           f"verification {100 * verify / wall:.0f} % ({verifications} forwards), "
           f"prefill {100 * prefill / wall:.0f} % ({prefills} forwards); "
-          f"{1000 * wall / (args.editors * args.requests):.0f} ms a request")
+          f"{1000 * wall / (editors * args.requests):.0f} ms a request")
     print(f"load average after: {os.getloadavg()}", flush=True)
     if PROFILES:
         out = io.StringIO()
