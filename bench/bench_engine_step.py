@@ -37,7 +37,8 @@ from spd_lsp.engine import Engine
 from spd_lsp.decoding.lm import ModelRunner
 from spd_lsp.decoding.placement import device_sync
 from spd_lsp.decoding.verify import packed_logits
-from spd_lsp.engined.batching import Job, Scheduler, padded_cache
+from spd_lsp.decoding.padding import padded_cache
+from spd_lsp.engined.batching import Job, Scheduler
 from spd_lsp.engined.slots import BatchCache
 from spd_lsp.model import load_model
 
