@@ -37,7 +37,8 @@ from spd_lsp.engine import Engine
 from spd_lsp.decoding.lm import ModelRunner
 from spd_lsp.decoding.placement import device_sync
 from spd_lsp.decoding.verify import packed_logits
-from spd_lsp.engined.batching import Job, Scheduler, padded_cache
+from spd_lsp.decoding.padding import padded_cache
+from spd_lsp.engined.batching import Job, Scheduler
 from spd_lsp.engined.slots import BatchCache
 from spd_lsp.model import load_model
 
@@ -163,12 +164,16 @@ def main() -> int:
     wall = time.perf_counter() - started
     steps = scheduler.counts["steps"] - counts["steps"]
     verifications = scheduler.counts["verifyForwards"] - counts["verifyForwards"]
-    step, forward, verify = (scheduler.seconds[name] - before[name] for name in ("step", "forward", "verify"))
+    prefills = scheduler.counts["prefillForwards"] - counts["prefillForwards"]
+    step, forward, verify, prefill = (scheduler.seconds[name] - before[name]
+                                      for name in ("step", "forward", "verify", "prefill"))
     scheduler.close()
     print(f"steps {steps}: {1000 * step / steps:.1f} ms a step, forward {1000 * forward / steps:.1f} ms, "
           f"host work {1000 * (step - forward) / steps:.1f} ms = {100 * (1 - forward / step):.0f} % of step time "
           f"(max batch {scheduler.counts['maxBatched']}); of {wall:.1f} s: steps {100 * step / wall:.0f} %, "
-          f"verification {100 * verify / wall:.0f} % ({verifications} forwards)")
+          f"verification {100 * verify / wall:.0f} % ({verifications} forwards), "
+          f"prefill {100 * prefill / wall:.0f} % ({prefills} forwards); "
+          f"{1000 * wall / (editors * args.requests):.0f} ms a request")
     print(f"load average after: {os.getloadavg()}", flush=True)
     if PROFILES:
         out = io.StringIO()

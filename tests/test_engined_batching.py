@@ -172,3 +172,23 @@ def test_unbatchable_requests_run_alone_with_the_same_answer(engine: Engine) -> 
     finally:
         scheduler.close()
     assert _texts(got) == expected and scheduler.counts["alone"] == 1
+
+
+def test_editors_typing_join_in_one_prefill_forward_with_their_single_answers(engine: Engine) -> None:
+    typed = ["s:", " a + b", "))", "(self"]
+    expected = [_texts(engine.complete(prefix + more, OPTIONS)) for prefix, more in zip(PREFIXES, typed)]
+    scheduler = Scheduler(engine)
+    try:
+        for i, prefix in enumerate(PREFIXES):  # each editor's first request: its prompt cache, cold
+            scheduler.submit(Job(prefix, OPTIONS, affinity=f"editor{i}")).result(timeout=60)
+        before = scheduler.counts["prefillForwards"]
+        blocker = scheduler.submit(Job(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
+        futures = [scheduler.submit(Job(prefix + more, OPTIONS, affinity=f"editor{i}"))
+                   for i, (prefix, more) in enumerate(zip(PREFIXES, typed))]
+        blocker.result(timeout=60)
+        together = [_texts(f.result(timeout=60)) for f in futures]
+        counts = dict(scheduler.counts)
+    finally:
+        scheduler.close()
+    assert together == expected
+    assert counts["maxBatched"] == len(PREFIXES) and counts["prefillForwards"] - before == 1  # all joined in ONE

@@ -25,16 +25,17 @@ import queue
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from transformers import DynamicCache
 
 from ngram_db import NgramSource
 from spd_lsp.decoding.drafts import to_drafts
-from spd_lsp.decoding.lm import ModelRunner, common_prefix_length
+from spd_lsp.decoding.lm import ModelRunner, common_prefix_length, prefill_together
+from spd_lsp.decoding.padding import padded_cache, plain_cache
 from spd_lsp.decoding.baselines import BeamState, IndependentState
 from spd_lsp.decoding.stepping import decode_step
 from spd_lsp.decoding.superposed import SuperposedState
@@ -115,14 +116,11 @@ def start_state(job: Job, logits: torch.Tensor, prompt: list[int], remainder: st
     return IndependentState(remainder, rules, options, options.k if sample else 1, sample, generator, **progress)
 
 
-def padded_cache(rows: list[list[tuple[torch.Tensor, torch.Tensor]]], width: int) -> DynamicCache:
-    """One cache of several requests' key/values per layer, each left-padded to `width` positions."""
-    layers = []
-    for layer in range(len(rows[0])):
-        keys = torch.cat([_left_pad(row[layer][0], width) for row in rows])
-        values = torch.cat([_left_pad(row[layer][1], width) for row in rows])
-        layers.append((keys, values))
-    return DynamicCache(ddp_cache_data=layers)
+def _unwrapped(outcome: Any) -> Any:
+    """A `prefill_together` row: its (logits, reused), or the exception it raised, raised."""
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
 
 def verifies_alone(member: Member) -> bool:
@@ -153,22 +151,6 @@ def verify_together(runner: ModelRunner, members: list[Member], counts: dict[str
     return [verified[i] if i in verified else m.state.drafts() for i, m in enumerate(members)]
 
 
-def _left_pad(tensor: torch.Tensor, width: int) -> torch.Tensor:
-    missing = width - tensor.shape[2]
-    if missing == 0:
-        return tensor
-    pad = tensor.new_zeros(tensor.shape[0], tensor.shape[1], missing, tensor.shape[3])
-    return torch.cat([pad, tensor], dim=2)
-
-
-def plain_cache(cache: Any) -> bool:
-    """A cache the batch can slice: every layer a full (not sliding) key/value layer."""
-    layers = getattr(cache, "layers", None)
-    return bool(layers) and all(
-        type(layer).__name__ == "DynamicLayer" and getattr(layer, "keys", None) is not None for layer in layers
-    )
-
-
 class Scheduler:
     """The engine's one model thread: admits jobs between steps and steps the batch.
 
@@ -185,10 +167,11 @@ class Scheduler:
         self._joining: list[Joiner] = []
         self._batch = BatchCache(engine.runner)
         self.counts = {"batched": 0, "alone": 0, "cancelled": 0, "failed": 0, "steps": 0, "maxBatched": 0,
-                       "verifyForwards": 0, "verifyRows": 0}  # verification forwards, and the requests' rounds they ran
+                       "verifyForwards": 0, "verifyRows": 0,  # verification forwards, and the requests' rounds they ran
+                       "prefillForwards": 0}  # prefill forwards of requests joining
         # Model-thread time: whole steps, their batch forwards (the cache rebuild included; the rest of a step is
-        # host work), and the verifications of requests leaving.
-        self.seconds = {"step": 0.0, "forward": 0.0, "verify": 0.0}
+        # host work), the verifications of requests leaving, and the prefills of requests joining.
+        self.seconds = {"step": 0.0, "forward": 0.0, "verify": 0.0, "prefill": 0.0}
         self._thread = threading.Thread(target=self._run, name="spd-engine-model", daemon=True)
         self._thread.start()
 
@@ -259,29 +242,61 @@ class Scheduler:
         self._joining.append(Joiner(job, healed.prompt_ids, healed.remainder, self._runner(job.affinity)))
 
     def _prefill_some(self) -> None:
-        """Prefill chunks of joining requests between two steps, fewest tokens to go first, about one
-        chunk's worth of tokens in all: a cold prompt no longer stalls the batch for all of its prefill.
+        """Prefill joining requests between two steps, about one chunk's worth of tokens in all (padding
+        counted), fewest tokens to go first: a cold prompt no longer stalls the batch for all of its prefill.
 
-        A request's chunks are exactly those `ModelRunner.prefill` runs alone (a prefix at a time)."""
+        Those that fit whole (an editor's next request: a few tokens after its cached prompt) run in ONE
+        forward (`prefill_together`); then the others a chunk each, exactly the chunks `ModelRunner.prefill`
+        runs alone (a prefix at a time)."""
+        started = time.perf_counter()
         for joiner in [j for j in self._joining if j.job.cancelled()]:
             self._joining.remove(joiner)
             self.counts["cancelled"] += 1
             self._finish(joiner.job, error=Cancelled())
+        runners = {id(j.runner): j.runner for j in self._joining}.values()
+        forwards = sum(runner.forwards for runner in runners)
         budget = self.engine.runner.chunk_tokens
+        together = self._fitting_together(budget)
+        if len(together) > 1:
+            budget -= len(together) * max(1, together[-1].to_go())
+            prefilled = prefill_together([j.runner for j in together], [j.prompt for j in together],
+                                         [j.job.cancelled for j in together])
+            for joiner, outcome in zip(together, prefilled):
+                self._join(joiner, lambda: self._joined(joiner, *_unwrapped(outcome)))
         while self._joining and budget > 0:
             joiner = min(self._joining, key=Joiner.to_go)
             budget -= max(1, min(joiner.to_go(), joiner.runner.chunk_tokens))
-            try:
-                member = self._prefill_chunk(joiner)
-            except BaseException as exc:  # noqa: BLE001 - a bad request fails alone
-                self._joining.remove(joiner)
-                self._finish(joiner.job, error=exc)
+            self._join(joiner, lambda: self._prefill_chunk(joiner))
+        self.counts["prefillForwards"] += sum(runner.forwards for runner in runners) - forwards
+        self.seconds["prefill"] += time.perf_counter() - started
+
+    def _fitting_together(self, budget: int) -> list[Joiner]:
+        """Joiners whose whole rest of prompt, after a prompt cache they continue, fits `budget` tokens as
+        rows of one forward (each padded to the longest), fewest to go first; one per runner."""
+        fitting: list[Joiner] = []
+        for joiner in sorted(self._joining, key=Joiner.to_go):
+            to_go, runner = max(1, joiner.to_go()), joiner.runner
+            continues = to_go < len(joiner.prompt) and plain_cache(runner.cache)
+            if not continues or to_go > runner.chunk_tokens or any(j.runner is runner for j in fitting):
                 continue
-            if member is not None:
-                self._joining.remove(joiner)
-                self.counts["batched"] += 1
-                self._members.append(member)
-                self.counts["maxBatched"] = max(self.counts["maxBatched"], len(self._members))
+            if (len(fitting) + 1) * to_go > budget:
+                break
+            fitting.append(joiner)
+        return fitting
+
+    def _join(self, joiner: Joiner, prefill: Callable[[], Member | None]) -> None:
+        """Run `prefill` (a chunk of the joiner's prompt); the joiner joins the batch once it gives its Member."""
+        try:
+            member = prefill()
+        except BaseException as exc:  # noqa: BLE001 - a bad request fails alone
+            self._joining.remove(joiner)
+            self._finish(joiner.job, error=exc)
+            return
+        if member is not None:
+            self._joining.remove(joiner)
+            self.counts["batched"] += 1
+            self._members.append(member)
+            self.counts["maxBatched"] = max(self.counts["maxBatched"], len(self._members))
 
     def _prefill_chunk(self, joiner: Joiner) -> Member | None:
         """One prefill chunk of `joiner`; its Member once its prompt is in (None before, and where it ran alone)."""
@@ -291,7 +306,12 @@ class Scheduler:
             _, reused = runner.prefill(prompt[:end], job.cancelled)
             joiner.reused = reused if joiner.reused is None else joiner.reused
             return None
-        logits, reused = runner.prefill(prompt, job.cancelled)
+        return self._joined(joiner, *runner.prefill(prompt, job.cancelled))
+
+    def _joined(self, joiner: Joiner, logits: torch.Tensor, reused: int) -> Member | None:
+        """The Member of `joiner`, whose prompt is in its runner's cache with these last logits
+        (None where its cache is not one the batch takes: it then ran alone)."""
+        job, runner, prompt = joiner.job, joiner.runner, joiner.prompt
         timings = Timings()
         timings.reused_tokens = reused if joiner.reused is None else joiner.reused
         timings.prefill_tokens = len(prompt) - timings.reused_tokens
