@@ -6,16 +6,17 @@ the bundled model, each waiting for its answer before the next (the typing of
 (membership changes included), and the host share = 1 - forward / step; with `--profile`, the
 model thread's cProfile, the functions with most time of their own.
 
-`--ceiling` first measures what bounds SPD / batched nucleus on this machine whatever the
-scheduling: the batch forward of N rows (SPD, one row a request) and of k*N rows (nucleus),
-at the benchmark's context length, and one verification forward of N requests' prefix trees
-(`--nodes` tokens each, as `verify_together` runs them). A round of 10 steps for N requests
-then costs 10 x step(N) + verification for SPD and 10 x step(kN) for nucleus: the ratio is the
-most SPD can serve more, with verification on and off (the shared per-request prefill only
-lowers it). Minimum of `--tries` forwards each.
+`--forward-costs` first measures what the model's forwards alone make of SPD / batched nucleus
+on this machine, whatever the scheduling: the batch forward of N rows (SPD, one row a request)
+and of k*N rows (nucleus), at the benchmark's context length, and one verification forward of
+N requests' prefix trees (`--nodes` tokens each, as `verify_together` runs them). A round of
+10 steps for N requests costs 10 x step(N) + verification for SPD and 10 x step(kN) for
+nucleus in forwards; the ratio, with verification on and off, is what SPD serves more where
+forwards are all the work (the shared per-request prefill lowers it; per-row host work and
+row copies, which nucleus has k times, raise it). Minimum of `--tries` forwards each.
 
     nice .venv/bin/python -m bench.bench_engine_step [--editors 8] [--requests 4] [--verify-rounds 0] [--profile]
-    nice .venv/bin/python -m bench.bench_engine_step --ceiling --editors 8 16 32 --requests 0
+    nice .venv/bin/python -m bench.bench_engine_step --forward-costs --editors 8 16 32 --requests 0
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class Row:
         return list(range(self.rows))
 
 
-def ceiling(runner: ModelRunner, editors: int, k: int, context: int, nodes: int, tries: int) -> dict[str, float]:
+def forward_costs(runner: ModelRunner, editors: int, k: int, context: int, nodes: int, tries: int) -> dict[str, float]:
     """Seconds of a batch step of `editors` rows and of k * `editors` rows over `context` cached positions,
     and of one verification forward of `editors` prefix trees of about `nodes` tokens (3 rows)."""
     prompt = DynamicCache()
@@ -116,11 +117,11 @@ def ceiling(runner: ModelRunner, editors: int, k: int, context: int, nodes: int,
     return {"spd": step(editors), "nucleus": step(k * editors), "verify": verify()}
 
 
-def print_ceiling(runner: ModelRunner, editors: list[int], context: int, nodes: int, tries: int) -> None:
-    print(f"ceiling at {context} cached positions (min of {tries}): | editors | step N rows | step 3N rows | "
-          f"verification of N x {nodes} nodes | SPD/nucleus, verification on | off |")
+def print_forward_costs(runner: ModelRunner, editors: list[int], context: int, nodes: int, tries: int) -> None:
+    print(f"forwards alone at {context} cached positions (min of {tries}):\n| editors | step N rows | step 3N rows | "
+          f"verification of N x {nodes} nodes | SPD/nucleus in forwards, verification on | off |\n|---|---|---|---|---|---|")
     for count in editors:
-        t = ceiling(runner, count, 3, context, nodes, tries)
+        t = forward_costs(runner, count, 3, context, nodes, tries)
         on = 10 * t["nucleus"] / (10 * t["spd"] + t["verify"])
         print(f"| {count} | {1000 * t['spd']:.1f} ms | {1000 * t['nucleus']:.1f} ms | {1000 * t['verify']:.1f} ms | "
               f"{on:.2f}x | {t['nucleus'] / t['spd']:.2f}x |", flush=True)
@@ -132,8 +133,8 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=4)
     parser.add_argument("--verify-rounds", type=int, default=None)
     parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--ceiling", action="store_true", help="first the forward costs that bound SPD / nucleus")
-    parser.add_argument("--nodes", type=int, default=25, help="prefix-tree tokens verified per request (--ceiling)")
+    parser.add_argument("--forward-costs", action="store_true", help="first what the forwards alone make of SPD / nucleus")
+    parser.add_argument("--nodes", type=int, default=25, help="prefix-tree tokens verified per request (--forward-costs)")
     parser.add_argument("--tries", type=int, default=5)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--model", default=None, help="default: the bundled one")
@@ -144,10 +145,10 @@ def main() -> int:
         Scheduler._run = profiled(Scheduler._run)
     engine = Engine(load_model(args.model, device=args.device))
     print(f"load average before: {os.getloadavg()}", flush=True)
-    if args.ceiling:
+    if args.forward_costs:
         with torch.inference_mode():
             context = len(engine.encode(documents(1, 1)[0][0]))
-            print_ceiling(engine.runner, args.editors, context, args.nodes, args.tries)
+            print_forward_costs(engine.runner, args.editors, context, args.nodes, args.tries)
     if not args.requests:
         return 0
     editors = args.editors[0]

