@@ -169,7 +169,7 @@ class Scheduler:
         self.counts = {"batched": 0, "alone": 0, "cancelled": 0, "failed": 0, "steps": 0, "maxBatched": 0,
                        "verifyForwards": 0, "verifyRows": 0,  # verification forwards, and the requests' rounds they ran
                        "prefillForwards": 0}  # prefill forwards of requests joining
-        # Model-thread time: whole steps, their batch forwards (the cache rebuild included; the rest of a step is
+        # Model-thread time: whole steps, their batch forwards (membership changes included; the rest of a step is
         # host work), the verifications of requests leaving, and the prefills of requests joining.
         self.seconds = {"step": 0.0, "forward": 0.0, "verify": 0.0, "prefill": 0.0}
         self._thread = threading.Thread(target=self._run, name="spd-engine-model", daemon=True)
