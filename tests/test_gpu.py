@@ -57,6 +57,36 @@ def test_tiny_engine_on_the_device_gives_the_cpus_greedy_draft(architecture: str
 
 
 @needs_device
+def test_the_engine_batch_on_the_device_answers_as_each_request_alone() -> None:
+    """Continuous batching on the device: slot buffers, joint prefills of typing editors, batched
+    verification; superposed and batched-nucleus requests together answer what each does alone (on a
+    GPU, batched matmuls may sum in another order than single ones: up to two near-tie flips allowed)."""
+    from spd_lsp.engined.batching import Job, Scheduler
+
+    torch.manual_seed(0)
+    engine = Engine(on_device(tiny_model("llama")))
+    prefixes = [PREFIX, CODE, PREFIX + " ==", CODE + " and"]
+    options = [DecodeOptions(k=3, max_tokens=8, stop_at_newline=False, alpha=0.0),
+               DecodeOptions(method="nucleus_batched", k=3, max_tokens=6, stop_at_newline=False, seed=5)]
+    alone = [[d.text for d in engine.complete(p, o).drafts] for p in prefixes for o in options]
+    scheduler = Scheduler(engine)
+    try:
+        for p in prefixes:  # each editor's prompt cached first, so the typed requests join together
+            scheduler.submit(Job(p[:-3], options[0], affinity=p)).result(timeout=TIMEOUT_S)
+        primed = scheduler.counts["prefillForwards"]
+        futures = [scheduler.submit(Job(p, o, affinity=p if o is options[0] else p + "nucleus"))
+                   for p in prefixes for o in options]
+        together = [[d.text for d in f.result(timeout=TIMEOUT_S).drafts] for f in futures]
+    finally:
+        scheduler.close()
+    same = sum(a == b for a, b in zip(together, alone))
+    assert len(together) == len(alone) and sum(map(bool, together)) >= 4 and same >= len(alone) - 2, (together, alone)
+    assert scheduler.counts["maxBatched"] >= 2 and scheduler.counts["alone"] == 0
+    # the four typed superposed requests share a forward; the nucleus ones start cold, one by one
+    assert scheduler.counts["prefillForwards"] - primed < len(futures)
+
+
+@needs_device
 def test_both_candidate_placements_give_the_same_drafts() -> None:
     engine = Engine(on_device(tiny_model("llama")))
     options = DecodeOptions(method="superposed", k=3, stop_at_newline=False)
