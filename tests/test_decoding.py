@@ -41,10 +41,10 @@ def test_spd_with_one_draft_and_no_ngrams_is_greedy(engine: Engine) -> None:
 
 def test_superposition_weights_are_normalised_draft_probabilities() -> None:
     hyps = [Hypothesis((1,), -0.1), Hypothesis((2,), -1.0), Hypothesis((3,), -2.5)]
-    gamma = superposition_weights(hyps)
-    assert gamma.sum().item() == pytest.approx(1.0)
-    expected = torch.softmax(torch.tensor([-0.1, -1.0, -2.5]), 0)
-    assert torch.allclose(gamma, expected)
+    gamma = superposition_weights([hyps, hyps[:2]])  # a request with fewer drafts weighs the missing one 0
+    assert gamma.sum(dim=1).tolist() == pytest.approx([1.0, 1.0])
+    assert torch.allclose(gamma[0], torch.softmax(torch.tensor([-0.1, -1.0, -2.5]), 0))
+    assert torch.allclose(gamma[1], torch.tensor([*torch.softmax(torch.tensor([-0.1, -1.0]), 0).tolist(), 0.0]))
 
 
 def test_one_hot_superposition_equals_token_id_forward(engine: Engine) -> None:

@@ -22,9 +22,12 @@ from spd_lsp.decoding.types import CancelCheck, DecodeOptions, Timings
 from spd_lsp.decoding.verify import Verification, verification, verify
 
 
-def superposition_weights(hyps: list[Hypothesis], *, device: torch.device = CPU) -> torch.Tensor:
-    """gamma_i = p_i / sum_j p_j, with p_i the draft's probability (softmax of log scores)."""
-    return torch.softmax(torch.tensor([h.score for h in hyps], dtype=torch.float32, device=device), dim=0)
+def superposition_weights(drafts: list[list[Hypothesis]], *, device: torch.device = CPU) -> torch.Tensor:
+    """[requests, most drafts]: gamma_i = p_i / sum_j p_j per request, with p_i a draft's probability
+    (softmax of log scores); a request with fewer drafts than the most weighs its missing ones 0."""
+    width = max(len(hyps) for hyps in drafts)
+    scores = [[h.score for h in hyps] + [float("-inf")] * (width - len(hyps)) for hyps in drafts]
+    return torch.softmax(torch.tensor(scores, dtype=torch.float32, device=device), dim=1)
 
 
 def superposed_embedding(runner: ModelRunner, hyps: list[Hypothesis]) -> torch.Tensor:
@@ -36,13 +39,10 @@ def superposed_embeddings(runner: ModelRunner, drafts: list[list[Hypothesis]]) -
     """Each request's superposed input [1, 1, H] from its drafts: ONE gather of every request's last
     embeddings and one weighted sum (gamma = softmax of the draft scores; missing drafts weigh 0)."""
     width = max(len(hyps) for hyps in drafts)
-    pad = [width - len(hyps) for hyps in drafts]
-    last = torch.tensor([[h.tokens[-1] for h in hyps] + [0] * n for hyps, n in zip(drafts, pad)],
+    last = torch.tensor([[h.tokens[-1] for h in hyps] + [0] * (width - len(hyps)) for hyps in drafts],
                         dtype=torch.long, device=runner.device)
     rows = runner.embed(last)  # [B, width, H]
-    scores = torch.tensor([[h.score for h in hyps] + [float("-inf")] * n for hyps, n in zip(drafts, pad)],
-                          dtype=torch.float32, device=rows.device)
-    gamma = torch.softmax(scores, dim=1).to(rows.dtype)
+    gamma = superposition_weights(drafts, device=rows.device).to(rows.dtype)
     return list((gamma[:, :, None] * rows).sum(dim=1)[:, None, None, :])
 
 
