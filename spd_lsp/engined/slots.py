@@ -83,31 +83,37 @@ class BatchCache:
         self._follow_parents(members)
         self._reserve(self.rows, self.width + 1)
         rows = self.rows
-        starts, start = {}, 0
-        for member in self.order:
-            starts[id(member)], start = start, start + member.rows
-        physical = torch.tensor([starts[id(m)] + i for m in members for i in range(m.rows)])
-        inverse = torch.empty_like(physical)
-        inverse[physical] = torch.arange(rows)
-        ordered = bool((physical == torch.arange(rows)).all())
+        starts = self._starts()
+        physical = [starts[id(m)] + i for m in members for i in range(m.rows)]  # each input's row
+        ordered = physical == list(range(rows))
         self.valid[:rows, self.width] = True
         mask = self.valid[:rows, : self.width + 1].long()
-        lengths = torch.tensor([m.length for m in self.order for _ in range(m.rows)])
         for layer in self.layers:
             layer.show(rows, self.width)
-        steps = inputs if ordered else inputs[inverse.to(inputs.device)]
-        logits = self.runner.forward(self.cache, embeds=steps, attention_mask=mask, position_ids=lengths[:, None])
+        steps = inputs if ordered else inputs[torch.tensor(physical).argsort().to(inputs.device)]
+        logits = self.runner.forward(self.cache, embeds=steps, attention_mask=mask,
+                                     position_ids=self._lengths()[:, None])
         self.width += 1
         for member in members:
             member.length += 1
-        return logits if ordered else logits[physical.to(logits.device)]
+        return logits if ordered else logits[torch.tensor(physical, device=logits.device)]
+
+    def _starts(self) -> dict[int, int]:
+        """Each member's first row, by id."""
+        starts, start = {}, 0
+        for member in self.order:
+            starts[id(member)], start = start, start + member.rows
+        return starts
+
+    def _lengths(self) -> torch.Tensor:
+        """Every row's real positions (its member's length)."""
+        return torch.tensor([m.length for m in self.order for _ in range(m.rows)])
 
     # -- membership ------------------------------------------------------------------
     def _leave(self, leaving: list[Any]) -> None:
         """Drop `leaving`'s rows: the last member fills a gap of its size, else the rows after the gap move up."""
         for member in leaving:
-            index = self.order.index(member)
-            start = sum(m.rows for m in self.order[:index])
+            index, start = self.order.index(member), self._starts()[id(member)]
             last = self.order[-1]
             if last is not member and last.rows == member.rows:
                 self._move(list(range(self.rows - last.rows, self.rows)), list(range(start, start + member.rows)))
@@ -151,9 +157,7 @@ class BatchCache:
         parents = [m.state.parents() for m in members]
         if all(p == list(range(m.rows)) for p, m in zip(parents, members)):
             return
-        starts, start = {}, 0
-        for member in self.order:
-            starts[id(member)], start = start, start + member.rows
+        starts = self._starts()
         index = [starts[id(m)] + p for m, ps in zip(members, parents) for p in ps]
         self._reserve(len(index), self.width + 1)
         self._move(index, list(range(len(index))))
@@ -210,8 +214,7 @@ class BatchCache:
                 gathered = torch.gather(buffer[:live, :, : self.width], 2,
                                         index[:, None, :, None].expand(live, heads, width, dim))
                 buffer[:live, :, :width] = gathered
-        lengths = torch.tensor([m.length for m in self.order for _ in range(m.rows)])
         self.valid[:live] = False
-        self.valid[:live, :width] = torch.arange(width)[None, :] < lengths[:, None]
+        self.valid[:live, :width] = torch.arange(width)[None, :] < self._lengths()[:, None]
         self.width = width
         self.rows_copied += live
