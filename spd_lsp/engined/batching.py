@@ -321,8 +321,10 @@ class Scheduler:
             self._finish(job, result=self.engine.complete(job.prefix, job.options, job.cancelled, ids=job.ids))
             return None
         state = start_state(job, logits, prompt, joiner.remainder, self.engine.draft_rules(job.options), timings)
-        rows = [(layer.keys[:, :, : len(prompt)].clone(), layer.values[:, :, : len(prompt)].clone())
-                for layer in runner.cache.layers]
+        # Views, not copies: a runner's cache is never written in place (a DynamicLayer appends by
+        # concatenating into new tensors and crops by slicing), so these stay the prompt's key/values
+        # while the runner serves the editor's next request; the batch and verification copy from them.
+        rows = [(layer.keys[:, :, : len(prompt)], layer.values[:, :, : len(prompt)]) for layer in runner.cache.layers]
         return Member(job, state, prompt, joiner.remainder, len(prompt), rows)
 
     def _runner(self, affinity: str) -> ModelRunner:
