@@ -57,10 +57,10 @@ def packs_one_token(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor |
                     kwargs: dict[str, Any]) -> bool:
     """A one-token query on grouped heads without a mask (a decode step of unpadded rows) on the CPU.
 
-    transformers hands SDPA such a call with `enable_gqa`, which on this CPU took 1.15x (one row),
-    1.9x (8 rows) and 2.5x (24 rows) the time of a whole step under its one-token path that stacks a
-    group's query heads, taken only when a mask is given (`bench/bench_verify.py --attention`: the
-    decode steps): so it gets an all-true mask, which attends exactly as none does."""
+    transformers hands SDPA such a call with `enable_gqa`, which on this CPU took 1.2x (one row) and
+    2.0x (8 rows) the time of a whole decode step under its one-token path that stacks a group's
+    query heads, taken only when a mask is given (`bench/bench_verify.py --attention 7`: the decode
+    steps): so it gets an all-true mask, which attends exactly as none does."""
     return (
         query.device.type == "cpu"
         and query.shape[2] == 1
