@@ -26,6 +26,7 @@ from transformers import DynamicCache
 
 from bench.bench_engine_step import Row
 from spd_lsp.decoding.lm import ModelRunner
+from spd_lsp.decoding.padding import key_values
 from spd_lsp.engined.slots import BatchCache
 from spd_lsp.model import load_model
 
@@ -50,8 +51,7 @@ def step_ms(runner: ModelRunner, prompt: DynamicCache, cache_class: type, churn:
     rnd = random.Random(seed)
 
     def member() -> Row:
-        length = rnd.randint(340, 420)
-        return Row(length, [(layer.keys[:, :, :length], layer.values[:, :, :length]) for layer in prompt.layers])
+        return Row.of(key_values(prompt), rnd.randint(340, 420))
 
     batch, members = cache_class(runner), [member() for _ in range(EDITORS)]
     inputs = runner.embed(torch.randint(3, 1000, (EDITORS, 1)))
@@ -77,7 +77,8 @@ def main() -> int:
     with torch.inference_mode():
         runner.forward(prompt, ids=torch.randint(3, 1000, (1, 430)))
         classes = {"new": BatchCache, **({"old": batch_cache_of(args.against)} if args.against else {})}
-        print("| rep | churn | " + " | ".join(f"{name} ms a step" for name in classes) + " | new / old |\n|---|---|---|---|---|")
+        print("| rep | churn | " + " | ".join(f"{name} ms a step" for name in classes) + " | new / old |\n|"
+              + "---|" * (3 + len(classes)))
         for rep in range(args.reps):
             for churn in (0, 1, 3):
                 ms = {name: step_ms(runner, prompt, cls, churn, seed=rep) for name, cls in classes.items()}

@@ -38,7 +38,7 @@ from spd_lsp.engine import Engine
 from spd_lsp.decoding.lm import ModelRunner
 from spd_lsp.decoding.placement import device_sync
 from spd_lsp.decoding.verify import packed_logits
-from spd_lsp.decoding.padding import padded_cache
+from spd_lsp.decoding.padding import key_values, padded_cache
 from spd_lsp.engined.batching import Job, Scheduler
 from spd_lsp.engined.slots import BatchCache
 from spd_lsp.model import load_model
@@ -81,18 +81,22 @@ class Row:
     def parents(self) -> list[int]:
         return list(range(self.rows))
 
+    @classmethod
+    def of(cls, prompt: list, length: int) -> "Row":
+        """A row holding the first `length` positions of `prompt`'s key/values (views)."""
+        return cls(length, [(keys[:, :, :length], values[:, :, :length]) for keys, values in prompt])
+
 
 def forward_costs(runner: ModelRunner, editors: int, k: int, context: int, nodes: int, tries: int) -> dict[str, float]:
     """Seconds of a batch step of `editors` rows and of k * `editors` rows over `context` cached positions,
     and of one verification forward of `editors` prefix trees of about `nodes` tokens (3 rows)."""
     prompt = DynamicCache()
     runner.forward(prompt, ids=torch.randint(3, 1000, (1, context)))
-    rows = [(layer.keys.clone(), layer.values.clone()) for layer in prompt.layers]
+    rows = key_values(prompt)
 
     def step(count: int) -> float:
         batch = BatchCache(runner)
-        members = [Row(context - i % 7, [(key[:, :, : context - i % 7], value[:, :, : context - i % 7])
-                                           for key, value in rows]) for i in range(count)]
+        members = [Row.of(rows, context - i % 7) for i in range(count)]
         inputs = runner.embed(torch.randint(3, 1000, (count, 1)))
         times = []
         for _ in range(tries + 1):
