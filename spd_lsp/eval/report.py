@@ -106,13 +106,11 @@ def plot_cost_curve(rows: Sequence[dict[str, Any]], path: Path, *, baseline: str
     relative to `baseline` (the issue's targets are read off it: P@3 against beam, chars ≥ 1.3×, time ≤ 1.25×)."""
     base = next(r for r in rows if r["name"] == baseline)
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
-    for r in rows:
-        x = r["decode_ms"] / base["decode_ms"]
-        left.scatter(x, 100 * r["P@k"], marker="o")
-        left.annotate(r["name"], (x, 100 * r["P@k"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        right.scatter(x, r["chars_best"] / base["chars_best"], marker="o")
-        right.annotate(r["name"], (x, r["chars_best"] / base["chars_best"]), fontsize=7, xytext=(3, 3),
-                       textcoords="offset points")
+    for ax, value in ((left, lambda r: 100 * r["P@k"]), (right, lambda r: r["chars_best"] / base["chars_best"])):
+        for r in rows:
+            point = (r["decode_ms"] / base["decode_ms"], value(r))
+            ax.scatter(*point, marker="o")
+            ax.annotate(r["name"], point, fontsize=7, xytext=(3, 3), textcoords="offset points")
     for ax in (left, right):
         ax.axvline(1.25, color="grey", linestyle=":", linewidth=1)
         ax.set_xlabel(f"decode + verify time per request (× {baseline}, medians)")
