@@ -2,7 +2,7 @@
 
 Starts the real `spd-lsp --stdio` (bundled model, k=3, maxTokens 8, a 256-token
 prefix, no n-gram store), asks it at positions of three kinds in real sources
-(see `spd_lsp.eval.accept`), applies every returned item's edit and counts
+(see `evaluation.accept`), applies every returned item's edit and counts
 broken files and glued suffixes; then times the server's fitting alone (nesting
 scan + tree-sitter checks) per request, without the model.
 
@@ -23,9 +23,9 @@ from lsprotocol import types as lsp
 from pygls.lsp.client import LanguageClient
 
 from bench.isolation import isolated_env
-from spd_lsp.context import Cursor, offset_of
-from spd_lsp.eval.accept import SETTINGS, Case, Tally, cases, model_ready, package_files, run
-from spd_lsp.postprocess import Fit, finalize
+from spd_lsp.cursor import Cursor, offset_of
+from evaluation.accept import SETTINGS, Case, Tally, cases, model_ready, package_files, run
+from spd_lsp.fit.edits import Fit, finalize
 
 
 async def served(positions: list[Case], workspace: Path) -> Tally:

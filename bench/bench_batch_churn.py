@@ -3,7 +3,7 @@
 `churn` steps, against no churn.
 
 `--against REV` runs the same steps on the `BatchCache` of an older commit too (its
-spd_lsp/engined/batching.py, from git), interleaved: e.g. 582854c, the left-padded cache rebuilt at
+spd_lsp/engine/batcher.py, from git), interleaved: e.g. 582854c, the left-padded cache rebuilt at
 every membership change, before the slot buffers (engined/slots.py). Reports the third-smallest
 step of 22 per run (robust to a noisy machine) and new / old.
 
@@ -25,10 +25,10 @@ import torch
 from transformers import DynamicCache
 
 from bench.bench_engine_step import Row
-from spd_lsp.decoding.lm import ModelRunner
-from spd_lsp.decoding.padding import key_values
-from spd_lsp.engined.slots import BatchCache
-from spd_lsp.model import load_model
+from spd_lsp.engine.decoding.lm import ModelRunner
+from spd_lsp.engine.decoding.padding import key_values
+from spd_lsp.engine.decoding.slots import BatchCache
+from spd_lsp.engine.model import load_model
 
 REPO = Path(__file__).resolve().parent.parent
 EDITORS, STEPS = 8, 24
@@ -36,7 +36,7 @@ EDITORS, STEPS = 8, 24
 
 def batch_cache_of(revision: str) -> type:
     """`BatchCache` as batching.py defined it at `revision`."""
-    source = subprocess.run(["git", "show", f"{revision}:spd_lsp/engined/batching.py"], cwd=REPO, check=True,
+    source = subprocess.run(["git", "show", f"{revision}:spd_lsp/engine/batcher.py"], cwd=REPO, check=True,
                             capture_output=True, text=True).stdout
     path = Path(tempfile.mkdtemp()) / f"batching_{revision}.py"
     path.write_text(source)

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spd_lsp.config import parse_settings
-from spd_lsp.session import Session
+from spd_lsp.settings import parse_settings
+from spd_lsp.session.session import Session
 
 
 class Quiet:

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 import torch
 
 from ngram_db.memory import MemoryNgrams
-from spd_lsp.decoding.placement import CPU, device_sync
-from spd_lsp.decoding.types import DecodeOptions
-from spd_lsp.engine import Engine
-from spd_lsp.model import load_model
+from spd_lsp.engine.decoding.placement import CPU, device_sync
+from spd_lsp.api import DecodeOptions
+from spd_lsp.engine.local import Engine
+from spd_lsp.engine.model import load_model
 
 
 @dataclass

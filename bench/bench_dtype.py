@@ -1,7 +1,7 @@
 """fp32 vs bf16 on the CPU: draft quality (paired, bootstrap CIs) and speed, in one process.
 
 Both dtypes of the bundled model are loaded side by side and asked the same held-out
-positions of the evaluation corpus (`spd_lsp.eval`: PyPI packages split by file, a
+positions of the evaluation corpus (`evaluation`: PyPI packages split by file, a
 workspace store of the indexed files), interleaved position by position so load
 changes hit both alike. Quality: P@1, P@3 and accepted characters (top draft / best
 of k) as means with 95% bootstrap intervals, and the paired bf16 - fp32 difference
@@ -27,17 +27,17 @@ from typing import Any
 
 import platformdirs
 
-from spd_lsp.decoding.types import DecodeOptions
-from spd_lsp.engine import Engine
-from spd_lsp.eval.compare import mean, paired
-from spd_lsp.eval.corpus import DEFAULT_PACKAGES, fetch_packages, split_files
-from spd_lsp.eval.metrics import score_request
-from spd_lsp.eval.positions import sample_positions
-from spd_lsp.eval.run import fitted
-from spd_lsp.eval.stores import workspace_store
-from spd_lsp.model import load_model
-from spd_lsp.context import Cursor
-from spd_lsp.postprocess import Fit, finalize
+from spd_lsp.api import DecodeOptions
+from spd_lsp.engine.local import Engine
+from evaluation.compare import mean, paired
+from evaluation.corpus import DEFAULT_PACKAGES, fetch_packages, split_files
+from evaluation.metrics import score_request
+from evaluation.positions import sample_positions
+from evaluation.run import fitted
+from evaluation.stores import workspace_store
+from spd_lsp.engine.model import load_model
+from spd_lsp.cursor import Cursor
+from spd_lsp.fit.edits import Fit, finalize
 
 DTYPES = ("float32", "bfloat16")
 KINDS = ("line_start", "mid_line")

@@ -34,10 +34,10 @@ from typing import Any
 
 from bench.bench_server import corpus, percentile, rss_mb
 from bench.isolation import isolated_env
-from spd_lsp.decoding.types import DecodeOptions
-from spd_lsp.engined import protocol
-from spd_lsp.engined.address import parse
-from spd_lsp.engined.client import Connection
+from spd_lsp.api import DecodeOptions
+from spd_lsp.remote import protocol
+from spd_lsp.remote.address import parse
+from spd_lsp.remote.client import Connection
 
 REPO = Path(__file__).resolve().parent.parent
 METHODS = ("superposed", "nucleus_batched", "beam")

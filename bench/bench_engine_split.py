@@ -3,7 +3,7 @@
 Local decoding mixes the workspace store into every step. A remote engine instead gets
 the prompt's own tokens as document n-grams (plus the team's base store when it has
 one; none here: the worst case), and the front end re-ranks its k drafts with the local
-workspace store (`spd_lsp.engined.client.rerank`). Measured on held-out positions of
+workspace store (`spd_lsp.remote.client.rerank`). Measured on held-out positions of
 this repository (files split by path hash: 70 % indexed into the workspace store, the
 rest held out), with the bundled model, k = 3, 10 tokens, the default settings.
 
@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 
 from ngram_db.guarded import GuardedNgrams
-from spd_lsp.config import Settings
-from spd_lsp.engine import Engine
-from spd_lsp.engined.client import DOCUMENT_WEIGHT, rerank
-from spd_lsp.engined.server import Stores
-from spd_lsp.eval.metrics import score_request, summarise
-from spd_lsp.eval.positions import sample_positions
-from spd_lsp.eval.stores import workspace_store
-from spd_lsp.model import load_model, tokenizer_identity
+from spd_lsp.settings import Settings
+from spd_lsp.engine.local import Engine
+from spd_lsp.remote.client import DOCUMENT_WEIGHT, rerank
+from spd_lsp.remote.server import Stores
+from evaluation.metrics import score_request, summarise
+from evaluation.positions import sample_positions
+from evaluation.stores import workspace_store
+from spd_lsp.engine.model import load_model, tokenizer_identity
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("spd_lsp", "ngram_db", "tests", "bench")

@@ -33,15 +33,15 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 from bench.bench_engine import TYPED_CHARS, documents
-from spd_lsp.decoding.types import DecodeOptions
-from spd_lsp.engine import Engine
-from spd_lsp.decoding.lm import ModelRunner
-from spd_lsp.decoding.placement import device_sync
-from spd_lsp.decoding.verify import packed_logits
-from spd_lsp.decoding.padding import key_values, padded_cache
-from spd_lsp.engined.batching import Job, Scheduler
-from spd_lsp.engined.slots import BatchCache
-from spd_lsp.model import load_model
+from spd_lsp.api import DecodeOptions
+from spd_lsp.engine.local import Engine
+from spd_lsp.engine.decoding.lm import ModelRunner
+from spd_lsp.engine.decoding.placement import device_sync
+from spd_lsp.engine.decoding.verify import packed_logits
+from spd_lsp.engine.decoding.padding import key_values, padded_cache
+from spd_lsp.engine.batcher import Job, Scheduler
+from spd_lsp.engine.decoding.slots import BatchCache
+from spd_lsp.engine.model import load_model
 
 PROFILES: list[cProfile.Profile] = []
 

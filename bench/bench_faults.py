@@ -29,7 +29,7 @@ from typing import Any
 
 from bench.bench_server import rss_mb
 from bench.isolation import isolated_env
-from spd_lsp.framing import FrameReader, encode
+from spd_lsp.lsp.framing import FrameReader, encode
 
 ANSWER_S = 60.0  # a request unanswered after this long counts as unanswered
 DOC = "file:///bench/hostile.py"

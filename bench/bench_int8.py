@@ -10,10 +10,10 @@ import statistics
 import sysconfig
 from pathlib import Path
 
-from spd_lsp.eval.positions import matched_prefix, sample_positions
-from spd_lsp.decoding.types import DecodeOptions
-from spd_lsp.engine import Engine
-from spd_lsp.model import load_model
+from evaluation.positions import matched_prefix, sample_positions
+from spd_lsp.api import DecodeOptions
+from spd_lsp.engine.local import Engine
+from spd_lsp.engine.model import load_model
 
 
 def evaluate(engine: Engine, positions, method: str = "greedy") -> dict[str, float]:

@@ -27,11 +27,11 @@ import torch
 from transformers import DynamicCache
 
 from bench.bench_server import corpus, prefixes
-from spd_lsp.context import fit_prefix
-from spd_lsp.decoding.types import Cancelled, DecodeOptions
-from spd_lsp.engine import Engine
-from spd_lsp.decoding.lm import ModelRunner
-from spd_lsp.model import cpu_pressure, load_model
+from spd_lsp.cursor import fit_prefix
+from spd_lsp.api import Cancelled, DecodeOptions
+from spd_lsp.engine.local import Engine
+from spd_lsp.engine.decoding.lm import ModelRunner
+from spd_lsp.engine.model import cpu_pressure, load_model
 
 
 def main() -> int:

@@ -16,10 +16,10 @@ import statistics
 import time
 
 from bench.bench_engine import documents
-from spd_lsp.decoding.lm import ModelRunner, prefill_together
-from spd_lsp.decoding.types import never_cancelled
-from spd_lsp.engine import Engine
-from spd_lsp.model import load_model
+from spd_lsp.engine.decoding.lm import ModelRunner, prefill_together
+from spd_lsp.api import never_cancelled
+from spd_lsp.engine.local import Engine
+from spd_lsp.engine.model import load_model
 
 
 def main() -> int:

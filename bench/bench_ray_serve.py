@@ -87,7 +87,7 @@ def plain_daemon(model) -> Iterator[tuple[str, int]]:
 def hop(plain, ray_ingress, rounds: int) -> tuple[list[float], list[float]]:
     """Round trips of a request every engine refuses at once (a bad option), alternating between
     the plain daemon and the Ray ingress (which forwards it to a replica): the cost of the hop alone."""
-    from spd_lsp.engined import protocol
+    from spd_lsp.remote import protocol
 
     times: tuple[list[float], list[float]] = ([], [])
     refused = protocol.complete_request(0, "x", {"k": "three"})
@@ -120,7 +120,7 @@ def plural(n: int, word: str) -> str:
 
 def editor(address, prompts: list[str], options: dict, run: Run, lock: threading.Lock) -> None:
     """One editor's connection, its requests one after another (as the front end sends them)."""
-    from spd_lsp.engined import protocol
+    from spd_lsp.remote import protocol
 
     affinity = f"editor-{id(prompts)}"  # as the front end sends: its own key
     with socket.create_connection(address, timeout=300) as sock:
@@ -164,12 +164,12 @@ def main() -> None:
     import ray
     from ray import serve
 
-    from spd_lsp.decoding.types import DecodeOptions
-    from spd_lsp.engined.server import Listener
-    from spd_lsp.ray_serve.client import ServeEngine
-    from spd_lsp.ray_serve.deployment import APP_NAME, ServeSettings, deploy
-    from spd_lsp.ray_serve.ingress import RayIngress, in_background
-    from spd_lsp.ray_serve.replica import ModelSettings
+    from spd_lsp.api import DecodeOptions
+    from spd_lsp.remote.server import Listener
+    from spd_lsp.remote.ray.client import ServeEngine
+    from spd_lsp.remote.ray.deployment import APP_NAME, ServeSettings, deploy
+    from spd_lsp.remote.ray.ingress import RayIngress, in_background
+    from spd_lsp.remote.ray.replica import ModelSettings
 
     work = Path(tempfile.mkdtemp(prefix="bench-ray-"))
     tiny = args.model == "tiny"

@@ -324,7 +324,7 @@ async def wait_indexed(bench: Bench, timeout: float) -> dict[str, Any]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from spd_lsp.model import load_tokenizer
+    from spd_lsp.engine.model import load_tokenizer
 
     tokenizer = load_tokenizer(args.model)
     text = corpus()

@@ -26,14 +26,14 @@ from ngram_db.guarded import GuardedNgrams
 from ngram_db.indexer import IndexOptions, Indexer
 from ngram_db.store import NgramStore
 from ngram_db.watcher import Watcher
-from spd_lsp.model import encode_texts, load_tokenizer, tokenizer_identity
+from spd_lsp.engine.model import encode_texts, load_tokenizer, tokenizer_identity
 
 BATCH_BYTES = 32_000  # small batches: many commit points to be killed between
 CHILD = textwrap.dedent("""
     from pathlib import Path
     from ngram_db.indexer import IndexOptions, Indexer
     from ngram_db.store import NgramStore
-    from spd_lsp.model import encode_texts, load_tokenizer, tokenizer_identity
+    from spd_lsp.engine.model import encode_texts, load_tokenizer, tokenizer_identity
     tokenizer = load_tokenizer(None)
     with NgramStore.open({store!r}, tokenizer_identity(tokenizer)) as store:
         print("open", flush=True)

@@ -30,12 +30,12 @@ from typing import Callable
 
 import torch
 
-from spd_lsp.config import CPU_PREFIX_TOKENS
-from spd_lsp.decoding import attention
-from spd_lsp.decoding.types import DecodeOptions
-from spd_lsp.decoding.verify import packed_logits, prefix_tree
-from spd_lsp.engine import Engine
-from spd_lsp.model import SMALL_QUERY_ENV, load_model
+from spd_lsp.settings import CPU_PREFIX_TOKENS
+from spd_lsp.engine.decoding import attention
+from spd_lsp.api import DecodeOptions
+from spd_lsp.engine.decoding.verify import packed_logits, prefix_tree
+from spd_lsp.engine.local import Engine
+from spd_lsp.engine.model import SMALL_QUERY_ENV, load_model
 
 ROUND1 = {"verify_first": "rank", "verify_score": "mean", "verify_packed": False}  # all cut, re-ranked by mean
 METHODS: dict[str, dict] = {

@@ -16,11 +16,11 @@ import statistics
 import sys
 
 from bench.bench_server import corpus
-from spd_lsp.config import CPU_PREFIX_TOKENS
-from spd_lsp.context import Window, fit_prefix, fit_window
-from spd_lsp.decoding.lm import common_prefix_length
-from spd_lsp.model import load_tokenizer
-from spd_lsp.session import token_ids, token_spans
+from spd_lsp.settings import CPU_PREFIX_TOKENS
+from spd_lsp.cursor import Window, fit_prefix, fit_window
+from spd_lsp.engine.decoding.lm import common_prefix_length
+from spd_lsp.engine.model import load_tokenizer
+from spd_lsp.session.session import token_ids, token_spans
 
 
 def main() -> int:

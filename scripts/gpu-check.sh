@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check in one run: tests/test_gpu.py, bench/bench_decoding.py (with both
+# The GPU check in one run: tests/engine/test_gpu.py, bench/bench_decoding.py (with both
 # candidate placements, decoding/placement.py), bench/bench_server.py, the engine's forward costs
 # (bench/bench_engine_step.py --forward-costs) and bench/bench_engine.py on CUDA.
 #
@@ -38,7 +38,7 @@ prepare() {
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         -d .whl "${WHEELS[@]}" || exit 1
     local cached
-    cached=$(.venv/bin/python -c 'from spd_lsp.model import local_directory, resolve_source; print(local_directory(resolve_source(None)))') || exit 1
+    cached=$(.venv/bin/python -c 'from spd_lsp.engine.model import local_directory, resolve_source; print(local_directory(resolve_source(None)))') || exit 1
     for file in "${MODEL_FILES[@]}"; do cp "$cached/$file" .gpu-model/ || exit 1; done
     du -sh .whl .gpu-model
     echo "ready: device run with command 'bash scripts/gpu-check.sh', carry ['.whl', '.gpu-model']"
@@ -96,7 +96,7 @@ check() {
 
     local model=${MODEL:-auto}
     if [ "$model" = auto ]; then
-        "$PY" -c 'from spd_lsp.model import resolve_source; resolve_source(None)' 2>/dev/null && model="" || model=random
+        "$PY" -c 'from spd_lsp.engine.model import resolve_source; resolve_source(None)' 2>/dev/null && model="" || model=random
     fi
     [ "$model" = random ] && model=$(random_model)
     echo "model: ${model:-bundled}" | tee -a "$LOGS/device.log"
@@ -104,7 +104,7 @@ check() {
     [ -n "$model" ] && with_model=(--model "$model")
 
     step tests "$LIMIT" env SPD_LSP_TEST_DEVICE="$DEVICE" SPD_LSP_GPU_MODEL="$model" \
-        "$PY" -m pytest -q -p no:cacheprovider -rs tests/test_gpu.py
+        "$PY" -m pytest -q -p no:cacheprovider -rs tests/engine/test_gpu.py
     step bench_decoding "$LIMIT" "$PY" bench/bench_decoding.py --device "$DEVICE" --placement both \
         --repeats "$repeats" --code-tokens "$code_tokens" --max-tokens "$max_tokens" "${with_model[@]}"
     step bench_server "$LIMIT" "$PY" bench/bench_server.py --device "$DEVICE" --cold "$cold" --warm "$warm" \

@@ -1,7 +1,7 @@
 """`spd-lsp` entry point: dispatch to one sub-command module each.
 
 `spd-lsp complete ...` prints drafts, `spd-lsp index ...` builds the n-gram store,
-`spd-lsp engine ...` serves the shared engine (spd_lsp/engined),
+`spd-lsp engine ...` serves the shared engine (spd_lsp/remote),
 anything else (including no arguments or `--stdio`) serves LSP.
 """
 
@@ -14,18 +14,18 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = argv[0] if argv else ""
     if command == "complete":
-        from spd_lsp.complete_command import main as run
+        from spd_lsp.commands.complete import main as run
         return run(argv[1:])
     if command == "engine" and "--ray" in argv[1:]:  # the optional `ray` extra's team engine
-        from spd_lsp.ray_serve.command import main as run
+        from spd_lsp.commands.engine_ray import main as run
         return run(argv[1:])
     if command == "index":
-        from spd_lsp.index_command import main as run
+        from spd_lsp.commands.index import main as run
         return run(argv[1:])
     if command == "engine":
-        from spd_lsp.engined.command import main as run
+        from spd_lsp.commands.engine import main as run
         return run(argv[1:])
-    from spd_lsp.serve_command import main as run
+    from spd_lsp.commands.serve import main as run
     return run(argv)
 
 

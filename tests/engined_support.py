@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spd_lsp.engine import Engine
-from spd_lsp.session import Loaded
+from spd_lsp.engine.local import Engine
+from spd_lsp.session.session import Loaded
 from tests.tiny_models import tiny_model
 
 REPO = Path(__file__).resolve().parent.parent

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from spd_lsp.server import build_server
-from spd_lsp.session import Loaded
+from spd_lsp.lsp.server import build_server
+from spd_lsp.session.session import Loaded
 
 
 class CharTokenizer:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from spd_lsp.server import build_server
-from spd_lsp.session import Loaded, Session
+from spd_lsp.lsp.server import build_server
+from spd_lsp.session.session import Loaded, Session
 from tests.failing_server import FailingEngine
 
 CLOSE_S = 2.0

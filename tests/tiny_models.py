@@ -20,8 +20,8 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from spd_lsp.decoding.attention import use_small_query_attention
-from spd_lsp.model import LoadedModel
+from spd_lsp.engine.decoding.attention import use_small_query_attention
+from spd_lsp.engine.model import LoadedModel
 
 CORPUS = [
     "def add(a, b):\n    return a + b\n",

@@ -5,7 +5,7 @@ client side can be checked without the model. It speaks the same contract as the
 real server: `textDocument/inlineCompletion` returns `k` items whose range starts
 at the word under the cursor (like a healed prefix), each with an `spd.accept`
 command; `textDocument/completion` answers with the real server's own item builder
-(`spd_lsp.server.completion_items`); `spd.status` also reports what the server saw
+(`spd_lsp.lsp.server.completion_items`); `spd.status` also reports what the server saw
 (settings, acceptances).
 
 `--drafts '["...", ...]'` replaces the "<word><suffix>" drafts by fixed continuations;
@@ -25,9 +25,9 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from spd_lsp.context import index_of, units
-from spd_lsp.postprocess import LineEdit
-from spd_lsp.server import completion_items
+from spd_lsp.cursor import index_of, units
+from spd_lsp.fit.edits import LineEdit
+from spd_lsp.lsp.server import completion_items
 
 SUFFIXES = ["_alpha(x)", "_beta(y, z)", "_gamma()", "_delta", "_epsilon", "_zeta"]
 MULTILINE_SUFFIX = "_block():\n    return 42"
@@ -127,7 +127,7 @@ def accept(ls: FakeSpdServer, *args: Any) -> None:
 
 @server.command("spd.status")
 def status(ls: FakeSpdServer, *args: Any) -> dict[str, Any]:
-    """The real server's shape (spd_lsp.session.Session.status) plus what the fake saw."""
+    """The real server's shape (spd_lsp.session.session.Session.status) plus what the fake saw."""
     return {
         "model": {"name": "fake-model", "device": "cpu"},
         "stores": [{"root": "/tmp/fake", "path": "/tmp/fake-store", "files": ls.indexed, "tokens": 40 * ls.indexed}],

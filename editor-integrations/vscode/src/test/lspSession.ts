@@ -26,7 +26,7 @@ export const REAL_SERVER = process.env.SPD_LSP_SERVER ?? path.join(ROOT, ".venv"
 /** Why the real server cannot be tested here, or false. */
 export const realServerMissing = !fs.existsSync(REAL_SERVER)
   ? `real server not installed at ${REAL_SERVER}`
-  : !fs.existsSync(path.join(ROOT, "spd_lsp", "serve_command.py")) && "spd_lsp/serve_command.py not written yet";
+  : !fs.existsSync(path.join(ROOT, "spd_lsp", "commands", "serve.py")) && "spd_lsp/commands/serve.py not written yet";
 
 export interface Session {
   process: ChildProcess;

@@ -1,7 +1,7 @@
 /**
  * The settings page promises only what the server accepts: every enum value,
  * every declared bound, checked by the server's own parser
- * (spd_lsp.config.parse_settings) and model resolver (spd_lsp.model.resolve_source).
+ * (spd_lsp.settings.parse_settings) and model resolver (spd_lsp.engine.model.resolve_source).
  */
 
 import { strict as assert } from "node:assert";
@@ -39,7 +39,7 @@ function python(script: string, input: unknown): unknown {
 
 /** The server's warnings for each settings object (an empty list: accepted). */
 function serverWarnings(candidates: Record<string, unknown>[]): string[][] {
-  const script = "import json, sys\nfrom spd_lsp.config import parse_settings\nprint(json.dumps([parse_settings(c)[1] for c in json.load(sys.stdin)]))";
+  const script = "import json, sys\nfrom spd_lsp.settings import parse_settings\nprint(json.dumps([parse_settings(c)[1] for c in json.load(sys.stdin)]))";
   return python(script, candidates) as string[][];
 }
 
@@ -73,7 +73,7 @@ test("spd.model promises only local files: the server refuses hub ids and never 
   assert.doesNotMatch(text, /\bid\b/i);
   assert.match(text, /never downloaded/);
   const script =
-    "import json, sys\nfrom spd_lsp.model import ModelLoadError, resolve_source\n" +
+    "import json, sys\nfrom spd_lsp.engine.model import ModelLoadError, resolve_source\n" +
     "try:\n    resolve_source(json.load(sys.stdin))\n    print(json.dumps('accepted'))\nexcept ModelLoadError as exc:\n    print(json.dumps(str(exc)))";
   assert.match(python(script, "HuggingFaceTB/SmolLM2-135M") as string, /never downloaded/);
 });

@@ -1,0 +1,119 @@
+"""`spd-lsp engine`: serve the engine (the model, once) to front ends and a team.
+
+Without --tcp it listens on a Unix socket (owner-only; by default the per-user one the
+front ends' "auto" setting finds). With --tcp PORT it binds loopback unless --host is
+given, requires the token (--token-file, else $SPD_LSP_TOKEN, else a generated one in the
+runtime dir) and speaks TLS when given --certfile/--keyfile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import ctypes.util
+import importlib
+import logging
+import os
+import ssl
+import sys
+from pathlib import Path
+from typing import Any
+
+from spd_lsp import auth
+from spd_lsp.settings import DEVICES, DTYPES, QUANTIZE, Settings
+from spd_lsp.remote import daemon
+from spd_lsp.remote.server import EngineServer, Listener
+
+log = logging.getLogger(__name__)
+LOADER_ENV = "SPD_LSP_ENGINE_LOADER"  # "module:function(settings) -> session.Loaded" (tests, embedding)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="spd-lsp engine", description=__doc__.split("\n\n")[0])
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--socket", type=Path, help="Unix socket to listen on (default: the per-user one)")
+    where.add_argument("--tcp", type=int, metavar="PORT", help="serve TCP on PORT (0: any free port, printed)")
+    parser.add_argument("--host", default="127.0.0.1", help="TCP address to bind (default: loopback only)")
+    parser.add_argument("--token-file", metavar="PATH", help=f"TCP token file (owner-only; else ${auth.TOKEN_ENV})")
+    parser.add_argument("--certfile", help="TLS certificate (PEM); with --keyfile")
+    parser.add_argument("--keyfile", help="TLS private key (PEM)")
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--device", default="auto", choices=DEVICES)
+    parser.add_argument("--dtype", default="auto", choices=DTYPES)
+    parser.add_argument("--quantize", default="none", choices=QUANTIZE)
+    parser.add_argument("--idle-timeout", type=float, default=None,
+                        help="exit after this many seconds without a connection (default: never for TCP, "
+                        f"{daemon.IDLE_TIMEOUT_S:.0f} for the Unix socket; 0 = never)")
+    parser.add_argument("--base-store", type=Path, help="TCP: the team's base n-gram store, read-only")
+    parser.add_argument("--max-batch", type=int, default=32, help="superposed requests decoded together")
+    parser.add_argument("--log-file")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    args = parser.parse_args(argv)
+    if (args.certfile is None) != (args.keyfile is None):
+        parser.error("--certfile and --keyfile go together")
+    if args.tcp is None and (args.certfile or args.token_file):
+        parser.error("--certfile and --token-file are for --tcp")
+    return args
+
+
+def load(settings: Settings) -> Any:
+    spec = os.environ.get(LOADER_ENV)
+    if spec:
+        module, _, name = spec.partition(":")
+        return getattr(importlib.import_module(module), name)(settings)
+    from spd_lsp.session.session import load_engine
+
+    return load_engine(settings)
+
+
+def main(argv: list[str]) -> int:
+    from spd_lsp.commands.serve import configure_logging, is_loopback
+
+    args = parse_args(argv)
+    configure_logging(args.log_file, args.log_level)
+    settings = Settings(model=args.model, device=args.device, dtype=args.dtype, quantize=args.quantize)
+    token = None
+    listener = Listener()
+    try:
+        if args.tcp is not None:
+            token = auth.load(token_file=args.token_file, environ=os.environ, port=args.tcp)
+            log.info("engine clients must send the token %s", token.source)
+            listener = Listener(host=args.host, port=args.tcp, token=token.value, tls=tls_context(args))
+            if not is_loopback(args.host) and listener.tls is None:
+                log.warning("binding %s without TLS: the token crosses the network unencrypted", args.host)
+        else:
+            listener = Listener(socket_path=args.socket or daemon.paths_for(daemon.model_args(settings)).socket)
+        loaded = load(settings)
+    except (auth.TokenError, OSError, ssl.SSLError) as exc:
+        print(f"spd-lsp engine: error: {exc}", file=sys.stderr)
+        return 2
+    _release_load_memory()
+    idle = args.idle_timeout if args.idle_timeout is not None else (None if args.tcp is not None else daemon.IDLE_TIMEOUT_S)
+    info = {**loaded.info, "pid": os.getpid()}
+    server = EngineServer(loaded.engine, info, listener, idle_timeout=idle or None, base_store=args.base_store,
+                          max_batch=args.max_batch)
+    try:
+        asyncio.run(server.serve())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if token is not None:
+            token.discard()
+    return 0
+
+
+def _release_load_memory() -> None:
+    """Give the heap the model load freed (its float32 staging) back to the system: ~20 MB less RSS."""
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc
+
+
+def tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+    if args.certfile is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(args.certfile, args.keyfile)
+    return context

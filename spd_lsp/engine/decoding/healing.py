@@ -1,0 +1,102 @@
+"""Token healing: back up the prompt's last token and make drafts re-produce its text.
+
+Prefixes usually end inside what training data would have as one token (half a
+word, indentation after a newline). Generating from such a boundary is out of
+distribution; instead each draft must first reproduce the backed-up text, with
+tokens that cover part of it, or all of it and go on.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from spd_lsp.engine.decoding.placement import CPU
+
+
+@dataclass(frozen=True)
+class HealedPrompt:
+    prompt_ids: list[int]  # what the model is fed
+    remainder: str  # text of the backed-up token(s) that every draft must start with
+
+
+def special_ids(tokenizer) -> frozenset[int]:
+    """Control tokens: the declared specials and added tokens flagged special.
+
+    SmolLM2 declares only three; `<jupyter_start>`, `<issue_closed>` and the like are
+    added tokens marked special, outside `all_special_ids`.
+    """
+    added = getattr(tokenizer, "added_tokens_decoder", {})
+    return frozenset(tokenizer.all_special_ids) | {i for i, token in added.items() if token.special}
+
+
+class TokenTable:
+    """Text of every vocabulary token, indexed for 'starts with' and 'is a prefix of' queries.
+
+    Special tokens have no text: no draft shows them, and healing never matches them.
+    """
+
+    def __init__(self, tokenizer, vocab_size: int):
+        self.tokenizer = tokenizer
+        self.special_ids = frozenset(i for i in special_ids(tokenizer) if i < vocab_size)
+        anchor = tokenizer.encode("a", add_special_tokens=False)[-1:]
+        self.texts = ["" if i in self.special_ids else self.decode([i], anchor) for i in range(vocab_size)]
+        self._order = sorted((t, i) for i, t in enumerate(self.texts) if t)
+        self._sorted_texts = [t for t, _ in self._order]
+        self._exact: dict[str, list[int]] = {}
+        self._on_device: dict[tuple[tuple[str, object], torch.device], torch.Tensor] = {}
+        for text, i in self._order:
+            self._exact.setdefault(text, []).append(i)
+
+    def decode(self, ids: list[int], anchor: list[int]) -> str:
+        """Text of ids as it reads after `anchor` (keeps leading spaces SentencePiece drops)."""
+        anchor = anchor[-1:]
+        head = self.tokenizer.decode(anchor, clean_up_tokenization_spaces=False)
+        full = self.tokenizer.decode(anchor + ids, clean_up_tokenization_spaces=False)
+        return full[len(head):]
+
+    def consistent_with(self, remainder: str, *, device: torch.device = CPU) -> torch.Tensor:
+        """Ids (on `device`) of tokens that start with `remainder` or are a non-empty prefix of it.
+
+        Memoised per device: every draft asks again each step, and " " or "\n" match
+        thousands of tokens, which would otherwise cross to the GPU every step.
+        """
+        return self._memo(("consistent", remainder), device, lambda: self._find_consistent(remainder))
+
+    def banned(self, allowed: frozenset[int], *, device: torch.device = CPU) -> torch.Tensor:
+        """Ids (on `device`) of the special tokens outside `allowed` (the stop tokens)."""
+        return self._memo(("banned", allowed), device, lambda: sorted(self.special_ids - allowed))
+
+    def _memo(self, key: tuple[str, object], device: torch.device, find: Callable[[], list[int]]) -> torch.Tensor:
+        """Id tensors, each built once per device (bounded: by the vocabulary's texts, and the stop sets)."""
+        if (key, device) not in self._on_device:
+            self._on_device[key, device] = torch.tensor(find(), dtype=torch.long, device=device)
+        return self._on_device[key, device]
+
+    def _find_consistent(self, remainder: str) -> list[int]:
+        lo = bisect.bisect_left(self._sorted_texts, remainder)
+        hi = bisect.bisect_left(self._sorted_texts, remainder + "\U0010ffff")
+        ids = [i for _, i in self._order[lo:hi]]
+        for end in range(1, len(remainder)):
+            ids.extend(self._exact.get(remainder[:end], ()))
+        return ids
+
+
+def advance(remainder: str, token_text: str) -> tuple[str, str]:
+    """(remainder left, new text beyond it) after emitting a token consistent with remainder."""
+    if len(token_text) < len(remainder):
+        return remainder[len(token_text):], ""
+    return "", token_text[len(remainder):]
+
+
+def heal(prompt_ids: list[int], table: TokenTable, *, enabled: bool = True) -> HealedPrompt:
+    """Back up the last token when it is ordinary text and something stays to condition on."""
+    if not enabled or len(prompt_ids) < 2 or not table.texts[prompt_ids[-1]]:
+        return HealedPrompt(list(prompt_ids), "")
+    remainder = table.decode(prompt_ids[-1:], prompt_ids[:-1])
+    if "\ufffd" in remainder:  # a partial UTF-8 byte token: no text to constrain on
+        return HealedPrompt(list(prompt_ids), "")
+    return HealedPrompt(list(prompt_ids[:-1]), remainder)

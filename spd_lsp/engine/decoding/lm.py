@@ -1,0 +1,289 @@
+"""Model stepping: the only place that calls the transformer's forward.
+
+Works with any Hugging Face causal LM whose forward takes `inputs_embeds` with a
+KV cache. Inputs are built with the model's own input-embedding module, so models
+that scale embeddings there (Gemma) get exactly what token ids would give them.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+from spd_lsp.engine.decoding.padding import key_values, left_padded_mask, padded_cache, plain_cache
+from spd_lsp.engine.decoding.placement import device_sync
+from spd_lsp.api import CancelCheck, Cancelled, never_cancelled
+from spd_lsp.engine.model import cpu_pressure, intra_op_threads
+
+log = logging.getLogger(__name__)
+
+# Prompt tokens per prefill forward: a superseded request stops within one chunk. On the
+# CPU 96 (~90 ms at ~0.95 ms/token) took 0.92x the time of 64 per prompt (bf16, SDPA).
+CPU_PREFILL_CHUNK = 96
+ACCELERATOR_PREFILL_CHUNK = 512
+# Prompt caches kept: the current one and the last others (another document, another
+# region of one), so going back to where the user was is not a cold request again.
+# A 512-token prompt of the bundled model holds ~12 MB in bf16.
+CACHE_SLOTS = 4
+# Tokens a prompt may drop from a cache it continues (healing, backspaces) before it counts
+# as another prompt: that cache is then kept and the prompt gets its own.
+FEW_TOKENS = 32
+
+
+def common_prefix_length(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+
+class ModelRunner:
+    """A model plus batch-1 KV caches of recent prompts, reused across calls.
+
+    `cache` is the current prompt's; up to `slots - 1` others stay parked, least
+    recently used first, and a prompt continues the one it shares most with.
+    `cached_ids` always names exactly what the cache holds: it grows only after a
+    forward succeeded, and a failed forward drops the cache.
+    """
+
+    def __init__(
+        self, model: Any, device: torch.device, *, chunk_tokens: int | None = None, slots: int = CACHE_SLOTS
+    ):
+        self.model = model
+        self.device = device
+        default_chunk = CPU_PREFILL_CHUNK if device.type == "cpu" else ACCELERATOR_PREFILL_CHUNK
+        self.chunk_tokens = chunk_tokens or default_chunk
+        self.embedding = model.get_input_embeddings()
+        parameters = inspect.signature(model.forward).parameters
+        self._keep_last = "logits_to_keep" in parameters
+        # transformers 5 renames past_key_values to cache; accept both generations.
+        self._cache_kwarg = "cache" if "cache" in parameters else "past_key_values"
+        self.cache: DynamicCache | None = None
+        self.cached_ids: list[int] = []
+        self.slots = max(1, slots)
+        self.threads = torch.get_num_threads()  # torch's default: the CPU's cores
+        self.parked: list[tuple[DynamicCache, list[int]]] = []  # least recently used first
+        self.forwards = 0  # forwards run through `forward`
+
+    @torch.inference_mode()
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.embedding(ids.to(self.device))
+
+    @torch.inference_mode()
+    def forward(
+        self, cache: DynamicCache, ids: torch.Tensor | None = None, embeds: torch.Tensor | None = None, *,
+        attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Append ids [B, T] or embeds [B, T, H] to cache; return last-position logits [B, V] in fp32.
+
+        `attention_mask` [B, cached + T] and `position_ids` [B, T]: rows of a left-padded batch
+        (the engine's continuous batching); None for unpadded rows.
+        """
+        self.forwards += 1
+        kwargs: dict[str, Any] = {self._cache_kwarg: cache, "use_cache": True}
+        if attention_mask is not None:
+            kwargs["attention_mask"] = attention_mask.to(self.device)
+        if position_ids is not None:
+            kwargs["position_ids"] = position_ids.to(self.device)
+        if self._keep_last:
+            kwargs["logits_to_keep"] = 1
+        if ids is not None:
+            out = self.model(input_ids=ids.to(self.device), **kwargs)
+        else:
+            out = self.model(inputs_embeds=embeds, **kwargs)
+        logits = out.logits[:, -1, :].float()
+        device_sync(self.device)
+        return logits
+
+    def prefill(self, prompt_ids: list[int], cancelled: CancelCheck = never_cancelled) -> tuple[torch.Tensor, int]:
+        """Logits after prompt_ids, feeding only what the cache lacks; returns (logits, reused).
+
+        The new tokens run in chunks of `chunk_tokens`; `cancelled()` is checked before
+        each, and raises `Cancelled` with the chunks already run kept in the cache.
+        """
+        reused = self.prepare(prompt_ids)
+        logits = None
+        while logits is None:
+            if cancelled():
+                raise Cancelled()
+            chunk = self.next_chunk(prompt_ids)
+            logits = self.feed(prompt_ids, chunk, lambda: self.forward(self.cache, ids=torch.tensor([chunk])))
+        return logits, reused
+
+    def prepare(self, prompt_ids: list[int]) -> int:
+        """Make the cache hold the longest part of `prompt_ids` it can reuse (at least one token is left
+        to run, for logits); returns that part's length, 0 where the cache starts empty."""
+        self._activate(prompt_ids)
+        if self.device.type == "cpu":  # per request, in the thread that runs the forwards
+            torch.set_num_threads(intra_op_threads(self.threads, cpu_pressure()))
+        reused = common_prefix_length(self.cached_ids, prompt_ids)
+        reused = min(reused, len(prompt_ids) - 1)  # at least one token must run for logits
+        if reused <= 0 or not self._crop(reused):
+            self.cache, reused = DynamicCache(config=self.model.config), 0
+        self.cached_ids = list(prompt_ids[:reused])
+        return reused
+
+    def next_chunk(self, prompt_ids: list[int]) -> list[int]:
+        """The prompt tokens the next forward runs: at most `chunk_tokens` after those cached."""
+        start = len(self.cached_ids)
+        return prompt_ids[start : start + self.chunk_tokens]
+
+    def feed(self, prompt_ids: list[int], chunk: list[int], run: Callable[[], Any]) -> Any:
+        """`run()`, which puts `chunk`, the next tokens of `prompt_ids`, into the cache; what it returned
+        once the prompt is in, else None.
+
+        `cached_ids` grows only once `run` succeeded; where it fails, the cache is dropped (its layers
+        may hold part of the chunk)."""
+        try:
+            ran = run()
+        except BaseException:
+            self.cache, self.cached_ids = None, []
+            raise
+        self.cached_ids = list(prompt_ids[: len(self.cached_ids) + len(chunk)])
+        return ran if len(self.cached_ids) == len(prompt_ids) else None
+
+    def _activate(self, prompt_ids: list[int]) -> None:
+        """Make the cache that shares most with `prompt_ids` the current one.
+
+        A prompt that drops more than `FEW_TOKENS` of that cache's tokens (another region)
+        leaves it parked and starts a new cache, from a copy of the shared part when that
+        is long; the least recently used cache beyond `slots` is dropped.
+        """
+        held = self.parked + ([(self.cache, self.cached_ids)] if self.cache is not None and self.cached_ids else [])
+        if not held:
+            return
+        shared = [common_prefix_length(ids, prompt_ids) for _, ids in held]
+        best = max(range(len(held)), key=lambda i: (shared[i], i))  # ties: the most recent
+        cache, ids = held.pop(best)
+        if self.slots > 1 and len(ids) - shared[best] > FEW_TOKENS:
+            held.append((cache, ids))
+            cache, ids = self._copy(cache, shared[best]), ids[: shared[best]]
+        self.parked = held[-(self.slots - 1) :] if self.slots > 1 else []
+        self.cache, self.cached_ids = cache, ids if cache is not None else []
+
+    def _copy(self, cache: DynamicCache, length: int) -> DynamicCache | None:
+        """The first `length` positions of `cache` as a new cache; None where too few to be worth it."""
+        if length <= FEW_TOKENS or getattr(cache, "is_croppable", True) is False:
+            return None
+        copied = copy.deepcopy(cache)
+        copied.crop(length - copied.get_seq_length())
+        return copied
+
+    def rewind(self, length: int) -> None:
+        """Drop positions past `length` (superposed or draft tokens) so the prompt stays reusable."""
+        if self._crop(length):
+            self.cached_ids = self.cached_ids[:length]
+        else:
+            self.cache, self.cached_ids = None, []
+
+    def fork(self, batch: int) -> DynamicCache:
+        """A private copy of the prompt cache with `batch` rows, for batched baselines."""
+        assert self.cache is not None
+        forked = copy.deepcopy(self.cache)
+        forked.batch_repeat_interleave(batch)
+        return forked
+
+    def _crop(self, length: int) -> bool:
+        """Cut the cache back to `length`; False where this cache kind cannot (sliding windows, recurrent state)."""
+        if self.cache is None or getattr(self.cache, "is_croppable", True) is False:
+            return False
+        excess = self.cache.get_seq_length() - length
+        try:
+            if excess > 0:
+                self.cache.crop(-excess)  # negative: "remove this many", in every transformers version
+        except (RuntimeError, ValueError):
+            return False
+        return True
+
+    @torch.inference_mode()
+    def score(self, cache: DynamicCache, ids: torch.Tensor) -> torch.Tensor:
+        """Append ids [B, T] to cache; return the logits at every position [B, T, V] in fp32 (verification)."""
+        out = self.model(input_ids=ids.to(self.device), **{self._cache_kwarg: cache, "use_cache": True})
+        return out.logits.float()
+
+
+Prefilled = tuple[torch.Tensor, int] | BaseException  # a row of `prefill_together`: (logits, reused) or its error
+
+
+@torch.inference_mode()
+def prefill_together(
+    runners: Sequence[ModelRunner], prompts: Sequence[list[int]], cancelled: Sequence[CancelCheck]
+) -> list[Prefilled]:
+    """`runner.prefill(prompt, cancelled)` of every row, their forwards shared: ONE forward runs the next
+    chunk of every row that has one, each row its own runner's cache left-padded to the widest, its chunk
+    left-padded to the longest, pads masked, its own position ids; each row's new key/values then go back
+    into its own runner's cache. Per row: (its logits [1, V], the tokens its cache reused) or what it raised.
+
+    A row whose cache starts empty or is not a plain key/value cache (sliding windows, recurrent state)
+    runs alone with `prefill`, as does a last row left; where a shared forward fails, its rows go on one by one.
+    Every forward runs at most `chunk_tokens` of each row: the caller bounds the rows (the tokens per call).
+    """
+    if len({id(r) for r in runners}) != len(runners) or len({id(r.model) for r in runners}) > 1:
+        raise ValueError("prefill_together takes distinct runners of one model")
+    outcomes: list[Prefilled | None] = [None] * len(runners)
+    reused = [runner.prepare(prompt) for runner, prompt in zip(runners, prompts)]
+
+    def alone(i: int) -> None:
+        try:
+            outcomes[i] = runners[i].prefill(prompts[i], cancelled[i])[0], reused[i]
+        except BaseException as exc:  # noqa: BLE001 - a failing row fails its request only
+            outcomes[i] = exc
+
+    rows = [i for i in range(len(runners)) if reused[i] > 0 and plain_cache(runners[i].cache)]
+    for i in set(range(len(runners))) - set(rows):
+        alone(i)
+    while rows:
+        for i in [i for i in rows if cancelled[i]()]:
+            outcomes[i] = Cancelled()
+        rows = [i for i in rows if outcomes[i] is None]
+        if len(rows) < 2:
+            break
+        chunks = [runners[i].next_chunk(prompts[i]) for i in rows]
+        try:
+            logits, cache = _forward_rows([runners[i] for i in rows], chunks)
+        except Exception:  # noqa: BLE001 - the runners' caches are untouched: the rows go on alone
+            log.exception("a joint prefill forward failed; its rows run one by one")
+            break
+        for row, (i, chunk) in enumerate(zip(rows, chunks)):
+            try:
+                taken = runners[i].feed(prompts[i], chunk, lambda: _take_row(runners[i], cache, logits, row, chunk))
+                if taken is not None:
+                    outcomes[i] = taken, reused[i]
+            except Exception as exc:  # noqa: BLE001 - its cache was dropped: this row fails alone
+                outcomes[i] = exc
+        rows = [i for i in rows if outcomes[i] is None]
+    for i in rows:
+        alone(i)
+    return outcomes  # type: ignore[return-value]
+
+
+def _forward_rows(runners: Sequence[ModelRunner], chunks: list[list[int]]) -> tuple[torch.Tensor, DynamicCache]:
+    """ONE forward of `chunks` (1..T tokens each) after their runners' caches, left-padded and masked:
+    the rows' last-token logits [B, V] and the padded cache, the new key/values in its last T positions."""
+    lengths = torch.tensor([len(runner.cached_ids) for runner in runners])
+    news = torch.tensor([len(chunk) for chunk in chunks])
+    width, tokens = int(lengths.max()), int(news.max())
+    cache = padded_cache([key_values(runner.cache) for runner in runners], width)
+    ids = torch.tensor([[0] * (tokens - len(chunk)) + chunk for chunk in chunks], dtype=torch.long)
+    mask = torch.cat([left_padded_mask(lengths, width), left_padded_mask(news, tokens)], dim=1)
+    positions = ((lengths + news - tokens)[:, None] + torch.arange(tokens)[None, :]).clamp(min=0)
+    return runners[0].forward(cache, ids=ids, attention_mask=mask, position_ids=positions), cache
+
+
+def _take_row(
+    runner: ModelRunner, cache: DynamicCache, logits: torch.Tensor, row: int, chunk: list[int]
+) -> torch.Tensor:
+    """Append the key/values of `row`'s `chunk` (the last positions of the padded `cache`, without pads) to
+    the runner's cache; that row's logits [1, V]."""
+    new = len(chunk)
+    for index, (keys, values) in enumerate(key_values(cache)):
+        runner.cache.update(keys[row : row + 1, :, -new:], values[row : row + 1, :, -new:], index)
+    return logits[row : row + 1]

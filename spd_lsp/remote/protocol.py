@@ -1,0 +1,180 @@
+"""The engine's wire protocol: length-prefixed msgpack frames (version 1).
+
+One engine process holds the model; front ends (`spd-lsp --stdio`), benchmarks and
+the Ray Serve ingress talk to it over a Unix socket or TCP (optionally TLS).
+
+Framing
+    Every message is one frame: a 4-byte big-endian unsigned length N, then N bytes
+    of msgpack encoding a map (string keys; raw strings are UTF-8 `str`, binary is not
+    used). N must be 1..MAX_FRAME_BYTES (16 MiB). A frame that is too long, empty,
+    not msgpack, or not a map with a string `op` is a `FrameError`: the receiver
+    answers an `error` frame with code `bad_frame` and closes the connection (a bad
+    length cannot be resynchronised). A connection closed mid-frame is `EOFError`.
+
+Messages (client -> engine)
+    {"op": "hello", "version": 1, "token": str | None}
+        Must be the first frame. Unix sockets (owner-only) accept any token; TCP
+        compares the token in constant time (`spd_lsp.auth`). Answer:
+        {"op": "hello", "ok": True, "version": 1, "engine": {model info}}, or
+        {"op": "error", "id": None, "code": "unauthorized" | "version", "message": str}
+        and the connection is closed. Any other first frame: `unauthorized`, closed.
+    {"op": "complete", "id": int, "prompt": PROMPT, "options": OPTIONS, "ngrams": NGRAMS, "affinity": str}
+        `affinity` (optional): whose prompt cache this is (e.g. "<front end>/<document>"); the
+        engine keeps one prompt cache per affinity key and routers may route by it.
+        PROMPT  = {"prefix": str, "ids": [int] | None, "args": {str: plain value}}
+                  `ids` are the prefix's tokens where the caller has them; `args` are the
+                  keyword prompt arguments the session passes to `Engine.complete`.
+        OPTIONS = `DecodeOptions.to_dict()` (ngram_weights keyed by order as a string);
+                  missing keys take their defaults, unknown keys are `bad_request`.
+        NGRAMS  = {"stores": [{"path": str, "weight": float}],   # opened read-only, same machine
+                   "document": {"sequences": [[int]], "weight": float} | None}  # sent inline
+                  or None (no n-grams). A remote engine opens its own base store when
+                  started with one (`--base-store`) and mixes the inline document n-grams in;
+                  the front end re-ranks the drafts with its local workspace store.
+        Answer: {"op": "result", "id": int, "drafts": [DRAFT], "timings": TIMINGS, "method": str}
+                DRAFT = {"text": str, "token_ids": [int], "score": float, "finished": bool}
+                TIMINGS = `Timings.to_dict()` (seconds and counts)
+        or      {"op": "error", "id": int, "code": CODE, "message": str}
+    {"op": "cancel", "id": int}
+        Cancels a running or queued `complete`; it answers `error` with code `cancelled`
+        (or its result, if it finished first). No answer of its own.
+    {"op": "status", "id": int}
+        Answer: {"op": "status", "id": int, "status": {...}} (model, queue, batch, counts).
+    {"op": "tokenizer", "id": int}
+        Answer: {"op": "tokenizer", "id": int, "tokenizer": {"json": str (tokenizer.json),
+        "special": {name: token}, "name_or_path": str, "add_bos_token": bool}}: front ends
+        tokenize exactly as the engine, without model files of their own.
+
+Requests on one connection may overlap (ids are the client's); answers come in any
+order. Error codes: bad_frame, unauthorized, version, bad_request, cancelled,
+overloaded, internal.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+import msgpack
+
+VERSION = 1
+HEADER = struct.Struct(">I")
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+
+HELLO, COMPLETE, CANCEL, STATUS, RESULT, ERROR = "hello", "complete", "cancel", "status", "result", "error"
+TOKENIZER = "tokenizer"
+CLIENT_OPS = (HELLO, COMPLETE, CANCEL, STATUS, TOKENIZER)
+
+BAD_FRAME = "bad_frame"
+UNAUTHORIZED = "unauthorized"
+WRONG_VERSION = "version"
+BAD_REQUEST = "bad_request"
+CANCELLED = "cancelled"
+OVERLOADED = "overloaded"
+INTERNAL = "internal"
+
+
+class FrameError(ValueError):
+    """A frame that cannot be decoded; the connection must be closed after answering it."""
+
+
+class ProtocolError(ValueError):
+    """A well-formed frame with bad content (`code` says which kind)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def encode(message: dict[str, Any], *, max_bytes: int = MAX_FRAME_BYTES) -> bytes:
+    """One frame: header plus msgpack body."""
+    body = msgpack.packb(message, use_bin_type=True)
+    if len(body) > max_bytes:
+        raise FrameError(f"frame of {len(body)} bytes exceeds the limit of {max_bytes}")
+    return HEADER.pack(len(body)) + body
+
+
+def decode_body(body: bytes) -> dict[str, Any]:
+    try:
+        message = msgpack.unpackb(body, raw=False, strict_map_key=True)
+    except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated kinds
+        raise FrameError(f"frame is not msgpack: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(message, dict) or not isinstance(message.get("op"), str):
+        raise FrameError("frame must be a msgpack map with a string 'op'")
+    return message
+
+
+def check_length(length: int, *, max_bytes: int = MAX_FRAME_BYTES) -> int:
+    if length == 0:
+        raise FrameError("empty frame")
+    if length > max_bytes:
+        raise FrameError(f"frame of {length} bytes exceeds the limit of {max_bytes}")
+    return length
+
+
+def error(request_id: Any, code: str, message: str) -> dict[str, Any]:
+    return {"op": ERROR, "id": request_id, "code": code, "message": message}
+
+
+def hello(token: str | None) -> dict[str, Any]:
+    return {"op": HELLO, "version": VERSION, "token": token}
+
+
+def request_id(message: dict[str, Any]) -> int:
+    value = message.get("id")
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ProtocolError(BAD_REQUEST, f"{message['op']!r} needs an integer 'id'")
+    return value
+
+
+# -- blocking sockets (clients, tests) -----------------------------------------
+def send(sock: socket.socket, message: dict[str, Any]) -> None:
+    sock.sendall(encode(message))
+
+
+def receive(sock: socket.socket, *, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, Any]:
+    """The next frame; EOFError when the peer closed (also mid-frame)."""
+    length = check_length(HEADER.unpack(_exactly(sock, HEADER.size))[0], max_bytes=max_bytes)
+    return decode_body(_exactly(sock, length))
+
+
+def _exactly(sock: socket.socket, n: int) -> bytes:
+    chunks, missing = [], n
+    while missing:
+        chunk = sock.recv(min(missing, 1 << 20))
+        if not chunk:
+            raise EOFError("connection closed")
+        chunks.append(chunk)
+        missing -= len(chunk)
+    return b"".join(chunks)
+
+
+# -- asyncio streams (the server) -----------------------------------------------
+async def read(reader: Any, *, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, Any]:
+    """The next frame from an asyncio StreamReader; EOFError when the peer closed."""
+    import asyncio
+
+    try:
+        header = await reader.readexactly(HEADER.size)
+        length = check_length(HEADER.unpack(header)[0], max_bytes=max_bytes)
+        body = await reader.readexactly(length)
+    except asyncio.IncompleteReadError as exc:
+        raise EOFError("connection closed") from exc
+    return decode_body(body)
+
+
+# -- the values inside frames ------------------------------------------------------
+def complete_request(
+    request_id: int, prefix: str, options: dict[str, Any], *, ids: list[int] | None = None,
+    args: dict[str, Any] | None = None, ngrams: dict[str, Any] | None = None, affinity: str | None = None,
+) -> dict[str, Any]:
+    return {"op": COMPLETE, "id": request_id, "prompt": {"prefix": prefix, "ids": ids, "args": args or {}},
+            "options": options, "ngrams": ngrams, "affinity": affinity}
+
+
+def result(request_id: int, drafts: list[Any], timings: dict[str, Any], method: str) -> dict[str, Any]:
+    """`drafts`: `spd_lsp.api.Draft` values."""
+    return {"op": RESULT, "id": request_id, "method": method, "timings": timings,
+            "drafts": [{"text": d.text, "token_ids": list(d.token_ids), "score": float(d.score),
+                        "finished": bool(d.finished)} for d in drafts]}

@@ -1,0 +1,262 @@
+"""The server's settings: one typed object, parsed leniently from client JSON.
+
+Clients send the same camelCase object as `initializationOptions` and as
+`workspace/didChangeConfiguration` -> `{"settings": {"spd": {...}}}`. A bad value
+never stops the server: it is reported as a warning and its default is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from spd_lsp.api import PAPER_NGRAM_WEIGHTS, DecodeOptions
+from spd_lsp.remote import address as engine_address
+from spd_lsp.engine.prompt.formats import PROMPT_FORMATS
+from spd_lsp.context.snippets import SOURCES
+
+DECODINGS: tuple[str, ...] = ("superposed", "greedy", "nucleus", "beam")
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
+DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
+QUANTIZE: tuple[str, ...] = ("none", "int8")
+# How SPD's drafts are verified (decoding/verify.py): cut at the first implausible token, cut and
+# continued greedily by the model, or not verified (blends reach the editor).
+VERIFY: tuple[str, ...] = ("cut", "continue", "off")
+STORE_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6)
+# Prefill costs ~2.4 ms per token on a 2-core CPU, so the CPU budget keeps a cold
+# request near one second; accelerators can afford four times the context.
+CPU_PREFIX_TOKENS = 512
+ACCELERATOR_PREFIX_TOKENS = 2048
+
+
+@dataclass(frozen=True)
+class NgramSettings:
+    enabled: bool = True
+    orders: tuple[int, ...] = STORE_ORDERS
+    weights: dict[int, float] = field(default_factory=lambda: dict(PAPER_NGRAM_WEIGHTS))
+    alpha: float = DecodeOptions.alpha
+    db: str | None = None  # store directory; None = per-workspace default in the user cache
+    index: bool = True  # index workspace folders in the background and watch them
+    exclude: tuple[str, ...] = ()  # extra gitignore-style globs
+
+
+@dataclass(frozen=True)
+class ContextSettings:
+    """What the prompt holds besides the prefix (`spd_lsp/engine/prompt/`); the suffix goes in whenever the format has FIM."""
+
+    snippets: bool = False  # other files' chunks (off: they did not beat the prefix alone, README)
+    header: bool = False  # the file's path (`<filename>`/`<file_sep>` header; off: no gain measured)
+    tokens: int = 256  # snippet budget
+    suffix_tokens: int = 128  # the text after the cursor, for fill-in-the-middle formats
+    sources: tuple[str, ...] = SOURCES  # "open" documents, recently "edited" ranges, the "workspace" index
+
+    def status(self) -> dict[str, Any]:
+        return {"snippets": self.snippets, "header": self.header, "tokens": self.tokens,
+                "suffixTokens": self.suffix_tokens, "sources": list(self.sources)}
+
+
+@dataclass(frozen=True)
+class Settings:
+    k: int = 3
+    max_tokens: int = 10
+    decoding: str = "superposed"
+    temperature: float | None = None  # None = the decoding method's default
+    model: str | None = None  # None = the bundled default model
+    device: str = "auto"
+    dtype: str = "auto"
+    quantize: str = "none"
+    max_prefix_tokens: int | None = None  # None = CPU_PREFIX_TOKENS / ACCELERATOR_PREFIX_TOKENS
+    multiline: bool = False
+    verify: str = "cut"
+    ngrams: NgramSettings = field(default_factory=NgramSettings)
+    # Where decoding runs (spd_lsp/remote): "in-process", "auto" (one shared engine per user
+    # and machine, started on demand) or an address: unix:/path, tcp://host:port, tls://host:port.
+    engine: str = "in-process"
+    engine_token_file: str | None = None  # TCP/TLS engines: the token file (else $SPD_LSP_TOKEN)
+    engine_certificate: str | None = None  # TLS engines: the certificate (or CA) to trust
+    prompt_format: str = "auto"  # "auto": the tokenizer's own family (spd_lsp/engine/prompt/formats.py)
+    context: ContextSettings = field(default_factory=ContextSettings)
+
+    def decode_options(self) -> DecodeOptions:
+        defaults = DecodeOptions()
+        return DecodeOptions(
+            method=self.decoding,
+            k=self.k,
+            max_tokens=self.max_tokens,
+            temperature=defaults.temperature if self.temperature is None else self.temperature,
+            alpha=self.ngrams.alpha if self.ngrams.enabled else 0.0,
+            ngram_weights={n: self.ngrams.weights[n] for n in self.ngrams.orders},
+            stop_at_newline=not self.multiline,
+            verify_rounds=0 if self.verify == "off" else defaults.verify_rounds,
+            verify_repair="continue" if self.verify == "continue" else defaults.verify_repair,
+        )
+
+    def prefix_budget(self, device_type: str) -> int:
+        if self.max_prefix_tokens is not None:
+            return self.max_prefix_tokens
+        return CPU_PREFIX_TOKENS if device_type == "cpu" else ACCELERATOR_PREFIX_TOKENS
+
+    def model_key(self) -> tuple[str | None, ...]:
+        """What a model load depends on: a change here means a reload."""
+        return (self.model, self.device, self.dtype, self.quantize, self.engine, self.engine_token_file,
+                self.engine_certificate)
+
+
+class _Invalid(ValueError):
+    pass
+
+
+Check = Callable[[Any], Any]
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _Invalid("expected true or false")
+    return value
+
+
+def _integer(lo: int, hi: int) -> Check:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise _Invalid(f"expected an integer from {lo} to {hi}")
+        return value
+
+    return check
+
+
+def _number(lo: float, hi: float) -> Check:
+    def check(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+            raise _Invalid(f"expected a number from {lo} to {hi}")
+        return float(value)
+
+    return check
+
+
+def _choice(options: tuple[str, ...]) -> Check:
+    def check(value: Any) -> str:
+        if value not in options:
+            raise _Invalid("expected one of " + ", ".join(repr(o) for o in options))
+        return value
+
+    return check
+
+
+def _optional(inner: Check) -> Check:
+    return lambda value: None if value is None else inner(value)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise _Invalid("expected a non-empty string")
+    return value
+
+
+def _orders(value: Any) -> tuple[int, ...]:
+    if not isinstance(value, list) or not value or any(v not in STORE_ORDERS for v in value):
+        raise _Invalid(f"expected a non-empty list of orders from {STORE_ORDERS}")
+    return tuple(sorted(set(value)))
+
+
+def _weights(value: Any) -> dict[int, float]:
+    """A list aligned with `orders`' default (2..6) or an object {"2": 0.01, ...}."""
+    if isinstance(value, list):
+        value = dict(zip(STORE_ORDERS, value, strict=True)) if len(value) == len(STORE_ORDERS) else None
+    if not isinstance(value, Mapping):
+        raise _Invalid(f"expected an object from order to weight or a list of {len(STORE_ORDERS)} numbers")
+    weights = {}
+    for key, weight in value.items():
+        order = int(key) if str(key).isdigit() else None
+        if order not in STORE_ORDERS:
+            raise _Invalid(f"unknown order {key!r}")
+        weights[order] = _number(0.0, 1.0)(weight)
+    return {**PAPER_NGRAM_WEIGHTS, **weights}
+
+
+def _sources(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or any(v not in SOURCES for v in value):
+        raise _Invalid(f"expected a list of sources from {SOURCES}")
+    return tuple(dict.fromkeys(value))
+
+
+def _globs(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _Invalid("expected a list of glob strings")
+    return tuple(value)
+
+
+NGRAM_KEYS: dict[str, tuple[str, Check]] = {
+    "enabled": ("enabled", _boolean),
+    "orders": ("orders", _orders),
+    "weights": ("weights", _weights),
+    "alpha": ("alpha", _number(0.0, 1.0)),
+    "db": ("db", _optional(_text)),
+    "index": ("index", _boolean),
+    "exclude": ("exclude", _globs),
+}
+
+CONTEXT_KEYS: dict[str, tuple[str, Check]] = {
+    "snippets": ("snippets", _boolean),
+    "header": ("header", _boolean),
+    "tokens": ("tokens", _integer(0, 8192)),
+    "suffixTokens": ("suffix_tokens", _integer(0, 8192)),
+    "sources": ("sources", _sources),
+}
+SECTIONS = ("ngrams", "context")  # nested objects, parsed with their own keys
+
+KEYS: dict[str, tuple[str, Check]] = {
+    "k": ("k", _integer(1, 16)),
+    "maxTokens": ("max_tokens", _integer(1, 256)),
+    "decoding": ("decoding", _choice(DECODINGS)),
+    "temperature": ("temperature", _optional(_number(0.0, 10.0))),
+    "model": ("model", _optional(_text)),
+    "device": ("device", _choice(DEVICES)),
+    "dtype": ("dtype", _choice(DTYPES)),
+    "quantize": ("quantize", _choice(QUANTIZE)),
+    "maxPrefixTokens": ("max_prefix_tokens", _optional(_integer(16, 32768))),
+    "multiline": ("multiline", _boolean),
+    "verify": ("verify", _choice(VERIFY)),
+    "engine": ("engine", engine_address.check_setting),
+    "engineTokenFile": ("engine_token_file", _optional(_text)),
+    "engineCertificate": ("engine_certificate", _optional(_text)),
+    "promptFormat": ("prompt_format", _choice(PROMPT_FORMATS)),
+}
+
+
+def _parse_fields(raw: Any, keys: Mapping[str, tuple[str, Check]], where: str, warnings: list[str]) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        warnings.append(f"{where or 'settings'}: expected an object, got {type(raw).__name__}; using defaults")
+        return {}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = f"{where}.{key}" if where else key
+        if key not in keys:
+            if not (where == "" and key in SECTIONS):
+                warnings.append(f"{name}: unknown setting, ignored")
+            continue
+        attribute, check = keys[key]
+        try:
+            values[attribute] = check(value)
+        except (_Invalid, TypeError, ValueError) as exc:
+            warnings.append(f"{name}: {exc} (got {value!r}); using the default")
+    return values
+
+
+def parse_settings(raw: Any) -> tuple[Settings, list[str]]:
+    """Settings from a client object (missing keys keep defaults) and the warnings to show."""
+    warnings: list[str] = []
+    top = _parse_fields(raw, KEYS, "", warnings)
+    ngram_raw = raw.get("ngrams") if isinstance(raw, Mapping) else None
+    ngrams = NgramSettings(**_parse_fields(ngram_raw, NGRAM_KEYS, "ngrams", warnings))
+    context_raw = raw.get("context") if isinstance(raw, Mapping) else None
+    context = ContextSettings(**_parse_fields(context_raw, CONTEXT_KEYS, "context", warnings))
+    return Settings(**top, ngrams=ngrams, context=context), warnings
+
+
+def settings_from_configuration(params_settings: Any) -> tuple[Settings, list[str]]:
+    """`didChangeConfiguration` carries {"spd": {...}}; some clients send the object bare."""
+    if isinstance(params_settings, Mapping) and "spd" in params_settings:
+        return parse_settings(params_settings["spd"])
+    return parse_settings(params_settings)

@@ -1,0 +1,105 @@
+"""The Neovim plugin against the real `spd-lsp --stdio` and the bundled model.
+
+One nvim session for the module: the model loads once (~10 s on a 2-core CPU),
+then each request takes about a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.editors.nvim_driver import NVIM, REPO, Nvim
+from tests.code_samples import WALK_HEAD
+
+SERVER = REPO / ".venv" / "bin" / "spd-lsp"
+PREFIX = WALK_HEAD + "            if name.end"
+K = 3
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.e2e,
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(not Path(NVIM).exists(), reason=f"no nvim at {NVIM}"),
+    pytest.mark.skipif(not SERVER.exists(), reason=f"spd-lsp is not installed at {SERVER}"),
+]
+
+
+@pytest.fixture(scope="module")
+def nvim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nvim]:
+    workspace = tmp_path_factory.mktemp("workspace")
+    (workspace / ".git").mkdir()
+    (workspace / "walk.py").write_text(PREFIX + "\n")
+    session = Nvim(
+        {
+            "cmd": [str(SERVER), "--stdio"],
+            "k": K,
+            "max_tokens": 8,
+            "ngrams": {"db": str(tmp_path_factory.mktemp("store"))},
+        },
+        workspace,
+    )
+    session.open(workspace / "walk.py", timeout=30)
+    yield session
+    session.close()
+
+
+def test_k_distinct_drafts_cycle_and_accept_inserts_the_shown_one(nvim: Nvim) -> None:
+    nvim.api.command("normal! G$")
+    nvim.input("a")
+    first = nvim.wait_ghost(timeout=120)
+    assert first["counter"] == f"1/{K}"
+    drafts = [first["text"]]
+    for index in range(2, K + 1):
+        nvim.input("<M-]>")
+        drafts.append(nvim.wait_for(lambda: (g := nvim.ghost())["counter"] == f"{index}/{K}" and g["text"], f"draft {index}"))
+    assert len(set(drafts)) == K, drafts
+    nvim.input("<M-]>")
+    assert nvim.wait_ghost(drafts[0])["counter"] == f"1/{K}"
+
+    before = nvim.line()
+    nvim.input("<Tab>")
+    nvim.wait_for(lambda: nvim.line() != before, "the draft to be inserted")
+    assert nvim.line() == before + drafts[0]
+
+
+def test_dismiss_clears_the_next_drafts(nvim: Nvim) -> None:
+    # After the accept the cursor ends `if ….endswith(".py"):`, where a verified one-line
+    # continuation is empty; a new line inside the `if` gets drafts.
+    nvim.input("<Esc>")
+    nvim.api.command("normal! Go")
+    nvim.api.current.line = "                paths.append(os.path.jo"
+    nvim.input("A")
+    nvim.wait_ghost(timeout=60)
+    nvim.input("<C-]>")
+    nvim.wait_for(lambda: not nvim.ghost().get("text"), "ghost text to clear")
+
+
+def test_spd_status_reports_the_model_and_the_acceptance(nvim: Nvim) -> None:
+    nvim.input("<Esc>")
+    nvim.api.command("SpdStatus")
+    text = nvim.wait_for(nvim.float_text, "the status window")
+    assert "model." in text
+    assert "accepted: 1" in text
+    assert "latencyMs.total.p50" in text
+
+
+def test_omnifunc_fallback_inserts_exactly_the_servers_item(nvim: Nvim) -> None:
+    """The completion-menu contract through the real server: the word before the cursor is replaced by the item."""
+    nvim.input("<Esc>")
+    nvim.api.command("SpdToggle")  # no ghost requests superseding the menu's (one document, one decode at a time)
+    nvim.api.command("normal! Go")
+    nvim.api.current.line = "                print(name"
+    nvim.input("A<C-x><C-o>")
+    items = nvim.wait_for(lambda: nvim.lua("return vim.fn.complete_info({ 'items' }).items"), "the items", timeout=120)
+    assert all(item["word"].startswith("name") for item in items), items
+    # With one match and Neovim's default 'completeopt' (no "menuone") the item is inserted
+    # without a menu; <C-y> would then copy the character above the cursor (i_CTRL-Y).
+    if nvim.lua("return vim.fn.complete_info({ 'pum_visible' }).pum_visible") == 1:
+        nvim.input("<C-y>")
+        nvim.wait_for(lambda: nvim.mode() == "i", "the completion to end")
+    assert nvim.line() == "                print(" + items[0]["word"], items
+    nvim.input("<Esc>")
+    nvim.api.command("SpdToggle")

@@ -1,0 +1,194 @@
+"""Continuous batching: concurrent superposed requests in one batch answer exactly what
+each would alone; a request joining mid-way or cancelled mid-way disturbs no other."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import pytest
+import torch
+
+from ngram_db.memory import MemoryNgrams
+from spd_lsp.api import Cancelled, DecodeOptions
+from spd_lsp.engine.local import Engine
+from spd_lsp.engine.batcher import Job, Scheduler
+from tests.tiny_models import CORPUS, tiny_model, tiny_tokenizer
+
+PREFIXES = [
+    "for name in names:\n    if name",
+    "def add(a, b):\n    return",
+    "import os\nimport sys\nresult = os.path.join(root, name)\nclass Point:\n    def __init__(self, x",
+    "class Point:\n    def",
+]
+OPTIONS = DecodeOptions(k=3, max_tokens=8, stop_at_newline=False)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    torch.set_num_threads(1)  # one thread: the same float summation order alone and batched
+    return Engine(tiny_model("llama"))
+
+
+@pytest.fixture(scope="module")
+def ngrams() -> MemoryNgrams:
+    tokenizer = tiny_tokenizer()
+    return MemoryNgrams.from_sequences([tokenizer.encode(t) for t in CORPUS[:4]], orders=(2, 3, 4))
+
+
+def _texts(result) -> list[tuple[str, float]]:
+    return [(d.text, round(d.score, 4)) for d in result.drafts]
+
+
+@pytest.mark.parametrize("verify", [
+    {"verify_rounds": 0}, {"verify_rounds": 1}, {"verify_rounds": 3, "verify_log_ratio": -0.5},
+    {"verify_first": "keep", "verify_gate": None}, {"verify_packed": False},
+    {"verify_rounds": 1, "verify_repair": "continue", "verify_log_ratio": -0.5},  # decodes: verifies alone
+])
+def test_batched_answers_equal_single_answers_and_leavers_verify_in_one_forward(
+        engine: Engine, ngrams: MemoryNgrams, verify: dict) -> None:
+    options = replace(OPTIONS, **verify)
+    alone = []
+    for prefix in PREFIXES:
+        engine.set_ngrams(ngrams)
+        alone.append(_texts(engine.complete(prefix, options)))
+    scheduler = Scheduler(engine)
+    try:  # a request that runs alone holds the model thread while the others queue: they join in one step
+        blocker = scheduler.submit(Job(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
+        jobs = [Job(prefix, options, ngrams=ngrams, affinity=f"editor{i}") for i, prefix in enumerate(PREFIXES)]
+        futures = [scheduler.submit(job) for job in jobs]
+        blocker.result(timeout=60)
+        together = [_texts(f.result(timeout=60)) for f in futures]
+        counts = dict(scheduler.counts)
+    finally:
+        scheduler.close()
+        engine.set_ngrams(None)
+    assert together == alone and counts["maxBatched"] == len(PREFIXES)
+    if options.verify_rounds and options.verify_repair != "continue":  # requests shared verification forwards
+        assert counts["verifyRows"] >= len(PREFIXES) and counts["verifyForwards"] < counts["verifyRows"]
+
+
+def test_requests_with_other_pools_and_temperatures_select_in_one_batch_as_alone(engine: Engine) -> None:
+    variants = [replace(OPTIONS, alpha=0.0, **v) for v in
+                ({}, {"candidate_pool": 4}, {"temperature": 0.7}, {}, {"candidate_pool": 4}, {"temperature": 0.7})]
+    jobs = [(PREFIXES[i % len(PREFIXES)] + " " * (i // len(PREFIXES)), o) for i, o in enumerate(variants)]
+    alone = [_texts(engine.complete(prefix, options)) for prefix, options in jobs]
+    scheduler = Scheduler(engine)
+    try:
+        blocker = scheduler.submit(Job(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
+        futures = [scheduler.submit(Job(prefix, options, affinity=str(i))) for i, (prefix, options) in enumerate(jobs)]
+        blocker.result(timeout=60)
+        together = [_texts(f.result(timeout=60)) for f in futures]
+        assert scheduler.counts["maxBatched"] == len(jobs)
+    finally:
+        scheduler.close()
+    assert together == alone
+
+
+def test_joining_and_cancelled_requests_disturb_no_other(engine: Engine) -> None:
+    long = DecodeOptions(k=3, max_tokens=30, stop_at_newline=False, alpha=0.0)
+    expected = _texts(engine.complete(PREFIXES[0], long))
+    late_expected = _texts(engine.complete(PREFIXES[1], OPTIONS))
+    scheduler = Scheduler(engine)
+    try:
+        victim = Job(PREFIXES[2], long, affinity="victim")
+        first = Job(PREFIXES[0], long, affinity="first")
+        scheduler.submit(victim)
+        scheduler.submit(first)
+        while scheduler.counts["steps"] < 3:  # both are decoding
+            threading.Event().wait(0.005)
+        victim.cancel()
+        late = Job(PREFIXES[1], OPTIONS, affinity="late")  # joins a batch already at step >= 3
+        scheduler.submit(late)
+        with pytest.raises(Cancelled):
+            victim.future.result(timeout=60)
+        assert _texts(first.future.result(timeout=60)) == expected
+        assert _texts(late.future.result(timeout=60)) == late_expected
+        assert scheduler.counts["cancelled"] == 1
+    finally:
+        scheduler.close()
+
+
+class WatchedJob(Job):
+    """A job that notes, at every cancel check before it joins (one before each prefill chunk), the batch steps so far."""
+
+    def __init__(self, *args, scheduler: Scheduler | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.scheduler, self.seen = scheduler, []
+
+    def cancelled(self) -> bool:
+        if self.scheduler is not None and self.scheduler.counts["batched"] < 2:  # the other one has joined
+            self.seen.append(self.scheduler.counts["steps"])
+        return super().cancelled()
+
+
+def test_a_cold_prompt_is_prefilled_a_chunk_between_steps_with_its_single_answer(engine: Engine) -> None:
+    long = DecodeOptions(k=3, max_tokens=40, stop_at_newline=False, alpha=0.0)
+    cold = "\n".join(PREFIXES * 3)
+    chunk, engine.runner.chunk_tokens = engine.runner.chunk_tokens, 8
+    try:
+        expected = [_texts(engine.complete(PREFIXES[0], long)), _texts(engine.complete(cold, OPTIONS))]
+        assert len(engine.encode(cold)) > 5 * 8  # several chunks
+        scheduler = Scheduler(engine)
+        try:
+            first = Job(PREFIXES[0], long, affinity="first")
+            scheduler.submit(first)
+            while scheduler.counts["steps"] < 2:  # it is decoding
+                threading.Event().wait(0.005)
+            joining = WatchedJob(cold, OPTIONS, affinity="cold", scheduler=scheduler)
+            scheduler.submit(joining)
+            got = [_texts(first.future.result(timeout=60)), _texts(joining.future.result(timeout=60))]
+        finally:
+            scheduler.close()
+    finally:
+        engine.runner.chunk_tokens = chunk
+    assert got == expected
+    assert len(set(joining.seen)) >= 5, joining.seen  # its 6+ chunks ran between 5+ different steps
+
+
+@pytest.mark.parametrize("method", ["beam", "nucleus_batched", "greedy"])
+def test_batched_baselines_keep_k_rows_and_their_answers(engine: Engine, method: str) -> None:
+    options = DecodeOptions(method=method, k=3, max_tokens=6, stop_at_newline=False, seed=11)
+    alone = [_texts(engine.complete(prefix, options)) for prefix in PREFIXES]
+    mixed = DecodeOptions(k=3, max_tokens=9, stop_at_newline=False, alpha=0.0)  # SPD rows in the same batch
+    spd_alone = _texts(engine.complete(PREFIXES[0], mixed))
+    scheduler = Scheduler(engine)
+    try:
+        spd = scheduler.submit(Job(PREFIXES[0], mixed, affinity="spd"))
+        futures = [scheduler.submit(Job(p, options, affinity=str(i))) for i, p in enumerate(PREFIXES)]
+        together = [_texts(f.result(timeout=60)) for f in futures]
+        assert _texts(spd.result(timeout=60)) == spd_alone
+    finally:
+        scheduler.close()
+    assert together == alone and scheduler.counts["alone"] == 0 and scheduler.counts["maxBatched"] >= 2
+
+
+def test_unbatchable_requests_run_alone_with_the_same_answer(engine: Engine) -> None:
+    options = DecodeOptions(method="nucleus", k=2, max_tokens=6, stop_at_newline=False, seed=3)
+    expected = _texts(engine.complete(PREFIXES[0], options))
+    scheduler = Scheduler(engine)
+    try:
+        got = scheduler.submit(Job(PREFIXES[0], options)).result(timeout=60)
+    finally:
+        scheduler.close()
+    assert _texts(got) == expected and scheduler.counts["alone"] == 1
+
+
+def test_editors_typing_join_in_one_prefill_forward_with_their_single_answers(engine: Engine) -> None:
+    typed = ["s:", " a + b", "))", "(self"]
+    expected = [_texts(engine.complete(prefix + more, OPTIONS)) for prefix, more in zip(PREFIXES, typed)]
+    scheduler = Scheduler(engine)
+    try:
+        for i, prefix in enumerate(PREFIXES):  # each editor's first request: its prompt cache, cold
+            scheduler.submit(Job(prefix, OPTIONS, affinity=f"editor{i}")).result(timeout=60)
+        before = scheduler.counts["prefillForwards"]
+        blocker = scheduler.submit(Job(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
+        futures = [scheduler.submit(Job(prefix + more, OPTIONS, affinity=f"editor{i}"))
+                   for i, (prefix, more) in enumerate(zip(PREFIXES, typed))]
+        blocker.result(timeout=60)
+        together = [_texts(f.result(timeout=60)) for f in futures]
+        counts = dict(scheduler.counts)
+    finally:
+        scheduler.close()
+    assert together == expected
+    assert counts["maxBatched"] == len(PREFIXES) and counts["prefillForwards"] - before == 1  # all joined in ONE

@@ -1,0 +1,188 @@
+"""Verification of superposed drafts on tiny random models: exact scores, repair, cut, gate."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from spd_lsp.engine.decoding.drafts import DraftRules, Hypothesis
+from spd_lsp.api import DecodeOptions, Timings
+from spd_lsp.engine.decoding.verify import judge, replay, verify
+from spd_lsp.engine.local import Engine
+from tests.tiny_models import tiny_model
+
+PREFIX = "for name in names:\n    if name"
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return Engine(tiny_model("llama"))
+
+
+def _rules(engine: Engine) -> DraftRules:
+    return DraftRules(table=engine.table, stop_ids=frozenset(), stop_at_newline=False)  # no stops: rows keep their length
+
+
+@torch.inference_mode()
+def _plain_logp(engine: Engine, ids: list[int]) -> torch.Tensor:
+    """log p of every next token after each position, from one cache-less forward."""
+    return torch.log_softmax(engine.loaded.model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)
+
+
+def _greedy(engine: Engine, prompt: list[int], n: int) -> list[int]:
+    ids = list(prompt)
+    for _ in range(n):
+        ids.append(int(_plain_logp(engine, ids)[-1].argmax()))
+    return ids[len(prompt):]
+
+
+def _worst(engine: Engine, ids: list[int]) -> int:
+    return int(_plain_logp(engine, ids)[-1].argmin())
+
+
+def test_verification_logprobs_equal_a_plain_forward(engine: Engine) -> None:
+    prompt = engine.encode(PREFIX)
+    logits, _ = engine.runner.prefill(prompt)
+    rows = [tuple(engine.encode(" in ('a', 'b'):")), tuple(engine.encode(".endswith")), tuple(engine.encode(" ="))]
+    verdicts = judge(engine.runner, logits, engine.runner.fork(len(rows)), rows, "", _rules(engine))
+    for row, verdict in zip(rows, verdicts):
+        full = _plain_logp(engine, prompt + list(row))
+        expected = torch.log_softmax(_rules(engine).without_special(full[len(prompt) - 1 : -1]), dim=-1)
+        want = expected.gather(1, torch.tensor(row)[:, None]).squeeze(1)
+        assert verdict.logp == pytest.approx(want.tolist(), abs=1e-4)
+        assert list(verdict.choice) == expected.argmax(dim=-1).tolist()
+        assert list(verdict.rank) == [int((e > w).sum()) for e, w in zip(expected, want)]
+    assert engine.runner.cache.get_seq_length() == len(prompt)  # the prompt cache is untouched
+
+
+def _verify(engine: Engine, rows: list[list[int]], **options) -> list[Hypothesis]:
+    prompt = engine.encode(PREFIX)
+    logits, _ = engine.runner.prefill(prompt)
+    hyps = [replay(_rules(engine), "", tuple(r)) for r in rows]
+    timings = Timings()
+    options = DecodeOptions(**{"verify_first": "rank", "verify_score": "mean", **options})
+    out = verify(engine.runner, logits, prompt, "", hyps, _rules(engine), options, None, timings)
+    assert timings.verify_s > 0
+    assert engine.runner.cache.get_seq_length() == len(prompt)
+    return out
+
+
+def test_repair_replaces_the_first_implausible_token_by_the_models_choice(engine: Engine) -> None:
+    prompt = engine.encode(PREFIX)
+    good = _greedy(engine, prompt, 2)
+    bad = _worst(engine, prompt + good)
+    row = good + [bad] + _greedy(engine, prompt + good + [bad], 3)
+    choice = int(_plain_logp(engine, prompt + good)[-1].argmax())
+    repaired = _verify(engine, [row], verify_rounds=2, verify_gate=None)
+    assert len(repaired) == 1
+    assert repaired[0].tokens[:3] == (*good, choice)
+    cut = _verify(engine, [row], verify_rounds=1, verify_gate=None)
+    assert [h.tokens for h in cut] == [tuple(good)]
+
+
+def test_verified_tokens_are_within_the_models_top_m(engine: Engine) -> None:
+    prompt = engine.encode(PREFIX)
+    rows = [_greedy(engine, prompt, 5)] + [[_worst(engine, prompt)] + _greedy(engine, prompt, 4)]
+    out = _verify(engine, rows, verify_rounds=2, verify_top=2, verify_log_ratio=-50.0, verify_gate=None)
+    logits, _ = engine.runner.prefill(prompt)
+    rows = [h.tokens for h in out]
+    for verdict in judge(engine.runner, logits, engine.runner.fork(len(rows)), rows, "", _rules(engine)):
+        assert max(verdict.rank) < 2
+
+
+def test_gate_returns_fewer_drafts_than_one_the_model_rates_far_below(engine: Engine) -> None:
+    prompt = engine.encode(PREFIX)
+    good = _greedy(engine, prompt, 4)
+    junk = [_worst(engine, prompt)] * 4
+    rank_only = {"verify_rounds": 1, "verify_top": None, "verify_log_ratio": float("-inf")}
+    both = _verify(engine, [good, junk], **rank_only, verify_gate=None)
+    assert len(both) == 2
+    gap = both[0].normalised - both[1].normalised  # a random tiny model: small, but positive
+    assert gap > 0
+    gated = _verify(engine, [junk, good], **rank_only, verify_gate=gap / 2)
+    assert [h.tokens for h in gated] == [tuple(good)]
+
+
+def test_superposed_method_verifies_and_times_it(engine: Engine) -> None:
+    options = DecodeOptions(k=3, max_tokens=5, verify_rounds=2, verify_top=3, verify_log_ratio=-50.0)
+    result = engine.complete(PREFIX, options)
+    assert result.timings.verify_s > 0
+    assert 1 <= len(result.drafts) <= 3
+    plain = engine.complete(PREFIX, DecodeOptions(k=3, max_tokens=5, verify_rounds=0))
+    assert plain.timings.verify_s == 0
+
+
+def test_healed_first_tokens_are_judged_among_the_tokens_consistent_with_the_healed_text(engine: Engine) -> None:
+    healed = engine.healed_prompt("for name in names:\n    if name.endsw")
+    assert healed.remainder
+    prompt = healed.prompt_ids
+    logits, _ = engine.runner.prefill(prompt)
+    allowed = engine.table.consistent_with(healed.remainder)
+    first = int(allowed[logits[0, allowed].argmax()])
+    row = [first] + _greedy(engine, prompt + [first], 2)
+    timings = Timings()
+    options = DecodeOptions(verify_rounds=1, verify_top=1, verify_log_ratio=-50.0, verify_gate=None)
+    hyps = [replay(_rules(engine), healed.remainder, tuple(row))]  # the draft as decoding left it
+    out = verify(engine.runner, logits, prompt, healed.remainder, hyps, _rules(engine), options, None, timings)
+    assert [h.tokens for h in out] == [tuple(row)]
+
+
+def test_status_reports_the_verification_cost() -> None:
+    from spd_lsp.session.session import Stats
+
+    stats = Stats()
+    stats.record(0.5, Timings(prefill_s=0.1, model_s=0.2, verify_s=0.05, total_s=0.4))
+    assert stats.last()["verifyMs"] == 50.0
+    assert "verify" in stats.summary()["latencyMs"]
+
+
+def test_keep_leaves_the_top_draft_first_and_whole_and_ranks_the_rest_by_exact_total(engine: Engine) -> None:
+    prompt = engine.encode(PREFIX)
+    good = _greedy(engine, prompt, 4)
+    bad = _worst(engine, prompt + good[:1])
+    top = good[:1] + [bad] + good[2:]  # SPD's top draft, with a token the model would never pick
+    short, long = good[:2], good  # the shorter one has the higher exact total
+    rank_only = {"verify_rounds": 1, "verify_top": None, "verify_log_ratio": float("-inf"), "verify_gate": None}
+    kept = _verify(engine, [top, long, short], **rank_only, verify_first="keep", verify_score="total")
+    assert [h.tokens for h in kept] == [tuple(top), tuple(short), tuple(long)]
+    by_mean = _verify(engine, [top, long, short], **rank_only, verify_first="keep", verify_score="mean")
+    assert by_mean[0].tokens == tuple(top)
+    cut = _verify(engine, [top, long], verify_rounds=1, verify_top=1, verify_log_ratio=-50.0, verify_gate=None,
+                  verify_first="cut", verify_score="total")
+    assert [h.tokens for h in cut] == [tuple(good[:1]), tuple(long)]  # the top is cut but stays first
+
+
+def test_packed_tree_verification_equals_the_batched_one(engine: Engine) -> None:
+    prompt = engine.encode(PREFIX)
+    logits, _ = engine.runner.prefill(prompt)
+    shared = _greedy(engine, prompt, 3)
+    rows = [tuple(shared + [5, 6]), tuple(shared[:2] + [7]), tuple(shared[:1]), tuple(shared + [5, 9, 9])]
+    batched = judge(engine.runner, logits, engine.runner.fork(len(rows)), rows, "", _rules(engine))
+    packed = judge(engine.runner, logits, engine.runner.cache, rows, "", _rules(engine), packed=True)
+    for b, p in zip(batched, packed):
+        assert p.logp == pytest.approx(b.logp, abs=1e-4)
+        assert (p.choice, p.rank) == (b.choice, b.rank)
+    assert engine.runner.cache.get_seq_length() == len(prompt)
+
+
+def test_keep_without_a_gate_repairs_the_second_draft_too(engine: Engine) -> None:
+    """The top draft is not run then; the first row judged is rank 2's, and it is repaired like the rest."""
+    prompt = engine.encode(PREFIX)
+    good = _greedy(engine, prompt, 4)
+    other = [int(_plain_logp(engine, prompt)[-1].argsort(descending=True)[1])]  # not greedy's first token
+    second = other + [_worst(engine, prompt + other)] + good[2:]
+    choice = int(_plain_logp(engine, prompt + other)[-1].argmax())
+    out = _verify(engine, [good, second], verify_rounds=2, verify_gate=None, verify_first="keep", verify_score="total")
+    assert out[0].tokens == tuple(good)
+    assert [h.tokens[:2] for h in out[1:]] == [(*other, choice)]
+
+
+def test_drafts_the_model_finds_implausible_from_their_first_token_are_not_shown(engine: Engine) -> None:
+    """Reproduces the test split's junk top drafts (`xt # # 2.1`): every draft cut to nothing used to
+    bring SPD's unverified top draft back."""
+    prompt = engine.encode(PREFIX)
+    junk = [[_worst(engine, prompt)] + _greedy(engine, prompt, 3), [_worst(engine, prompt)] * 3]
+    cut = {"verify_rounds": 1, "verify_first": "cut", "verify_score": "total"}
+    assert _verify(engine, junk, **cut) == []
+    shown_before = _verify(engine, junk, **cut, verify_empty="top")
+    assert [h.tokens for h in shown_before][:1] == [tuple(junk[0])]

@@ -1,0 +1,102 @@
+"""The engine's frames: round trips, and every kind of bad frame is a clear FrameError."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+
+import msgpack
+import pytest
+
+from spd_lsp.api import DecodeOptions, Draft, Timings
+from spd_lsp.remote import protocol
+
+
+def _pair() -> tuple[socket.socket, socket.socket]:
+    return socket.socketpair()
+
+
+def test_round_trip_over_a_socket() -> None:
+    a, b = _pair()
+    options = DecodeOptions(k=4, seed=7, ngram_weights={2: 0.5, 4: 0.25})
+    message = protocol.complete_request(3, "def f(", options.to_dict(), ids=[1, 2], args={"suffix": "):"},
+                                        ngrams={"stores": [{"path": "/x", "weight": 1.0}], "document": None})
+    protocol.send(a, message)
+    got = protocol.receive(b)
+    assert got == message
+    assert DecodeOptions.from_dict(got["options"]) == options
+
+
+def test_result_and_timings_round_trip() -> None:
+    timings = Timings(prefill_s=0.5, steps=3)
+    message = protocol.result(1, [Draft("x)", [5, 6], -0.25, finished=True)], timings.to_dict(), "superposed")
+    got = protocol.decode_body(protocol.encode(message)[4:])
+    assert got["drafts"] == [{"text": "x)", "token_ids": [5, 6], "score": -0.25, "finished": True}]
+    assert Timings.from_dict({**got["timings"], "future_phase_s": 1.0}) == timings
+
+
+@pytest.mark.parametrize(
+    "frame, complaint",
+    [
+        (struct.pack(">I", 0), "empty"),
+        (struct.pack(">I", protocol.MAX_FRAME_BYTES + 1), "exceeds"),
+        (struct.pack(">I", 3) + b"\xc1\xc1\xc1", "not msgpack"),
+        (struct.pack(">I", 2) + msgpack.packb([1]), "map"),
+        (struct.pack(">I", 10) + msgpack.packb({"op": 5, "a": 1}).ljust(10, b"\x00"), "not msgpack|map"),
+    ],
+)
+def test_bad_frames_are_frame_errors(frame: bytes, complaint: str) -> None:
+    a, b = _pair()
+    a.sendall(frame)
+    with pytest.raises(protocol.FrameError, match=complaint):
+        protocol.receive(b)
+
+
+def test_oversized_outgoing_frame_is_refused() -> None:
+    with pytest.raises(protocol.FrameError, match="exceeds"):
+        protocol.encode({"op": "complete", "blob": "x" * 100}, max_bytes=50)
+
+
+def test_closed_mid_frame_is_eof() -> None:
+    a, b = _pair()
+    a.sendall(struct.pack(">I", 100) + b"\x81")
+    a.close()
+    with pytest.raises(EOFError):
+        protocol.receive(b)
+
+
+def test_asyncio_reader_matches_the_blocking_one() -> None:
+    async def main() -> None:
+        reader = asyncio.StreamReader()
+        reader.feed_data(protocol.encode(protocol.hello("t" * 20)) + struct.pack(">I", 0))
+        reader.feed_eof()
+        assert await protocol.read(reader) == {"op": "hello", "version": 1, "token": "t" * 20}
+        with pytest.raises(protocol.FrameError):
+            await protocol.read(reader)
+
+    asyncio.run(main())
+
+
+def test_bad_decode_options_name_the_problem() -> None:
+    with pytest.raises(ValueError, match="unknown decode options: colour"):
+        DecodeOptions.from_dict({"colour": 1})
+    with pytest.raises(ValueError, match="k='3'"):
+        DecodeOptions.from_dict({"k": "3"})
+
+
+def test_the_engines_tokenizer_travels_and_tokenizes_alike() -> None:
+    from spd_lsp.remote.tokenizer import from_wire, to_wire
+    from spd_lsp.engine.model import encode_texts, tokenizer_identity
+    from tests.tiny_models import CORPUS, tiny_tokenizer
+
+    original = tiny_tokenizer()
+    copy = from_wire(protocol.decode_body(protocol.encode({"op": "tokenizer", **to_wire(original)})[4:]))
+    texts = CORPUS[:4] + ["héllo wörld 🎉", "", "  \n\t"]
+    for text in texts:
+        assert copy.encode(text, add_special_tokens=False) == original.encode(text, add_special_tokens=False)
+        spans = original(text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"]
+        assert copy(text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"] == spans
+    assert encode_texts(copy, texts) == encode_texts(original, texts)
+    assert tokenizer_identity(copy) == tokenizer_identity(original)  # the workspace stores stay valid
+    assert (copy.eos_token_id, len(copy)) == (original.eos_token_id, len(original))
