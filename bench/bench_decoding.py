@@ -30,7 +30,7 @@ import torch
 from ngram_db.memory import MemoryNgrams
 from spd_lsp.engine.decoding.placement import CPU, device_sync
 from spd_lsp.api import DecodeOptions
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import load_model
 
 
@@ -63,14 +63,14 @@ METHODS = [
 ON_DEVICE = " (candidates on device)"
 
 
-def code_prefix(engine: Engine, tokens: int) -> str:
+def code_prefix(engine: LocalEngine, tokens: int) -> str:
     import argparse as source_module
 
     ids = engine.encode(inspect.getsource(source_module))[:tokens]
     return engine.tokenizer.decode(ids)
 
 
-def paper_prefix(engine: Engine) -> str:
+def paper_prefix(engine: LocalEngine) -> str:
     text = "The history of the city begins in the early nineteenth century, when a small group of settlers arrived"
     return engine.tokenizer.decode(engine.encode(text)[:15])
 
@@ -86,7 +86,7 @@ def make_rows(placement: str) -> list[Row]:
     return rows
 
 
-def run_once(engine: Engine, prefix: str, row: Row, max_tokens: int) -> None:
+def run_once(engine: LocalEngine, prefix: str, row: Row, max_tokens: int) -> None:
     options = DecodeOptions(method=row.method, k=row.k, max_tokens=max_tokens, stop_at_newline=False, heal=False, seed=0)
     engine.candidate_device = row.candidate_device
     engine.set_ngrams(MemoryNgrams.from_sequences([engine.encode(prefix)]) if row.ngrams else None)
@@ -98,7 +98,7 @@ def run_once(engine: Engine, prefix: str, row: Row, max_tokens: int) -> None:
     row.steps.append(result.timings.per_step_ms)
 
 
-def time_interleaved(engine: Engine, prefix: str, rows: list[Row], max_tokens: int, repeats: int) -> None:
+def time_interleaved(engine: LocalEngine, prefix: str, rows: list[Row], max_tokens: int, repeats: int) -> None:
     """One warm-up request per row (prompt cache, kernels for each shape), then `repeats` rounds."""
     for row in rows:
         run_once(engine, prefix, row, max_tokens)
@@ -110,7 +110,7 @@ def time_interleaved(engine: Engine, prefix: str, rows: list[Row], max_tokens: i
             run_once(engine, prefix, row, max_tokens)
 
 
-def cold_prefill(engine: Engine, prefix: str) -> float:
+def cold_prefill(engine: LocalEngine, prefix: str) -> float:
     engine.runner.rewind(0)
     device_sync(engine.runner.device)
     started = time.perf_counter()
@@ -148,7 +148,7 @@ def main() -> None:
 
     started = time.perf_counter()
     loaded = load_model(args.model, args.device, quantize="int8" if args.int8 else None)
-    engine = Engine(loaded)
+    engine = LocalEngine(loaded)
     print(f"model {loaded.name} on {loaded.device} ({loaded.dtype}{', int8 linears' if args.int8 else ''}), "
           f"torch threads {torch.get_num_threads()}; ready in {time.perf_counter() - started:.2f} s "
           f"(weights {loaded.load_s:.2f} s, engine set-up and warm-up the rest); "

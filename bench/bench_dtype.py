@@ -28,7 +28,7 @@ from typing import Any
 import platformdirs
 
 from spd_lsp.api import DecodeOptions
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from evaluation.compare import mean, paired
 from evaluation.corpus import DEFAULT_PACKAGES, fetch_packages, split_files
 from evaluation.metrics import score_request
@@ -49,7 +49,7 @@ METRICS = {  # name: value of one request's score
 }
 
 
-def run_one(engine: Engine, prefix: str, target: str, options: DecodeOptions) -> dict[str, Any]:
+def run_one(engine: LocalEngine, prefix: str, target: str, options: DecodeOptions) -> dict[str, Any]:
     engine.runner.rewind(0)  # every request cold: the prefill is part of what is compared
     result = engine.complete(prefix, options)
     drafts = finalize((d.text for d in result.drafts), Fit(Cursor(prefix, len(prefix))), options.k)
@@ -83,7 +83,7 @@ def main() -> int:
 def measure(args: argparse.Namespace, done: list[dict[str, Any]]) -> list[dict[str, Any]]:
     root = fetch_packages(list(DEFAULT_PACKAGES), args.workdir / "corpus").resolve()
     split = split_files(root)
-    engines = {dtype: Engine(load_model(dtype=dtype)) for dtype in DTYPES}
+    engines = {dtype: LocalEngine(load_model(dtype=dtype)) for dtype in DTYPES}
     tokenizer = engines["float32"].tokenizer
     store = workspace_store(args.workdir / "ws-dtype", tokenizer, root, split.indexed)
     for engine in engines.values():

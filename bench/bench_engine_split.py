@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ngram_db.guarded import GuardedNgrams
 from spd_lsp.settings import Settings
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from spd_lsp.remote.client import DOCUMENT_WEIGHT, rerank
 from spd_lsp.remote.server import Stores
 from evaluation.metrics import score_request, summarise
@@ -51,7 +51,7 @@ def main() -> int:
     print(f"load average before: {os.getloadavg()}", flush=True)
     indexed, held_out = split()
     loaded = load_model(None, "auto", "auto", None)
-    engine = Engine(loaded)
+    engine = LocalEngine(loaded)
     scratch = Path(tempfile.mkdtemp(prefix="spd-split-"))
     store = workspace_store(scratch / "ws", engine.tokenizer, REPO, indexed)
     local = GuardedNgrams(store)

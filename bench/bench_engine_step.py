@@ -1,6 +1,6 @@
 """Where a batch step's time goes: the batch forward against the host work around it (in process).
 
-N editors submit superposed requests (k = 3, 10 tokens, n-grams off) to one `Scheduler` over
+N editors submit superposed requests (k = 3, 10 tokens, n-grams off) to one `Batcher` over
 the bundled model, each waiting for its answer before the next (the typing of
 `bench_engine.py`, without the socket; the cold prefills before are not measured). Reports per step: wall time, the batch forward
 (membership changes included), and the host share = 1 - forward / step; with `--profile`, the
@@ -34,12 +34,12 @@ import torch
 from transformers import DynamicCache
 from bench.bench_engine import TYPED_CHARS, documents
 from spd_lsp.api import DecodeOptions
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.decoding.placement import device_sync
 from spd_lsp.engine.decoding.verify import packed_logits
 from spd_lsp.engine.decoding.padding import key_values, padded_cache
-from spd_lsp.engine.batcher import Job, Scheduler
+from spd_lsp.engine.batcher import BatchJob, Batcher
 from spd_lsp.engine.decoding.slots import BatchCache
 from spd_lsp.engine.model import load_model
 
@@ -58,12 +58,12 @@ def profiled(run):
     return wrapper
 
 
-def editor(scheduler: Scheduler, index: int, prefix: str, typed: str, options: DecodeOptions, requests: int,
+def editor(scheduler: Batcher, index: int, prefix: str, typed: str, options: DecodeOptions, requests: int,
            barrier: threading.Barrier) -> None:
-    scheduler.submit(Job(prefix, options, affinity=f"editor{index}")).result(timeout=600)  # cold, not measured
+    scheduler.submit(BatchJob(prefix, options, affinity=f"editor{index}")).result(timeout=600)  # cold, not measured
     barrier.wait()
     for j in range(1, requests + 1):
-        scheduler.submit(Job(prefix + typed[: j * TYPED_CHARS], options, affinity=f"editor{index}")).result(timeout=600)
+        scheduler.submit(BatchJob(prefix + typed[: j * TYPED_CHARS], options, affinity=f"editor{index}")).result(timeout=600)
 
 
 @dataclass(eq=False)
@@ -146,8 +146,8 @@ def main() -> int:
     verify = {} if args.verify_rounds is None else {"verify_rounds": args.verify_rounds}
     options = DecodeOptions(k=3, max_tokens=10, alpha=0.0, **verify)
     if args.profile:
-        Scheduler._run = profiled(Scheduler._run)
-    engine = Engine(load_model(args.model, device=args.device))
+        Batcher._run = profiled(Batcher._run)
+    engine = LocalEngine(load_model(args.model, device=args.device))
     print(f"load average before: {os.getloadavg()}", flush=True)
     if args.forward_costs:
         with torch.inference_mode():
@@ -156,7 +156,7 @@ def main() -> int:
     if not args.requests:
         return 0
     editors = args.editors[0]
-    scheduler = Scheduler(engine)
+    scheduler = Batcher(engine)
     barrier = threading.Barrier(editors + 1)
     threads = [threading.Thread(target=editor, args=(scheduler, i, prefix, typed, options, args.requests, barrier))
                for i, (prefix, typed) in enumerate(documents(editors, args.requests))]

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from evaluation.positions import matched_prefix, sample_positions
 from spd_lsp.api import DecodeOptions
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import load_model
 
 
-def evaluate(engine: Engine, positions, method: str = "greedy") -> dict[str, float]:
+def evaluate(engine: LocalEngine, positions, method: str = "greedy") -> dict[str, float]:
     exact, chars, steps, drafts = 0, [], [], []
     for position in positions:
         result = engine.complete(position.prefix, DecodeOptions(method=method, k=1))
@@ -37,7 +37,7 @@ def main() -> None:
     positions = sample_positions(files, args.positions, seed=1, prefix_chars=1500)
     results = {}
     for label, quantize in (("fp32", None), ("int8", "int8")):
-        results[label] = evaluate(Engine(load_model(quantize=quantize)), positions)
+        results[label] = evaluate(LocalEngine(load_model(quantize=quantize)), positions)
     agree = statistics.mean(a == b for a, b in zip(results["fp32"]["drafts"], results["int8"]["drafts"]))
     print(f"{len(positions)} positions (start of indented lines, stdlib json/argparse/shutil), greedy, healing on")
     print("| weights | exact line P@1 | line chars matched | ms / decode step |")

@@ -29,7 +29,7 @@ from transformers import DynamicCache
 from bench.bench_server import corpus, prefixes
 from spd_lsp.cursor import fit_prefix
 from spd_lsp.api import Cancelled, DecodeOptions
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.model import cpu_pressure, load_model
 
@@ -46,7 +46,7 @@ def main() -> int:
     if args.compare_kernels:
         return compare_kernels(args.dtype, args.compare_kernels)
     loaded = load_model(dtype=args.dtype)
-    engine = Engine(loaded)
+    engine = LocalEngine(loaded)
     if args.compare_threads:
         return compare_threads(engine, args.compare_threads)
     spans = lambda text: engine.tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"]
@@ -109,7 +109,7 @@ def compare_kernels(dtype: str, rounds: int) -> int:
     return 0
 
 
-def compare_threads(engine: Engine, rounds: int) -> int:
+def compare_threads(engine: LocalEngine, rounds: int) -> int:
     """1 thread vs torch's default for the same 128-token prefills, interleaved."""
     ids = engine.encode(corpus())
     default = engine.runner.threads

@@ -18,7 +18,7 @@ import time
 from bench.bench_engine import documents
 from spd_lsp.engine.decoding.lm import ModelRunner, prefill_together
 from spd_lsp.api import never_cancelled
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import load_model
 
 
@@ -28,7 +28,7 @@ def main() -> int:
     parser.add_argument("--typed", type=int, default=3, help="tokens each prompt adds to its cache")
     parser.add_argument("--repeats", type=int, default=6)
     args = parser.parse_args()
-    engine = Engine(load_model())
+    engine = LocalEngine(load_model())
     base = engine.runner
     prompts = [engine.encode(prefix + typed) for prefix, typed in documents(args.editors, 8)]
     print(f"prompt tokens {[len(p) for p in prompts]}; load average before: {os.getloadavg()}", flush=True)

@@ -34,7 +34,7 @@ from spd_lsp.settings import CPU_PREFIX_TOKENS
 from spd_lsp.engine.decoding import attention
 from spd_lsp.api import DecodeOptions
 from spd_lsp.engine.decoding.verify import packed_logits, prefix_tree
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import SMALL_QUERY_ENV, load_model
 
 ROUND1 = {"verify_first": "rank", "verify_score": "mean", "verify_packed": False}  # all cut, re-ranked by mean
@@ -59,7 +59,7 @@ METHODS: dict[str, dict] = {
 }
 
 
-def code_prefix(engine: Engine, tokens: int) -> str:
+def code_prefix(engine: LocalEngine, tokens: int) -> str:
     import argparse as source_module
 
     source = inspect.getsource(source_module)
@@ -67,7 +67,7 @@ def code_prefix(engine: Engine, tokens: int) -> str:
     return engine.tokenizer.decode(engine.encode(source[:cut])[-tokens:]) + "        "
 
 
-def measure(engine: Engine, prefix: str, repeats: int, max_tokens: int) -> dict[str, dict[str, float]]:
+def measure(engine: LocalEngine, prefix: str, repeats: int, max_tokens: int) -> dict[str, dict[str, float]]:
     options = {name: DecodeOptions(max_tokens=max_tokens, **{"k": 3, **o}) for name, o in METHODS.items()}
     for o in options.values():
         engine.complete(prefix, o)  # warm the prompt cache and the kernels for each shape
@@ -84,7 +84,7 @@ TREE_TOKENS = 25  # a request's packed prefix tree: three drafts
 ATTENTIONS = {"sdpa": "sdpa", "small-query": attention.NAME}
 
 
-def forwards(engine: Engine, prompt: list[int]) -> dict[str, Callable[[], object]]:
+def forwards(engine: LocalEngine, prompt: list[int]) -> dict[str, Callable[[], object]]:
     """Each measured forward, on a cache of `prompt` (row per request), cropped back after it."""
     runner = engine.runner
     runner.prefill(prompt)
@@ -113,7 +113,7 @@ def forwards(engine: Engine, prompt: list[int]) -> dict[str, Callable[[], object
     return shapes
 
 
-def compare_attention(engine: Engine, prompt: list[int], repeats: int, *,
+def compare_attention(engine: LocalEngine, prompt: list[int], repeats: int, *,
                       threads: int | None) -> dict[str, dict[str, float]]:
     """Median ms of each forward under each attention, repeats interleaved (the bound lifted: every q measured);
     `threads`: torch's, else those the runner picked for the prompt (one on a contended CPU)."""
@@ -147,7 +147,7 @@ def peak_rss(dtype: str, name: str, repeats: int) -> dict[str, float]:
 
 
 def rss_child(dtype: str, repeats: int) -> None:
-    engine = Engine(load_model(dtype=dtype))
+    engine = LocalEngine(load_model(dtype=dtype))
     prompt = engine.encode(code_prefix(engine, ATTENTION_PROMPT_TOKENS))
     shapes = forwards(engine, prompt)
     Path("/proc/self/clear_refs").write_text("5")  # Linux: the peak (VmHWM) restarts from the RSS now
@@ -159,7 +159,7 @@ def rss_child(dtype: str, repeats: int) -> None:
 
 
 def report_attention(dtype: str, repeats: int, *, threads: int | None) -> None:
-    engine = Engine(load_model(dtype=dtype))
+    engine = LocalEngine(load_model(dtype=dtype))
     prompt = engine.encode(code_prefix(engine, ATTENTION_PROMPT_TOKENS))
     rows = compare_attention(engine, prompt, repeats, threads=threads)
     print(f"\n## {dtype}, {len(prompt)}-token prompt cache, median of {repeats} interleaved, "
@@ -189,7 +189,7 @@ def main() -> None:
             report_attention(dtype, args.attention, threads=args.threads)
         return
     for dtype in args.dtypes:
-        engine = Engine(load_model(dtype=dtype))
+        engine = LocalEngine(load_model(dtype=dtype))
         rows = measure(engine, code_prefix(engine, CPU_PREFIX_TOKENS), args.repeats, args.max_tokens)
         greedy, nucleus = rows["greedy"]["ms"], rows["nucleus k=3 sequential"]["ms"]
         print(f"\n## {dtype}, {CPU_PREFIX_TOKENS}-token code prefix (cache warm), {args.max_tokens} tokens, "

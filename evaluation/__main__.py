@@ -21,7 +21,7 @@ from typing import Any
 import platformdirs
 
 from spd_lsp.api import DecodeOptions
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from evaluation import report
 from evaluation.corpus import DEFAULT_PACKAGES, fetch_packages, split_files
 from evaluation.evaluator import PerplexityEvaluator
@@ -77,7 +77,7 @@ def _by_kind(results: list[ConfigResult], positions: list[Position]) -> dict[str
     return out
 
 
-def _sweep(engine: Engine, positions: list[Position], store: Any, options: DecodeOptions) -> tuple[DecodeOptions, dict]:
+def _sweep(engine: LocalEngine, positions: list[Position], store: Any, options: DecodeOptions) -> tuple[DecodeOptions, dict]:
     _say(f"sweep on {len(positions)} validation positions")
     options, rows = sweep(engine, positions, store, options)
     print(report.simple_table(rows, [("axis", "axis", "str"), ("value", "value", "str"), ("P@k", "P@k", "pct"),
@@ -85,7 +85,7 @@ def _sweep(engine: Engine, positions: list[Position], store: Any, options: Decod
     return options, {"rows": rows, "chosen": {axis: getattr(options, axis) for axis in AXES}}
 
 
-def _latency(engine: Engine, positions: list[Position], sources: dict, options: DecodeOptions, ks: list[int]) -> list:
+def _latency(engine: LocalEngine, positions: list[Position], sources: dict, options: DecodeOptions, ks: list[int]) -> list:
     grid = [(m, k) for m in ("superposed", "nucleus", "beam") for k in ks]
     configs = [Config(m, replace(options, method=m, k=k, seed=0), "workspace" if m == "superposed" else None)
                for m, k in grid]
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     _say(f"corpus {root}: {len(split.indexed)} indexed, {len(split.validation)} validation, "
          f"{len(split.test)} test files")
     loaded = load_model()
-    engine = Engine(loaded)
+    engine = LocalEngine(loaded)
     tok = engine.tokenizer
     key = hashlib.sha256(str(root).encode()).hexdigest()[:10]  # one set of stores per corpus
     order = random.Random(args.seed).sample(split.indexed, len(split.indexed))

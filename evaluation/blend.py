@@ -13,12 +13,12 @@ from spd_lsp.engine.decoding.drafts import DraftRules
 from spd_lsp.engine.decoding.healing import HealedPrompt
 from spd_lsp.api import DecodeOptions, Draft
 from spd_lsp.engine.decoding.verify import judge
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 
 BLEND_TOP = 5
 
 
-def _shown_tokens(engine: Engine, draft: Draft, shown: str, prompt: list[int], healed: str) -> tuple[int, ...]:
+def _shown_tokens(engine: LocalEngine, draft: Draft, shown: str, prompt: list[int], healed: str) -> tuple[int, ...]:
     """The draft's tokens up to the end of what the editor shows of it."""
     ids = draft.token_ids
     for n in range(1, len(ids) + 1):
@@ -28,7 +28,7 @@ def _shown_tokens(engine: Engine, draft: Draft, shown: str, prompt: list[int], h
 
 
 def blended(
-    engine: Engine,
+    engine: LocalEngine,
     prefix: str,
     fit: Callable[[str], str],
     options: DecodeOptions,

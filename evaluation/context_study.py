@@ -40,7 +40,7 @@ from spd_lsp.settings import Settings
 from spd_lsp.cursor import fit_prefix
 from spd_lsp.engine.decoding.lm import common_prefix_length
 from spd_lsp.api import DecodeOptions
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from evaluation import report
 from evaluation.compare import paired
 from evaluation.corpus import fetch_packages, split_files
@@ -92,13 +92,13 @@ def _case(position: Position, root: Path, spans: Any) -> Case | None:
     return Case(fitted, after, str(position.path.relative_to(root)), around(editor, len(position.prefix)))
 
 
-def _snippets(case: Case, index: ChunkIndex, engine: Engine, budget: int) -> list[tuple[str, str]]:
+def _snippets(case: Case, index: ChunkIndex, engine: LocalEngine, budget: int) -> list[tuple[str, str]]:
     ranked = index.search(query_text(case.position.prefix), k=16)
     chosen = select(ranked, case.near_cursor, budget, lambda text: len(engine.encode(text)))
     return [(c.path, c.text) for c in chosen]
 
 
-def answer(engine: Engine, case: Case, config: str, options: DecodeOptions, snippets: list[tuple[str, str]]) -> dict[str, Any]:
+def answer(engine: LocalEngine, case: Case, config: str, options: DecodeOptions, snippets: list[tuple[str, str]]) -> dict[str, Any]:
     """One request as the server makes it, scored; with the prefill a further keystroke would add."""
     p = case.position
     fmt = CONFIGS[config]
@@ -141,7 +141,7 @@ def shipped(max_tokens: int) -> DecodeOptions:
 
 def run(args: argparse.Namespace) -> None:
     options = shipped(args.max_tokens)
-    engine = Engine(load_model())
+    engine = LocalEngine(load_model())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     done = _done(args.out)
     stores, indexes, cases = _prepare(args, engine.tokenizer)
@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> None:
 def recall(args: argparse.Namespace) -> None:
     """Without the model: how often the chosen snippets hold a name the rest of the line needs and
     the prefix lacks (what snippets could teach the model), over many positions."""
-    engine = Engine(load_model())
+    engine = LocalEngine(load_model())
     _, indexes, cases = _prepare(args, engine.tokenizer, with_stores=False)
     rows = []
     for (name, kind), sample in cases.items():

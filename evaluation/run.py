@@ -13,7 +13,7 @@ from spd_lsp.engine.decoding.drafts import DraftRules, to_drafts
 from spd_lsp.engine.decoding.healing import HealedPrompt
 from spd_lsp.api import DecodeOptions, DecodeResult
 from spd_lsp.engine.decoding.verify import replay, verify
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from evaluation.blend import blended
 from evaluation.evaluator import PerplexityEvaluator
 from evaluation.metrics import RequestScore, score_request
@@ -58,13 +58,13 @@ def fitted(positions: Sequence[Position], tokenizer: Any, budget: int = CPU_PREF
     return [replace(p, prefix=fit_prefix(p.prefix, spans, budget)) for p in positions]
 
 
-def complete(engine: Engine, position: Position, options: DecodeOptions) -> RequestScore:
+def complete(engine: LocalEngine, position: Position, options: DecodeOptions) -> RequestScore:
     """Score the drafts as the server would show them (fitted to the text after the cursor)."""
     return scored(engine, position, options, engine.complete(position.prefix, options))
 
 
 def scored(
-    engine: Engine, position: Position, options: DecodeOptions, result: DecodeResult, known: dict | None = None,
+    engine: LocalEngine, position: Position, options: DecodeOptions, result: DecodeResult, known: dict | None = None,
     *, healed: HealedPrompt | None = None,
 ) -> RequestScore:
     """`known`: blend flags of the rows already judged at this position (eval/blend.py); `healed`: the
@@ -88,7 +88,7 @@ def unverified(options: DecodeOptions) -> DecodeOptions:
     return replace(options, **{**settings, "verify_rounds": 0})
 
 
-def verified(engine: Engine, prefix: str, options: DecodeOptions, plain: DecodeResult) -> DecodeResult:
+def verified(engine: LocalEngine, prefix: str, options: DecodeOptions, plain: DecodeResult) -> DecodeResult:
     """SPD + verification from a plain SPD run's drafts at the same prompt (decoding/verify.py on its cache).
 
     What superposed_decode's verify hook would return, without decoding again: one SPD run serves every
@@ -112,7 +112,7 @@ def verified(engine: Engine, prefix: str, options: DecodeOptions, plain: DecodeR
 
 
 def _answer(
-    engine: Engine, position: Position, options: DecodeOptions, plain: dict[str, DecodeResult] | None
+    engine: LocalEngine, position: Position, options: DecodeOptions, plain: dict[str, DecodeResult] | None
 ) -> DecodeResult:
     """The engine's drafts; with `plain`, superposed runs at a position share one plain run, verified per variant."""
     if options.method != "superposed" or plain is None:
@@ -124,7 +124,7 @@ def _answer(
 
 
 def evaluate(
-    engine: Engine,
+    engine: LocalEngine,
     configs: Sequence[Config],
     positions: Sequence[Position],
     sources: dict[str, NgramSource],

@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import platformdirs
 
 from spd_lsp.api import DecodeOptions
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from evaluation import report
 from evaluation.compare import paired
 from evaluation.corpus import fetch_packages, split_files
@@ -106,7 +106,7 @@ def _done(out: Path) -> set[tuple[str, str, int, str]]:
 def run(args: argparse.Namespace) -> None:
     configs = [registry(DecodeOptions(max_tokens=args.max_tokens))[name] for name in args.configs]
     loaded = load_model()
-    engine = Engine(loaded)
+    engine = LocalEngine(loaded)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     done = _done(args.out)
     stores, positions = {}, {}

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from ngram_db import NgramSource
 from spd_lsp.api import PAPER_NGRAM_WEIGHTS, DecodeOptions
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from evaluation.metrics import summarise
 from evaluation.positions import Position
 from evaluation.run import Config, evaluate
@@ -45,7 +45,7 @@ def _options(base: DecodeOptions, axis: str, value: Any) -> DecodeOptions:
 
 
 def sweep(
-    engine: Engine,
+    engine: LocalEngine,
     positions: Sequence[Position],
     ngrams: NgramSource,
     start: DecodeOptions,

@@ -58,7 +58,7 @@ class Job:
         return self._stopped.is_set() or (self._abandoned.is_set() and not self.kept)
 
 
-class Scheduler:
+class KeyedWorker:
     def __init__(self, name: str = "spd-model", *, background_delay_s: float = 0.0) -> None:
         """`background_delay_s`: background jobs start only once no other job has run for this
         long, so a request that follows an answer at once does not wait for speculative work."""

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from spd_lsp.session.session import Loaded
 from tests.tiny_models import tiny_model
 
@@ -20,7 +20,7 @@ LOADER = "tests.engined_support:tiny_loaded"
 def tiny_loaded(settings: Any) -> Loaded:
     if os.environ.get("SPD_TEST_ENGINE_BROKEN"):
         raise OSError("this engine was told not to start")
-    return Loaded(Engine(tiny_model("llama")), {"name": "tiny-llama", "device": "cpu"}, "cpu")
+    return Loaded(LocalEngine(tiny_model("llama")), {"name": "tiny-llama", "device": "cpu"}, "cpu")
 
 
 def engine_env(runtime: Path, **extra: str) -> dict[str, str]:

@@ -66,7 +66,7 @@ def print_result(result: DecodeResult, load_s: float, as_json: bool) -> None:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    from spd_lsp.engine.local import Engine
+    from spd_lsp.engine.local import LocalEngine
     from spd_lsp.engine.model import ModelLoadError, load_model
 
     prefix = read_prefix(args)
@@ -75,7 +75,7 @@ def main(argv: list[str]) -> int:
     except ModelLoadError as exc:
         print(f"spd-lsp: {exc}", file=sys.stderr)
         return 2
-    engine = Engine(loaded, open_ngrams(args.ngram_db, loaded.tokenizer) if args.ngram_db else None)
+    engine = LocalEngine(loaded, open_ngrams(args.ngram_db, loaded.tokenizer) if args.ngram_db else None)
     options = DecodeOptions(
         method=args.method,
         k=args.k,

@@ -111,7 +111,7 @@ class ContextGatherer:
         roots: Sequence[Path],
         neighbours: Sequence[tuple[str, str]] = (),
     ) -> dict[str, Any]:
-        """Keyword arguments for `Engine.complete`: suffix, filename, snippets, language, prompt_format."""
+        """Keyword arguments for `LocalEngine.complete`: suffix, filename, snippets, language, prompt_format."""
         context = settings.context
         path = relative_path(key, roots)
         snippets: tuple[tuple[str, str], ...] = ()

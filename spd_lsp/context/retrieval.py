@@ -19,7 +19,7 @@ import bm25s
 from ngram_db.indexer import IndexOptions, SourceWalker
 from ngram_db.watcher import Watcher
 from spd_lsp.context.snippets import IDENTIFIER, Chunk, windows
-from spd_lsp.worker import Scheduler
+from spd_lsp.worker import KeyedWorker
 from spd_lsp.fit.syntax import language_of
 
 log = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ class WorkspaceChunks:
         self._files: _ChunkFiles | None = None
         self._watcher: Watcher | None = None
         self._lock = threading.Lock()
-        self._worker = Scheduler("spd-snippets")
+        self._worker = KeyedWorker("spd-snippets")
 
     def ensure(self, roots: Sequence[Path], *, exclude: Sequence[str] = ()) -> None:
         """Start building for `roots` unless that is built or being built."""

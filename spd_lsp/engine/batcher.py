@@ -13,7 +13,7 @@ prompts' key/values (`verify_together`). A request joining or leaving copies its
 rows only; the batch is re-gathered only when a request forks or reorders its rows
 (beam); steps write their column in place.
 
-Requests the batch cannot take run alone through `Engine.complete` between steps:
+Requests the batch cannot take run alone through `LocalEngine.complete` between steps:
 sequential nucleus, `reset_every`, extra prompt arguments, and models whose cache is not a plain
 per-layer key/value cache.
 """
@@ -49,7 +49,7 @@ RUNNERS = 16  # prompt caches kept, one per affinity key (an editor's document),
 
 
 @dataclass
-class Job:
+class BatchJob:
     """One `complete` request as the scheduler sees it; `future` gets a DecodeResult or an exception."""
 
     prefix: str
@@ -71,7 +71,7 @@ class Job:
 
 @dataclass(eq=False)
 class Member:
-    job: Job
+    job: BatchJob
     state: Any  # a stepping.StepState
     prompt: list[int]
     remainder: str
@@ -84,7 +84,7 @@ class Member:
 class Joiner:
     """A request whose prompt is being prefilled, a chunk between two steps, before it joins."""
 
-    job: Job
+    job: BatchJob
     prompt: list[int]
     remainder: str
     runner: ModelRunner
@@ -97,14 +97,14 @@ class Joiner:
 BATCHED_METHODS = ("superposed", "greedy", "nucleus_batched", "beam")
 
 
-def batchable(job: Job) -> bool:
+def batchable(job: BatchJob) -> bool:
     options = job.options
     return options.method in BATCHED_METHODS and not options.reset_every and not job.args
 
 
-def start_state(job: Job, logits: torch.Tensor, prompt: list[int], remainder: str, rules: Any,
+def start_state(job: BatchJob, logits: torch.Tensor, prompt: list[int], remainder: str, rules: Any,
                 timings: Timings) -> Any:
-    """The step state of a batchable request (the methods of `Engine._run`)."""
+    """The step state of a batchable request (the methods of `LocalEngine._run`)."""
     options = job.options
     progress = {"cancelled": never_cancelled, "timings": timings, "logits": logits}  # the scheduler checks cancellation
     if options.method == "superposed":
@@ -151,7 +151,7 @@ def verify_together(runner: ModelRunner, members: list[Member], counts: dict[str
     return [verified[i] if i in verified else m.state.drafts() for i, m in enumerate(members)]
 
 
-class Scheduler:
+class Batcher:
     """The engine's one model thread: admits jobs between steps and steps the batch.
 
     `submit` is thread-safe; everything else runs on the thread. `max_batch` caps the rows.
@@ -160,10 +160,10 @@ class Scheduler:
     def __init__(self, engine: Any, *, max_batch: int = 32) -> None:
         self.engine = engine
         self.max_batch = max_batch
-        self._incoming: queue.Queue[Job | None] = queue.Queue()
+        self._incoming: queue.Queue[BatchJob | None] = queue.Queue()
         self._runners: OrderedDict[str, ModelRunner] = OrderedDict()
         self._members: list[Member] = []
-        self._waiting: list[Job] = []
+        self._waiting: list[BatchJob] = []
         self._joining: list[Joiner] = []
         self._batch = BatchCache(engine.runner)
         self.counts = {"batched": 0, "alone": 0, "cancelled": 0, "failed": 0, "steps": 0, "maxBatched": 0,
@@ -175,7 +175,7 @@ class Scheduler:
         self._thread = threading.Thread(target=self._run, name="spd-engine-model", daemon=True)
         self._thread.start()
 
-    def submit(self, job: Job) -> Future:
+    def submit(self, job: BatchJob) -> Future:
         self._incoming.put(job)
         return job.future
 
@@ -218,7 +218,7 @@ class Scheduler:
                 self._start(job)
         return True
 
-    def _next_job(self, *, block: bool) -> Job | None:
+    def _next_job(self, *, block: bool) -> BatchJob | None:
         """The next incoming job (queue.Empty where none and not `block`); waiting idle frees the batch's
         buffers after `IDLE_RELEASE_S`."""
         if not block:
@@ -229,7 +229,7 @@ class Scheduler:
             self._batch.release()
             return self._incoming.get()
 
-    def _start(self, job: Job) -> None:
+    def _start(self, job: BatchJob) -> None:
         try:
             if not batchable(job):
                 self.counts["alone"] += 1
@@ -402,7 +402,7 @@ class Scheduler:
             self._answer(member, final)
 
     def _final_alone(self, member: Member) -> list:
-        """A superposed member's drafts verified on its own prompt cache, as `Engine.complete` does."""
+        """A superposed member's drafts verified on its own prompt cache, as `LocalEngine.complete` does."""
         runner = self._runner(member.job.affinity)
         runner.prefill(member.prompt, member.job.cancelled)  # the prompt is still cached unless evicted
         return member.state.final(runner, cancelled=member.job.cancelled)
@@ -414,7 +414,7 @@ class Scheduler:
         member.state.timings.total_s = time.perf_counter() - member.job.started
         self._finish(member.job, result=DecodeResult(drafts, member.state.timings, options.method))
 
-    def _finish(self, job: Job, *, result: DecodeResult | None = None, error: BaseException | None = None) -> None:
+    def _finish(self, job: BatchJob, *, result: DecodeResult | None = None, error: BaseException | None = None) -> None:
         if job.future.done():
             return
         if error is not None:

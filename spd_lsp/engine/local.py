@@ -28,7 +28,7 @@ from spd_lsp.engine.prompt.layout import Context
 
 
 
-class Engine:
+class LocalEngine:
     def __init__(self, loaded: LoadedModel, ngrams: NgramSource | None = None):
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer

@@ -23,7 +23,7 @@ Messages (client -> engine)
         engine keeps one prompt cache per affinity key and routers may route by it.
         PROMPT  = {"prefix": str, "ids": [int] | None, "args": {str: plain value}}
                   `ids` are the prefix's tokens where the caller has them; `args` are the
-                  keyword prompt arguments the session passes to `Engine.complete`.
+                  keyword prompt arguments the session passes to `LocalEngine.complete`.
         OPTIONS = `DecodeOptions.to_dict()` (ngram_weights keyed by order as a string);
                   missing keys take their defaults, unknown keys are `bad_request`.
         NGRAMS  = {"stores": [{"path": str, "weight": float}],   # opened read-only, same machine

@@ -27,7 +27,7 @@ from ngram_db.store import NgramStore
 from spd_lsp.api import Cancelled, DecodeOptions
 from spd_lsp.remote import protocol
 from spd_lsp.remote import tokenizer as tokenizer_wire
-from spd_lsp.engine.batcher import Job, Scheduler
+from spd_lsp.engine.batcher import BatchJob, Batcher
 
 log = logging.getLogger(__name__)
 DOCUMENT_ORDERS = (2, 3, 4, 5, 6)
@@ -112,7 +112,7 @@ class EngineServer:
         self.info = info
         self.listener = listener
         self.idle_timeout = idle_timeout
-        self.scheduler = Scheduler(engine, max_batch=max_batch)
+        self.scheduler = Batcher(engine, max_batch=max_batch)
         self.stores = Stores(tokenizer_identity(engine.tokenizer), base_store)
         self.connections = 0
         self.counts = {"connections": 0, "refused": 0, "badFrames": 0, "requests": 0}
@@ -174,7 +174,7 @@ class EngineServer:
         self.connections += 1
         self.counts["connections"] += 1
         self._last_active = time.monotonic()
-        jobs: dict[int, Job] = {}
+        jobs: dict[int, BatchJob] = {}
         tasks: set[asyncio.Task] = set()
         try:
             if await self._admit(reader, writer):
@@ -226,7 +226,7 @@ class EngineServer:
         return None
 
     async def _serve_frames(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                            jobs: dict[int, Job], tasks: set[asyncio.Task]) -> None:
+                            jobs: dict[int, BatchJob], tasks: set[asyncio.Task]) -> None:
         while True:
             message = await protocol.read(reader)
             self._last_active = time.monotonic()
@@ -251,7 +251,7 @@ class EngineServer:
             except protocol.ProtocolError as exc:
                 await self._send(writer, protocol.error(message.get("id"), exc.code, str(exc)))
 
-    def job(self, message: dict[str, Any]) -> Job:
+    def job(self, message: dict[str, Any]) -> BatchJob:
         prompt = message.get("prompt")
         if not isinstance(prompt, dict) or not isinstance(prompt.get("prefix"), str):
             raise protocol.ProtocolError(protocol.BAD_REQUEST, "'prompt' needs a string 'prefix'")
@@ -270,10 +270,10 @@ class EngineServer:
         local = self.listener.socket_path is not None
         ngrams = self.stores.source(message.get("ngrams"), local=local)
         affinity = message.get("affinity")
-        return Job(prompt["prefix"], options, ngrams=ngrams, ids=ids, args=args,
+        return BatchJob(prompt["prefix"], options, ngrams=ngrams, ids=ids, args=args,
                    affinity=str(affinity) if affinity is not None else str(id(message)))
 
-    async def _answer(self, writer: asyncio.StreamWriter, job_id: int, job: Job, jobs: dict[int, Job]) -> None:
+    async def _answer(self, writer: asyncio.StreamWriter, job_id: int, job: BatchJob, jobs: dict[int, BatchJob]) -> None:
         self.counts["requests"] += 1
         self._running += 1
         try:

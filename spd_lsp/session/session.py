@@ -44,9 +44,9 @@ from spd_lsp.cursor import (
 from spd_lsp.api import CancelCheck, Timings
 from spd_lsp.fit.edits import Fit, LineEdit, Shown, finalize, line_edits
 from spd_lsp.context.gather import ContextGatherer
-from spd_lsp.worker import Job, Scheduler
+from spd_lsp.worker import Job, KeyedWorker
 from spd_lsp.fit.syntax import language_of
-from spd_lsp.session.stores import Client, Workspace
+from spd_lsp.session.stores import Client, WorkspaceStores
 
 log = logging.getLogger(__name__)
 SETUP = "setup"  # scheduler key of model (re)loads and store changes: the newest wins
@@ -61,7 +61,7 @@ BACKGROUND_DELAY_S = 0.05
 
 
 class EngineLike(Protocol):
-    """What the session needs of `spd_lsp.engine.local.Engine` (lets tests use a fake)."""
+    """What the session needs of `spd_lsp.engine.local.LocalEngine` (lets tests use a fake)."""
 
     tokenizer: Any
 
@@ -95,7 +95,7 @@ def load_engine(settings: Settings) -> Loaded:
         from spd_lsp.remote.connect import load_remote
 
         return load_remote(settings)
-    from spd_lsp.engine.local import Engine
+    from spd_lsp.engine.local import LocalEngine
     from spd_lsp.engine.model import load_model
 
     loaded = load_model(settings.model, settings.device, settings.dtype, settings.quantize)
@@ -106,7 +106,7 @@ def load_engine(settings: Settings) -> Loaded:
         "dtype": str(loaded.dtype).removeprefix("torch."),
         "loadSeconds": round(loaded.load_s, 3),
     }
-    return Loaded(Engine(loaded), info, loaded.device.type)
+    return Loaded(LocalEngine(loaded), info, loaded.device.type)
 
 
 @dataclass(frozen=True)
@@ -264,9 +264,9 @@ class Session:
         self.anticipate = anticipate
         self.loader = loader
         self.settings = Settings()
-        self.scheduler = Scheduler(background_delay_s=BACKGROUND_DELAY_S)
+        self.scheduler = KeyedWorker(background_delay_s=BACKGROUND_DELAY_S)
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
-        self.workspace = Workspace(client)
+        self.workspace = WorkspaceStores(client)
         self.stats = Stats()
         self.roots: list[Path] = []
         self._loaded: Loaded | None = None

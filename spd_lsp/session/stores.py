@@ -31,7 +31,7 @@ from ngram_db.store import NgramStore
 from ngram_db.watcher import Watcher
 from spd_lsp.settings import NgramSettings
 from spd_lsp.engine.model import encode_texts, tokenizer_identity
-from spd_lsp.worker import Scheduler
+from spd_lsp.worker import KeyedWorker
 
 log = logging.getLogger(__name__)
 CLOSE_TIMEOUT_S = 5.0
@@ -64,7 +64,7 @@ class RootStore:
     live: bool = True  # indexed and watched (False: a broad root, only read)
 
 
-class Workspace:
+class WorkspaceStores:
     def __init__(self, client: Client) -> None:
         self.client = client
         self.options = IndexOptions()  # caps and sizes; `exclude` comes from the settings
@@ -73,7 +73,7 @@ class Workspace:
         self._key: tuple[Any, ...] | None = None
         # A daemon thread: quitting the editor must not wait for a long indexing run
         # (every batch is its own transaction, so stopping midway loses nothing).
-        self._writes = Scheduler("spd-index")
+        self._writes = KeyedWorker("spd-index")
         self._lock = threading.Lock()
 
     def configure(self, roots: Sequence[Path], tokenizer: Any, settings: NgramSettings, *,

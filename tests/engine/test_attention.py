@@ -12,7 +12,7 @@ from spd_lsp.engine.decoding import attention
 from spd_lsp.engine.decoding.attention import NAME, MAX_QUERY, small_query_attention, use_small_query_attention
 from spd_lsp.engine.decoding.drafts import DraftRules
 from spd_lsp.engine.decoding.verify import judge, packed_logits
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from tests.tiny_models import ARCHITECTURES, tiny_model
 
 PROMPT = 12
@@ -84,11 +84,11 @@ def test_what_it_does_not_handle_goes_to_sdpa(case: str, monkeypatch) -> None:
     assert handed[0].get("dropout") == kwargs.get("dropout", 0.0)
 
 
-def _rules(engine: Engine) -> DraftRules:
+def _rules(engine: LocalEngine) -> DraftRules:
     return DraftRules(table=engine.table, stop_ids=frozenset(), stop_at_newline=False)
 
 
-def _trees(engine: Engine) -> list[tuple[int, ...]]:
+def _trees(engine: LocalEngine) -> list[tuple[int, ...]]:
     """Three drafts sharing a prefix: a prefix tree like verification's."""
     a, b, c = (tuple(engine.encode(text)) for text in (" in names:\n", " in ('a', 'b'):", ".endswith('.py')"))
     return [a, a[:2] + b, c]
@@ -107,7 +107,7 @@ def test_packed_verification_logits_equal_the_sdpa_models(architecture: str, dty
                                                          monkeypatch) -> None:
     loaded = tiny_model(architecture)
     loaded.model.to(dtype)
-    engine = Engine(loaded)
+    engine = LocalEngine(loaded)
     prompt = engine.encode("for name in names:\n    if name")
     rows = _trees(engine)
     calls = []
@@ -132,7 +132,7 @@ def test_packed_verification_logits_equal_the_sdpa_models(architecture: str, dty
 @pytest.mark.parametrize("packed", [True, False])
 def test_verdicts_are_those_of_the_sdpa_model(architecture: str, packed: bool) -> None:
     loaded = tiny_model(architecture)
-    engine = Engine(loaded)
+    engine = LocalEngine(loaded)
     prompt, rows = engine.encode("import os\nimport sys\nresult = os"), _trees(engine)
     verdicts = {}
     for implementation in ("sdpa", NAME):
@@ -166,7 +166,7 @@ def test_the_bundled_models_float32_drafts_are_sdpas(monkeypatch) -> None:
     from spd_lsp.api import DecodeOptions
     from spd_lsp.engine.model import load_model
 
-    engine = Engine(load_model(dtype="float32"))
+    engine = LocalEngine(load_model(dtype="float32"))
     lines = inspect.getsource(argparse).splitlines(keepends=True)
     texts = ["".join(lines[:i]) + lines[i][: len(lines[i]) // 2] for i in (400, 1200, 2000)]
     prefixes = [engine.tokenizer.decode(engine.encode(text)[-370:]) for text in texts]  # as bench_verify's

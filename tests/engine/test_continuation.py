@@ -10,8 +10,8 @@ from spd_lsp.engine.decoding.continuation import RaggedRows, continue_greedily
 from spd_lsp.engine.decoding.drafts import DraftRules, Hypothesis
 from spd_lsp.api import Cancelled, DecodeOptions, Timings
 from spd_lsp.engine.decoding.verify import replay, run_rows, verify
-from spd_lsp.engine.local import Engine
-from spd_lsp.engine.batcher import Job, Scheduler
+from spd_lsp.engine.local import LocalEngine
+from spd_lsp.engine.batcher import BatchJob, Batcher
 from tests.tiny_models import ARCHITECTURES, tiny_model
 
 PREFIX = "for name in names:\n    if name"
@@ -21,37 +21,37 @@ CONTINUE = {"verify_rounds": 1, "verify_repair": "continue", "verify_first": "ra
 
 
 @pytest.fixture(scope="module")
-def engine() -> Engine:
+def engine() -> LocalEngine:
     torch.set_num_threads(1)  # one summation order: padded batch rows and a plain forward agree exactly
-    return Engine(tiny_model("llama"))
+    return LocalEngine(tiny_model("llama"))
 
 
-def _rules(engine: Engine) -> DraftRules:
+def _rules(engine: LocalEngine) -> DraftRules:
     return DraftRules(table=engine.table, stop_ids=frozenset(), stop_at_newline=False)  # rows keep their length
 
 
 @torch.inference_mode()
-def _next_logp(engine: Engine, ids: list[int]) -> torch.Tensor:
+def _next_logp(engine: LocalEngine, ids: list[int]) -> torch.Tensor:
     """The model's next-token log p after `ids` (no special tokens), from one cache-less forward."""
     logits = engine.loaded.model(input_ids=torch.tensor([ids])).logits[0, -1].float()
     return torch.log_softmax(_rules(engine).without_special(logits), dim=-1)
 
 
-def _greedy(engine: Engine, ids: list[int], n: int) -> list[int]:
+def _greedy(engine: LocalEngine, ids: list[int], n: int) -> list[int]:
     out = list(ids)
     for _ in range(n):
         out.append(int(_next_logp(engine, out).argmax()))
     return out[len(ids):]
 
 
-def _ranked(engine: Engine, ids: list[int], rank: int) -> int:
+def _ranked(engine: LocalEngine, ids: list[int], rank: int) -> int:
     """The token the model ranks `rank`-th (-1: last) among those a draft may hold."""
     logp = _next_logp(engine, ids)
     order = logp.argsort(descending=True)
     return int(order[torch.isfinite(logp[order])][rank])
 
 
-def _verify(engine: Engine, rows: list[list[int]], cancelled=None, **options) -> list[Hypothesis]:
+def _verify(engine: LocalEngine, rows: list[list[int]], cancelled=None, **options) -> list[Hypothesis]:
     prompt = engine.encode(PREFIX)
     logits, _ = engine.runner.prefill(prompt)
     hyps = [replay(_rules(engine), "", tuple(r)) for r in rows]
@@ -63,7 +63,7 @@ def _verify(engine: Engine, rows: list[list[int]], cancelled=None, **options) ->
     return out
 
 
-def _drafts(engine: Engine) -> tuple[list[int], list[list[int]], list[list[int]]]:
+def _drafts(engine: LocalEngine) -> tuple[list[int], list[list[int]], list[list[int]]]:
     """Three drafts with a token the model ranks last at positions 1, 4 and never, and what continuation
     must make of them: the prefix before it, the model's choice there, then greedy up to MAX_TOKENS."""
     prompt = engine.encode(PREFIX)
@@ -79,7 +79,7 @@ def _drafts(engine: Engine) -> tuple[list[int], list[list[int]], list[list[int]]
     return prompt, rows + [plausible], expected + [plausible]
 
 
-def test_a_continued_draft_is_greedy_decoding_from_its_verified_prefix_and_the_models_choice(engine: Engine) -> None:
+def test_a_continued_draft_is_greedy_decoding_from_its_verified_prefix_and_the_models_choice(engine: LocalEngine) -> None:
     _, rows, expected = _drafts(engine)
     # repaired prefixes of 2 and 5 tokens: the batch is ragged
     out = _verify(engine, rows, verify_top=5, verify_log_ratio=-50.0)
@@ -93,7 +93,7 @@ def test_a_continued_draft_is_greedy_decoding_from_its_verified_prefix_and_the_m
 @torch.inference_mode()
 def test_continued_rows_see_exactly_what_a_plain_forward_of_their_prefix_sees(architecture: str, packed: bool) -> None:
     """Rows continue on the verification's own key/values: each sees only its prefix, at its positions."""
-    engine = Engine(tiny_model(architecture))
+    engine = LocalEngine(tiny_model(architecture))
     rules = _rules(engine)
     prompt = engine.encode(PREFIX)
     logits, _ = engine.runner.prefill(prompt)
@@ -117,14 +117,14 @@ def test_continued_rows_see_exactly_what_a_plain_forward_of_their_prefix_sees(ar
     assert engine.runner.cache.get_seq_length() == len(prompt)
 
 
-def test_a_draft_without_an_implausible_token_is_untouched(engine: Engine) -> None:
+def test_a_draft_without_an_implausible_token_is_untouched(engine: LocalEngine) -> None:
     prompt = engine.encode(PREFIX)
     plausible = [_ranked(engine, prompt, 1)] + [_ranked(engine, prompt + [_ranked(engine, prompt, 1)], 2)]
     out = _verify(engine, [plausible], verify_top=5, verify_log_ratio=-50.0)
     assert [h.tokens for h in out] == [tuple(plausible)]  # short, not the greedy choice, yet not continued
 
 
-def test_continuation_steps_stay_within_max_tokens(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_continuation_steps_stay_within_max_tokens(engine: LocalEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     _, rows, _ = _drafts(engine)
     forwards = []
     real = engine.runner.forward
@@ -140,7 +140,7 @@ def test_continuation_steps_stay_within_max_tokens(engine: Engine, monkeypatch: 
 
 
 def test_a_repair_that_rejoins_a_greedy_draft_is_that_draft_without_a_step(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
+    engine: LocalEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     prompt = engine.encode(PREFIX)
     greedy = _greedy(engine, prompt, MAX_TOKENS)
@@ -153,7 +153,7 @@ def test_a_repair_that_rejoins_a_greedy_draft_is_that_draft_without_a_step(
     assert all(mask is None for mask in forwards)  # no continuation step ran
 
 
-def test_continuation_respects_cancellation(engine: Engine) -> None:
+def test_continuation_respects_cancellation(engine: LocalEngine) -> None:
     _, rows, _ = _drafts(engine)
     checks = []
     with pytest.raises(Cancelled):
@@ -162,7 +162,7 @@ def test_continuation_respects_cancellation(engine: Engine) -> None:
     assert engine.runner.cache.get_seq_length() == len(engine.encode(PREFIX))
 
 
-def test_superposed_method_continues_alone_and_in_the_engine_batch(engine: Engine) -> None:
+def test_superposed_method_continues_alone_and_in_the_engine_batch(engine: LocalEngine) -> None:
     options = DecodeOptions(k=3, max_tokens=MAX_TOKENS, stop_at_newline=False, verify_repair="continue",
                             verify_top=2, verify_log_ratio=-1.0)
     alone = engine.complete(PREFIX, options)
@@ -170,9 +170,9 @@ def test_superposed_method_continues_alone_and_in_the_engine_batch(engine: Engin
     assert alone.timings.verify_s > 0
     # with a top-2 rule some random-model draft must have been repaired; continuation keeps it long
     assert [d.token_ids for d in alone.drafts] != [d.token_ids for d in plain.drafts]
-    scheduler = Scheduler(engine)
+    scheduler = Batcher(engine)
     try:
-        batched = scheduler.submit(Job(PREFIX, options, affinity="editor")).result(timeout=120)
+        batched = scheduler.submit(BatchJob(PREFIX, options, affinity="editor")).result(timeout=120)
     finally:
         scheduler.close()
     assert [(d.text, round(d.score, 4)) for d in batched.drafts] == [(d.text, round(d.score, 4)) for d in alone.drafts]
@@ -186,14 +186,14 @@ def test_decode_options_refuse_an_unknown_repair() -> None:
 
 
 def test_a_batched_request_cancelled_while_continuing_is_cancelled(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
+    engine: LocalEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The engine's scheduler verifies a request as it leaves the batch: its cancel still reaches the steps."""
     import spd_lsp.engine.decoding.verify as verify_module
 
     options = DecodeOptions(k=3, max_tokens=MAX_TOKENS, stop_at_newline=False, verify_repair="continue",
                             verify_top=2, verify_log_ratio=-1.0)
-    job = Job(PREFIX, options, affinity="editor")
+    job = BatchJob(PREFIX, options, affinity="editor")
     real = verify_module.continue_greedily
 
     def cancel_then_continue(*args, **kwargs):
@@ -201,7 +201,7 @@ def test_a_batched_request_cancelled_while_continuing_is_cancelled(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(verify_module, "continue_greedily", cancel_then_continue)
-    scheduler = Scheduler(engine)
+    scheduler = Batcher(engine)
     try:
         with pytest.raises(Cancelled):
             scheduler.submit(job).result(timeout=120)

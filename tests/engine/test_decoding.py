@@ -19,7 +19,7 @@ from spd_lsp.engine.decoding.interpolate import interpolate
 from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.decoding.superposed import superposed_embedding, superposition_weights
 from spd_lsp.api import METHODS, Cancelled, DecodeOptions
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import LoadedModel
 from tests.tiny_models import ARCHITECTURES, tiny_model
 
@@ -28,11 +28,11 @@ RAW = dict(stop_at_newline=False, heal=False, verify_rounds=0)  # the decoder al
 
 
 @pytest.fixture(scope="module", params=ARCHITECTURES)
-def engine(request) -> Engine:
-    return Engine(tiny_model(request.param))
+def engine(request) -> LocalEngine:
+    return LocalEngine(tiny_model(request.param))
 
 
-def test_spd_with_one_draft_and_no_ngrams_is_greedy(engine: Engine) -> None:
+def test_spd_with_one_draft_and_no_ngrams_is_greedy(engine: LocalEngine) -> None:
     greedy = engine.complete(PREFIX, DecodeOptions(method="greedy", k=1, **RAW))
     spd = engine.complete(PREFIX, DecodeOptions(method="superposed", k=1, alpha=0.0, **RAW))
     assert spd.drafts[0].token_ids == greedy.drafts[0].token_ids
@@ -47,7 +47,7 @@ def test_superposition_weights_are_normalised_draft_probabilities() -> None:
     assert torch.allclose(gamma[1], torch.tensor([*torch.softmax(torch.tensor([-0.1, -1.0]), 0).tolist(), 0.0]))
 
 
-def test_one_hot_superposition_equals_token_id_forward(engine: Engine) -> None:
+def test_one_hot_superposition_equals_token_id_forward(engine: LocalEngine) -> None:
     """Holds for Gemma too, whose forward scales input embeddings by sqrt(hidden)."""
     runner = engine.runner
     prompt = engine.encode(PREFIX)
@@ -58,7 +58,7 @@ def test_one_hot_superposition_equals_token_id_forward(engine: Engine) -> None:
     assert torch.allclose(by_ids, by_embedding, atol=1e-5)
 
 
-def test_shared_last_tokens_add_their_weights(engine: Engine) -> None:
+def test_shared_last_tokens_add_their_weights(engine: LocalEngine) -> None:
     runner = engine.runner
     merged = superposed_embedding(runner, [Hypothesis((5,), math.log(0.75)), Hypothesis((6,), math.log(0.25))])
     split = superposed_embedding(
@@ -68,7 +68,7 @@ def test_shared_last_tokens_add_their_weights(engine: Engine) -> None:
 
 
 @pytest.mark.parametrize("method", ["superposed", "beam", "nucleus", "nucleus_batched"])
-def test_k_distinct_drafts_ranked_by_score(engine: Engine, method: str) -> None:
+def test_k_distinct_drafts_ranked_by_score(engine: LocalEngine, method: str) -> None:
     result = engine.complete(PREFIX, DecodeOptions(method=method, k=3, seed=3, **RAW))
     texts = [d.text for d in result.drafts]
     assert len(texts) == 3 and len(set(texts)) == 3
@@ -76,7 +76,7 @@ def test_k_distinct_drafts_ranked_by_score(engine: Engine, method: str) -> None:
     assert scores == sorted(scores, reverse=True)
 
 
-def test_stop_token_ends_draft(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stop_token_ends_draft(engine: LocalEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     free = engine.complete(PREFIX, DecodeOptions(method="greedy", k=1, **RAW)).drafts[0]
     stop = free.token_ids[2]
     monkeypatch.setattr(engine, "stop_ids", frozenset({stop}))  # restores the engine's own set afterwards
@@ -116,7 +116,7 @@ class TableNgrams:
         return [[1.0 if c == self.favourite else 0.0 for c in row] for row in candidates]
 
 
-def test_ngram_source_steers_drafts(engine: Engine) -> None:
+def test_ngram_source_steers_drafts(engine: LocalEngine) -> None:
     plain = engine.complete(PREFIX, DecodeOptions(method="superposed", k=3, **RAW))
     favourite = engine.complete(PREFIX, DecodeOptions(method="greedy", k=1, **RAW)).drafts[0].token_ids[0]
     engine.set_ngrams(TableNgrams(favourite))
@@ -130,7 +130,7 @@ def test_ngram_source_steers_drafts(engine: Engine) -> None:
     assert steered.timings.ngram_s > 0 and plain.timings.ngram_s == 0
 
 
-def test_healing_backs_up_last_token_and_drafts_reproduce_it(engine: Engine) -> None:
+def test_healing_backs_up_last_token_and_drafts_reproduce_it(engine: LocalEngine) -> None:
     ids = engine.encode(PREFIX)
     healed = heal(ids, engine.table)
     assert healed.prompt_ids == ids[:-1]
@@ -143,7 +143,7 @@ def test_healing_backs_up_last_token_and_drafts_reproduce_it(engine: Engine) -> 
             assert full[len(healed.remainder):].rstrip("\ufffd") == draft.text
 
 
-def test_healing_tokens_cover_part_or_all_of_the_remainder(engine: Engine) -> None:
+def test_healing_tokens_cover_part_or_all_of_the_remainder(engine: LocalEngine) -> None:
     texts = engine.table.texts
     expected = {i for i, text in enumerate(texts) if text and (text.startswith("nam") or "nam".startswith(text))}
     found = engine.table.consistent_with("nam").tolist()
@@ -153,7 +153,7 @@ def test_healing_tokens_cover_part_or_all_of_the_remainder(engine: Engine) -> No
     assert advance("na", "names") == ("", "mes")
 
 
-def test_prefix_cache_is_reused_and_exact(engine: Engine) -> None:
+def test_prefix_cache_is_reused_and_exact(engine: LocalEngine) -> None:
     options = DecodeOptions(method="superposed", k=3, **RAW)
     engine.runner.rewind(0)
     cold = engine.complete(PREFIX + " in", options)
@@ -164,7 +164,7 @@ def test_prefix_cache_is_reused_and_exact(engine: Engine) -> None:
     assert [d.score for d in warm.drafts] == pytest.approx([d.score for d in cold.drafts], abs=1e-4)
 
 
-def test_cancellation_stops_decoding_and_leaves_the_cache_usable(engine: Engine) -> None:
+def test_cancellation_stops_decoding_and_leaves_the_cache_usable(engine: LocalEngine) -> None:
     options = DecodeOptions(method="superposed", k=3, **RAW)
     before = engine.complete(PREFIX, options)
     calls = iter([False, False, True])
@@ -174,7 +174,7 @@ def test_cancellation_stops_decoding_and_leaves_the_cache_usable(engine: Engine)
     assert [d.token_ids for d in after.drafts] == [d.token_ids for d in before.drafts]
 
 
-def test_resets_refeed_the_best_draft_and_keep_k_drafts(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resets_refeed_the_best_draft_and_keep_k_drafts(engine: LocalEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     prefills: list[list[int]] = []
     prefill = engine.runner.prefill
     monkeypatch.setattr(engine.runner, "prefill", lambda ids, *rest: prefills.append(list(ids)) or prefill(ids, *rest))
@@ -192,17 +192,17 @@ def test_resets_refeed_the_best_draft_and_keep_k_drafts(engine: Engine, monkeypa
     assert one.drafts[0].token_ids == greedy.drafts[0].token_ids
 
 
-def test_timings_are_reported(engine: Engine) -> None:
+def test_timings_are_reported(engine: LocalEngine) -> None:
     t = engine.complete(PREFIX, DecodeOptions(method="superposed", k=3, **RAW)).timings
     assert t.steps == 9 and t.prefill_s > 0 and t.model_s > 0 and t.total_s >= t.prefill_s + t.model_s
 
 
-def test_unknown_method_is_a_clear_error(engine: Engine) -> None:
+def test_unknown_method_is_a_clear_error(engine: LocalEngine) -> None:
     with pytest.raises(ValueError, match="unknown decoding method"):
         engine.complete(PREFIX, DecodeOptions(method="sampling"))
 
 
-def test_draft_ends_before_a_character_cut_short_by_the_token_limit(engine: Engine) -> None:
+def test_draft_ends_before_a_character_cut_short_by_the_token_limit(engine: LocalEngine) -> None:
     emoji = engine.encode("😀")
     assert len(emoji) > 1  # byte-level: the emoji spans tokens
     tokens = tuple(engine.encode("x = '😀' + '") + emoji[:-1])
@@ -248,7 +248,7 @@ SPECIAL = "<jupyter_start>"
 
 
 @pytest.fixture(scope="module")
-def special_engine() -> Engine:
+def special_engine() -> LocalEngine:
     """A model that always prefers an added special token, as SmolLM2 has them (not in all_special_ids)."""
     loaded = tiny_model("llama")
     tokenizer = copy.deepcopy(loaded.tokenizer)
@@ -258,12 +258,12 @@ def special_engine() -> Engine:
     loaded.model.get_output_embeddings().register_forward_hook(
         lambda module, inputs, logits: logits.index_fill(-1, torch.tensor([special]), 100.0)
     )
-    return Engine(LoadedModel(**{**vars(loaded), "tokenizer": tokenizer}))
+    return LocalEngine(LoadedModel(**{**vars(loaded), "tokenizer": tokenizer}))
 
 
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("heal_prefix", [False, True])
-def test_drafts_never_contain_special_tokens(special_engine: Engine, method: str, heal_prefix: bool) -> None:
+def test_drafts_never_contain_special_tokens(special_engine: LocalEngine, method: str, heal_prefix: bool) -> None:
     special = special_engine.tokenizer.convert_tokens_to_ids(SPECIAL)
     assert special not in special_engine.tokenizer.all_special_ids  # as SmolLM2's <jupyter_start>
     special_engine.set_ngrams(TableNgrams(special))  # the n-grams back only the special token

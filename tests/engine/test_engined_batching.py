@@ -11,8 +11,8 @@ import torch
 
 from ngram_db.memory import MemoryNgrams
 from spd_lsp.api import Cancelled, DecodeOptions
-from spd_lsp.engine.local import Engine
-from spd_lsp.engine.batcher import Job, Scheduler
+from spd_lsp.engine.local import LocalEngine
+from spd_lsp.engine.batcher import BatchJob, Batcher
 from tests.tiny_models import CORPUS, tiny_model, tiny_tokenizer
 
 PREFIXES = [
@@ -25,9 +25,9 @@ OPTIONS = DecodeOptions(k=3, max_tokens=8, stop_at_newline=False)
 
 
 @pytest.fixture(scope="module")
-def engine() -> Engine:
+def engine() -> LocalEngine:
     torch.set_num_threads(1)  # one thread: the same float summation order alone and batched
-    return Engine(tiny_model("llama"))
+    return LocalEngine(tiny_model("llama"))
 
 
 @pytest.fixture(scope="module")
@@ -46,16 +46,16 @@ def _texts(result) -> list[tuple[str, float]]:
     {"verify_rounds": 1, "verify_repair": "continue", "verify_log_ratio": -0.5},  # decodes: verifies alone
 ])
 def test_batched_answers_equal_single_answers_and_leavers_verify_in_one_forward(
-        engine: Engine, ngrams: MemoryNgrams, verify: dict) -> None:
+        engine: LocalEngine, ngrams: MemoryNgrams, verify: dict) -> None:
     options = replace(OPTIONS, **verify)
     alone = []
     for prefix in PREFIXES:
         engine.set_ngrams(ngrams)
         alone.append(_texts(engine.complete(prefix, options)))
-    scheduler = Scheduler(engine)
+    scheduler = Batcher(engine)
     try:  # a request that runs alone holds the model thread while the others queue: they join in one step
-        blocker = scheduler.submit(Job(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
-        jobs = [Job(prefix, options, ngrams=ngrams, affinity=f"editor{i}") for i, prefix in enumerate(PREFIXES)]
+        blocker = scheduler.submit(BatchJob(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
+        jobs = [BatchJob(prefix, options, ngrams=ngrams, affinity=f"editor{i}") for i, prefix in enumerate(PREFIXES)]
         futures = [scheduler.submit(job) for job in jobs]
         blocker.result(timeout=60)
         together = [_texts(f.result(timeout=60)) for f in futures]
@@ -68,15 +68,15 @@ def test_batched_answers_equal_single_answers_and_leavers_verify_in_one_forward(
         assert counts["verifyRows"] >= len(PREFIXES) and counts["verifyForwards"] < counts["verifyRows"]
 
 
-def test_requests_with_other_pools_and_temperatures_select_in_one_batch_as_alone(engine: Engine) -> None:
+def test_requests_with_other_pools_and_temperatures_select_in_one_batch_as_alone(engine: LocalEngine) -> None:
     variants = [replace(OPTIONS, alpha=0.0, **v) for v in
                 ({}, {"candidate_pool": 4}, {"temperature": 0.7}, {}, {"candidate_pool": 4}, {"temperature": 0.7})]
     jobs = [(PREFIXES[i % len(PREFIXES)] + " " * (i // len(PREFIXES)), o) for i, o in enumerate(variants)]
     alone = [_texts(engine.complete(prefix, options)) for prefix, options in jobs]
-    scheduler = Scheduler(engine)
+    scheduler = Batcher(engine)
     try:
-        blocker = scheduler.submit(Job(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
-        futures = [scheduler.submit(Job(prefix, options, affinity=str(i))) for i, (prefix, options) in enumerate(jobs)]
+        blocker = scheduler.submit(BatchJob(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
+        futures = [scheduler.submit(BatchJob(prefix, options, affinity=str(i))) for i, (prefix, options) in enumerate(jobs)]
         blocker.result(timeout=60)
         together = [_texts(f.result(timeout=60)) for f in futures]
         assert scheduler.counts["maxBatched"] == len(jobs)
@@ -85,20 +85,20 @@ def test_requests_with_other_pools_and_temperatures_select_in_one_batch_as_alone
     assert together == alone
 
 
-def test_joining_and_cancelled_requests_disturb_no_other(engine: Engine) -> None:
+def test_joining_and_cancelled_requests_disturb_no_other(engine: LocalEngine) -> None:
     long = DecodeOptions(k=3, max_tokens=30, stop_at_newline=False, alpha=0.0)
     expected = _texts(engine.complete(PREFIXES[0], long))
     late_expected = _texts(engine.complete(PREFIXES[1], OPTIONS))
-    scheduler = Scheduler(engine)
+    scheduler = Batcher(engine)
     try:
-        victim = Job(PREFIXES[2], long, affinity="victim")
-        first = Job(PREFIXES[0], long, affinity="first")
+        victim = BatchJob(PREFIXES[2], long, affinity="victim")
+        first = BatchJob(PREFIXES[0], long, affinity="first")
         scheduler.submit(victim)
         scheduler.submit(first)
         while scheduler.counts["steps"] < 3:  # both are decoding
             threading.Event().wait(0.005)
         victim.cancel()
-        late = Job(PREFIXES[1], OPTIONS, affinity="late")  # joins a batch already at step >= 3
+        late = BatchJob(PREFIXES[1], OPTIONS, affinity="late")  # joins a batch already at step >= 3
         scheduler.submit(late)
         with pytest.raises(Cancelled):
             victim.future.result(timeout=60)
@@ -109,10 +109,10 @@ def test_joining_and_cancelled_requests_disturb_no_other(engine: Engine) -> None
         scheduler.close()
 
 
-class WatchedJob(Job):
+class WatchedJob(BatchJob):
     """A job that notes, at every cancel check before it joins (one before each prefill chunk), the batch steps so far."""
 
-    def __init__(self, *args, scheduler: Scheduler | None = None, **kwargs) -> None:
+    def __init__(self, *args, scheduler: Batcher | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.scheduler, self.seen = scheduler, []
 
@@ -122,16 +122,16 @@ class WatchedJob(Job):
         return super().cancelled()
 
 
-def test_a_cold_prompt_is_prefilled_a_chunk_between_steps_with_its_single_answer(engine: Engine) -> None:
+def test_a_cold_prompt_is_prefilled_a_chunk_between_steps_with_its_single_answer(engine: LocalEngine) -> None:
     long = DecodeOptions(k=3, max_tokens=40, stop_at_newline=False, alpha=0.0)
     cold = "\n".join(PREFIXES * 3)
     chunk, engine.runner.chunk_tokens = engine.runner.chunk_tokens, 8
     try:
         expected = [_texts(engine.complete(PREFIXES[0], long)), _texts(engine.complete(cold, OPTIONS))]
         assert len(engine.encode(cold)) > 5 * 8  # several chunks
-        scheduler = Scheduler(engine)
+        scheduler = Batcher(engine)
         try:
-            first = Job(PREFIXES[0], long, affinity="first")
+            first = BatchJob(PREFIXES[0], long, affinity="first")
             scheduler.submit(first)
             while scheduler.counts["steps"] < 2:  # it is decoding
                 threading.Event().wait(0.005)
@@ -147,15 +147,15 @@ def test_a_cold_prompt_is_prefilled_a_chunk_between_steps_with_its_single_answer
 
 
 @pytest.mark.parametrize("method", ["beam", "nucleus_batched", "greedy"])
-def test_batched_baselines_keep_k_rows_and_their_answers(engine: Engine, method: str) -> None:
+def test_batched_baselines_keep_k_rows_and_their_answers(engine: LocalEngine, method: str) -> None:
     options = DecodeOptions(method=method, k=3, max_tokens=6, stop_at_newline=False, seed=11)
     alone = [_texts(engine.complete(prefix, options)) for prefix in PREFIXES]
     mixed = DecodeOptions(k=3, max_tokens=9, stop_at_newline=False, alpha=0.0)  # SPD rows in the same batch
     spd_alone = _texts(engine.complete(PREFIXES[0], mixed))
-    scheduler = Scheduler(engine)
+    scheduler = Batcher(engine)
     try:
-        spd = scheduler.submit(Job(PREFIXES[0], mixed, affinity="spd"))
-        futures = [scheduler.submit(Job(p, options, affinity=str(i))) for i, p in enumerate(PREFIXES)]
+        spd = scheduler.submit(BatchJob(PREFIXES[0], mixed, affinity="spd"))
+        futures = [scheduler.submit(BatchJob(p, options, affinity=str(i))) for i, p in enumerate(PREFIXES)]
         together = [_texts(f.result(timeout=60)) for f in futures]
         assert _texts(spd.result(timeout=60)) == spd_alone
     finally:
@@ -163,27 +163,27 @@ def test_batched_baselines_keep_k_rows_and_their_answers(engine: Engine, method:
     assert together == alone and scheduler.counts["alone"] == 0 and scheduler.counts["maxBatched"] >= 2
 
 
-def test_unbatchable_requests_run_alone_with_the_same_answer(engine: Engine) -> None:
+def test_unbatchable_requests_run_alone_with_the_same_answer(engine: LocalEngine) -> None:
     options = DecodeOptions(method="nucleus", k=2, max_tokens=6, stop_at_newline=False, seed=3)
     expected = _texts(engine.complete(PREFIXES[0], options))
-    scheduler = Scheduler(engine)
+    scheduler = Batcher(engine)
     try:
-        got = scheduler.submit(Job(PREFIXES[0], options)).result(timeout=60)
+        got = scheduler.submit(BatchJob(PREFIXES[0], options)).result(timeout=60)
     finally:
         scheduler.close()
     assert _texts(got) == expected and scheduler.counts["alone"] == 1
 
 
-def test_editors_typing_join_in_one_prefill_forward_with_their_single_answers(engine: Engine) -> None:
+def test_editors_typing_join_in_one_prefill_forward_with_their_single_answers(engine: LocalEngine) -> None:
     typed = ["s:", " a + b", "))", "(self"]
     expected = [_texts(engine.complete(prefix + more, OPTIONS)) for prefix, more in zip(PREFIXES, typed)]
-    scheduler = Scheduler(engine)
+    scheduler = Batcher(engine)
     try:
         for i, prefix in enumerate(PREFIXES):  # each editor's first request: its prompt cache, cold
-            scheduler.submit(Job(prefix, OPTIONS, affinity=f"editor{i}")).result(timeout=60)
+            scheduler.submit(BatchJob(prefix, OPTIONS, affinity=f"editor{i}")).result(timeout=60)
         before = scheduler.counts["prefillForwards"]
-        blocker = scheduler.submit(Job(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
-        futures = [scheduler.submit(Job(prefix + more, OPTIONS, affinity=f"editor{i}"))
+        blocker = scheduler.submit(BatchJob(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
+        futures = [scheduler.submit(BatchJob(prefix + more, OPTIONS, affinity=f"editor{i}"))
                    for i, (prefix, more) in enumerate(zip(PREFIXES, typed))]
         blocker.result(timeout=60)
         together = [_texts(f.result(timeout=60)) for f in futures]

@@ -119,13 +119,13 @@ def test_a_forking_request_gathers_its_rows_and_the_others_stay_exact(runner) ->
 
 def test_an_idle_engine_frees_its_batch_buffers(monkeypatch) -> None:
     from spd_lsp.api import DecodeOptions
-    from spd_lsp.engine.local import Engine
+    from spd_lsp.engine.local import LocalEngine
     from spd_lsp.engine import batcher as batching
 
     monkeypatch.setattr(batching, "IDLE_RELEASE_S", 2.0)
-    scheduler = batching.Scheduler(Engine(tiny_model("llama")))
+    scheduler = batching.Batcher(LocalEngine(tiny_model("llama")))
     try:
-        scheduler.submit(batching.Job("def add(a, b):\n    return", DecodeOptions(k=2, max_tokens=4))).result(timeout=60)
+        scheduler.submit(batching.BatchJob("def add(a, b):\n    return", DecodeOptions(k=2, max_tokens=4))).result(timeout=60)
         assert scheduler._batch.layers  # its rows' buffers, kept for the next request
         for _ in range(1000):
             if not scheduler._batch.layers:

@@ -11,7 +11,7 @@ from transformers import PreTrainedTokenizerFast
 from spd_lsp.engine.decoding.healing import TokenTable
 from spd_lsp.engine.decoding.lm import common_prefix_length
 from spd_lsp.api import DecodeOptions
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import LoadedModel
 from spd_lsp.engine.prompt.build import stop_ids
 from spd_lsp.engine.prompt.formats import detect, resolve
@@ -66,18 +66,18 @@ def family_tokenizer(family: str) -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def family_engine(family: str) -> Engine:
+def family_engine(family: str) -> LocalEngine:
     tokenizer = family_tokenizer(family)
     loaded = tiny_model("llama")
     loaded.model.resize_token_embeddings(len(tokenizer))
-    return Engine(LoadedModel(model=loaded.model, tokenizer=tokenizer, device=torch.device("cpu"),
+    return LocalEngine(LoadedModel(model=loaded.model, tokenizer=tokenizer, device=torch.device("cpu"),
                               dtype=torch.float32, name=f"tiny-{family}", source="in-memory", load_s=0.0))
 
 
-def prompt_engine(family: str) -> Engine:
+def prompt_engine(family: str) -> LocalEngine:
     """An engine without a model: building a prompt needs only the tokenizer and its token table."""
     tokenizer = family_tokenizer(family)
-    engine = Engine.__new__(Engine)
+    engine = LocalEngine.__new__(LocalEngine)
     engine.tokenizer, engine.table, engine._formats = tokenizer, TokenTable(tokenizer, len(tokenizer)), {}
     return engine
 

@@ -8,39 +8,39 @@ import torch
 from spd_lsp.engine.decoding.drafts import DraftRules, Hypothesis
 from spd_lsp.api import DecodeOptions, Timings
 from spd_lsp.engine.decoding.verify import judge, replay, verify
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from tests.tiny_models import tiny_model
 
 PREFIX = "for name in names:\n    if name"
 
 
 @pytest.fixture(scope="module")
-def engine() -> Engine:
-    return Engine(tiny_model("llama"))
+def engine() -> LocalEngine:
+    return LocalEngine(tiny_model("llama"))
 
 
-def _rules(engine: Engine) -> DraftRules:
+def _rules(engine: LocalEngine) -> DraftRules:
     return DraftRules(table=engine.table, stop_ids=frozenset(), stop_at_newline=False)  # no stops: rows keep their length
 
 
 @torch.inference_mode()
-def _plain_logp(engine: Engine, ids: list[int]) -> torch.Tensor:
+def _plain_logp(engine: LocalEngine, ids: list[int]) -> torch.Tensor:
     """log p of every next token after each position, from one cache-less forward."""
     return torch.log_softmax(engine.loaded.model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)
 
 
-def _greedy(engine: Engine, prompt: list[int], n: int) -> list[int]:
+def _greedy(engine: LocalEngine, prompt: list[int], n: int) -> list[int]:
     ids = list(prompt)
     for _ in range(n):
         ids.append(int(_plain_logp(engine, ids)[-1].argmax()))
     return ids[len(prompt):]
 
 
-def _worst(engine: Engine, ids: list[int]) -> int:
+def _worst(engine: LocalEngine, ids: list[int]) -> int:
     return int(_plain_logp(engine, ids)[-1].argmin())
 
 
-def test_verification_logprobs_equal_a_plain_forward(engine: Engine) -> None:
+def test_verification_logprobs_equal_a_plain_forward(engine: LocalEngine) -> None:
     prompt = engine.encode(PREFIX)
     logits, _ = engine.runner.prefill(prompt)
     rows = [tuple(engine.encode(" in ('a', 'b'):")), tuple(engine.encode(".endswith")), tuple(engine.encode(" ="))]
@@ -55,7 +55,7 @@ def test_verification_logprobs_equal_a_plain_forward(engine: Engine) -> None:
     assert engine.runner.cache.get_seq_length() == len(prompt)  # the prompt cache is untouched
 
 
-def _verify(engine: Engine, rows: list[list[int]], **options) -> list[Hypothesis]:
+def _verify(engine: LocalEngine, rows: list[list[int]], **options) -> list[Hypothesis]:
     prompt = engine.encode(PREFIX)
     logits, _ = engine.runner.prefill(prompt)
     hyps = [replay(_rules(engine), "", tuple(r)) for r in rows]
@@ -67,7 +67,7 @@ def _verify(engine: Engine, rows: list[list[int]], **options) -> list[Hypothesis
     return out
 
 
-def test_repair_replaces_the_first_implausible_token_by_the_models_choice(engine: Engine) -> None:
+def test_repair_replaces_the_first_implausible_token_by_the_models_choice(engine: LocalEngine) -> None:
     prompt = engine.encode(PREFIX)
     good = _greedy(engine, prompt, 2)
     bad = _worst(engine, prompt + good)
@@ -80,7 +80,7 @@ def test_repair_replaces_the_first_implausible_token_by_the_models_choice(engine
     assert [h.tokens for h in cut] == [tuple(good)]
 
 
-def test_verified_tokens_are_within_the_models_top_m(engine: Engine) -> None:
+def test_verified_tokens_are_within_the_models_top_m(engine: LocalEngine) -> None:
     prompt = engine.encode(PREFIX)
     rows = [_greedy(engine, prompt, 5)] + [[_worst(engine, prompt)] + _greedy(engine, prompt, 4)]
     out = _verify(engine, rows, verify_rounds=2, verify_top=2, verify_log_ratio=-50.0, verify_gate=None)
@@ -90,7 +90,7 @@ def test_verified_tokens_are_within_the_models_top_m(engine: Engine) -> None:
         assert max(verdict.rank) < 2
 
 
-def test_gate_returns_fewer_drafts_than_one_the_model_rates_far_below(engine: Engine) -> None:
+def test_gate_returns_fewer_drafts_than_one_the_model_rates_far_below(engine: LocalEngine) -> None:
     prompt = engine.encode(PREFIX)
     good = _greedy(engine, prompt, 4)
     junk = [_worst(engine, prompt)] * 4
@@ -103,7 +103,7 @@ def test_gate_returns_fewer_drafts_than_one_the_model_rates_far_below(engine: En
     assert [h.tokens for h in gated] == [tuple(good)]
 
 
-def test_superposed_method_verifies_and_times_it(engine: Engine) -> None:
+def test_superposed_method_verifies_and_times_it(engine: LocalEngine) -> None:
     options = DecodeOptions(k=3, max_tokens=5, verify_rounds=2, verify_top=3, verify_log_ratio=-50.0)
     result = engine.complete(PREFIX, options)
     assert result.timings.verify_s > 0
@@ -112,7 +112,7 @@ def test_superposed_method_verifies_and_times_it(engine: Engine) -> None:
     assert plain.timings.verify_s == 0
 
 
-def test_healed_first_tokens_are_judged_among_the_tokens_consistent_with_the_healed_text(engine: Engine) -> None:
+def test_healed_first_tokens_are_judged_among_the_tokens_consistent_with_the_healed_text(engine: LocalEngine) -> None:
     healed = engine.healed_prompt("for name in names:\n    if name.endsw")
     assert healed.remainder
     prompt = healed.prompt_ids
@@ -136,7 +136,7 @@ def test_status_reports_the_verification_cost() -> None:
     assert "verify" in stats.summary()["latencyMs"]
 
 
-def test_keep_leaves_the_top_draft_first_and_whole_and_ranks_the_rest_by_exact_total(engine: Engine) -> None:
+def test_keep_leaves_the_top_draft_first_and_whole_and_ranks_the_rest_by_exact_total(engine: LocalEngine) -> None:
     prompt = engine.encode(PREFIX)
     good = _greedy(engine, prompt, 4)
     bad = _worst(engine, prompt + good[:1])
@@ -152,7 +152,7 @@ def test_keep_leaves_the_top_draft_first_and_whole_and_ranks_the_rest_by_exact_t
     assert [h.tokens for h in cut] == [tuple(good[:1]), tuple(long)]  # the top is cut but stays first
 
 
-def test_packed_tree_verification_equals_the_batched_one(engine: Engine) -> None:
+def test_packed_tree_verification_equals_the_batched_one(engine: LocalEngine) -> None:
     prompt = engine.encode(PREFIX)
     logits, _ = engine.runner.prefill(prompt)
     shared = _greedy(engine, prompt, 3)
@@ -165,7 +165,7 @@ def test_packed_tree_verification_equals_the_batched_one(engine: Engine) -> None
     assert engine.runner.cache.get_seq_length() == len(prompt)
 
 
-def test_keep_without_a_gate_repairs_the_second_draft_too(engine: Engine) -> None:
+def test_keep_without_a_gate_repairs_the_second_draft_too(engine: LocalEngine) -> None:
     """The top draft is not run then; the first row judged is rank 2's, and it is repaired like the rest."""
     prompt = engine.encode(PREFIX)
     good = _greedy(engine, prompt, 4)
@@ -177,7 +177,7 @@ def test_keep_without_a_gate_repairs_the_second_draft_too(engine: Engine) -> Non
     assert [h.tokens[:2] for h in out[1:]] == [(*other, choice)]
 
 
-def test_drafts_the_model_finds_implausible_from_their_first_token_are_not_shown(engine: Engine) -> None:
+def test_drafts_the_model_finds_implausible_from_their_first_token_are_not_shown(engine: LocalEngine) -> None:
     """Reproduces the test split's junk top drafts (`xt # # 2.1`): every draft cut to nothing used to
     bring SPD's unverified top draft back."""
     prompt = engine.encode(PREFIX)

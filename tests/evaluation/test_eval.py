@@ -12,7 +12,7 @@ import pytest
 
 from ngram_db.memory import MemoryNgrams
 from spd_lsp.api import DecodeOptions
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from evaluation.__main__ import main
 from evaluation.corpus import split_files
 from evaluation.metrics import self_bleu, score_request
@@ -97,7 +97,7 @@ def test_soft_interpolation_keeps_unseen_candidates_at_a_penalty() -> None:
 
 
 def test_sweep_moves_only_when_a_value_scores_better() -> None:
-    engine = Engine(tiny_model("llama"))
+    engine = LocalEngine(tiny_model("llama"))
     ngrams = MemoryNgrams.from_sequences([engine.encode(text) for text in CORPUS[:4]])
     positions = [Position(Path("a.py"), "for name in names:\n    ", "if name.endswith('.py'):")] * 2
     start = DecodeOptions(k=2, max_tokens=4)
@@ -142,7 +142,7 @@ def test_blend_metric_flags_a_token_outside_the_models_top_m() -> None:
     from evaluation.blend import blended
     from spd_lsp.fit.edits import Fit
 
-    engine = Engine(tiny_model("llama"))
+    engine = LocalEngine(tiny_model("llama"))
     prefix = "for name in names:\n    if name"
     options = DecodeOptions(heal=False, max_tokens=3)
     prompt = engine.healed_prompt(prefix, healing=False).prompt_ids
@@ -182,7 +182,7 @@ def test_study_verifies_the_plain_spd_run_as_the_decoding_hook_would() -> None:
     """One SPD run serves every verification variant: the drafts equal SPD + the verify hook's."""
     from evaluation.run import unverified, verified
 
-    engine = Engine(tiny_model("llama"))
+    engine = LocalEngine(tiny_model("llama"))
     prefix = "for name in names:\n    if name"
     answers = {}
     for first, repair in itertools.product(("rank", "keep", "cut"), ("jacobi", "continue")):

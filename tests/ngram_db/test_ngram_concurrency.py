@@ -58,10 +58,10 @@ def test_a_store_error_during_decoding_degrades_to_unseen_counts() -> None:
 
 def test_a_store_closed_under_the_engine_still_gives_drafts(tmp_path) -> None:
     from spd_lsp.api import DecodeOptions
-    from spd_lsp.engine.local import Engine
+    from spd_lsp.engine.local import LocalEngine
     from tests.tiny_models import tiny_model
 
-    engine = Engine(tiny_model("llama"))
+    engine = LocalEngine(tiny_model("llama"))
     store = NgramStore.open(tmp_path / "store", BYTES)
     store.add_file("/w/a.py", encode("def add(a, b):\n"), content_hash="h", size=1, mtime=0.0)
     store.close()  # what a reconfiguration does while a request is decoding

@@ -17,7 +17,7 @@ import pytest
 
 from spd_lsp.settings import Settings
 from spd_lsp.api import Cancelled, DecodeOptions
-from spd_lsp.engine.local import Engine
+from spd_lsp.engine.local import LocalEngine
 from spd_lsp.remote import daemon
 from spd_lsp.remote.client import REQUEST_TIMEOUT_S
 from spd_lsp.remote.connect import load_remote
@@ -72,7 +72,7 @@ def test_two_front_ends_starting_at_once_start_one_engine(runtime: Path) -> None
 
 
 def test_auto_engine_answers_as_in_process_and_survives_being_killed(runtime: Path) -> None:
-    expected = [d.text for d in Engine(tiny_model("llama")).complete(PREFIX, OPTIONS).drafts]
+    expected = [d.text for d in LocalEngine(tiny_model("llama")).complete(PREFIX, OPTIONS).drafts]
     loaded = load_remote(Settings(engine="auto", device="cpu"))
     engine = loaded.engine
     assert [d.text for d in engine.complete(PREFIX, OPTIONS).drafts] == expected
@@ -115,7 +115,7 @@ def test_a_restarted_engine_that_drops_the_first_hello_still_answers(runtime: Pa
     the first hello ("did not answer hello: Connection reset by peer") and the request answered nothing."""
     from spd_lsp.remote import connect as remote
 
-    expected = [d.text for d in Engine(tiny_model("llama")).complete(PREFIX, OPTIONS).drafts]
+    expected = [d.text for d in LocalEngine(tiny_model("llama")).complete(PREFIX, OPTIONS).drafts]
     loaded = load_remote(Settings(engine="auto", device="cpu"))
     real, dropped = remote.Connection, []
 

@@ -90,10 +90,10 @@ def test_a_document_stays_on_its_replica_and_reuses_its_prompt_cache(cluster):
 
 
 def test_answers_equal_single_process_decoding(cluster, model_settings):
-    from spd_lsp.engine.local import Engine
+    from spd_lsp.engine.local import LocalEngine
     from spd_lsp.engine.model import load_model
 
-    engine = Engine(load_model(model_settings.model, model_settings.device, model_settings.dtype))
+    engine = LocalEngine(load_model(model_settings.model, model_settings.device, model_settings.dtype))
     prefixes = [PREFIX, "for name in names:\n    if ", "import os\nimport "]
     for options in (OPTIONS, DecodeOptions(method="beam", k=2, max_tokens=5)):
         for prefix in prefixes:

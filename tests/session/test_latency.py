@@ -17,8 +17,8 @@ from spd_lsp.engine import model
 from spd_lsp.engine.decoding import lm
 from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.api import Cancelled, DecodeOptions
-from spd_lsp.engine.local import Engine
-from spd_lsp.worker import Scheduler
+from spd_lsp.engine.local import LocalEngine
+from spd_lsp.worker import KeyedWorker
 from spd_lsp.session.session import Request, extends
 from tests.session.test_server_session import FakeEngine, make_session
 from tests.tiny_models import tiny_model
@@ -63,7 +63,7 @@ def test_cancel_between_chunks_stops_and_keeps_the_chunks_run(loaded: Any) -> No
 
 def test_next_request_after_a_cancelled_prefill_equals_an_uncancelled_run(loaded: Any) -> None:
     prefix = "def add(a, b):\n    return a + b\n" * 12 + "for name in "
-    engine = Engine(loaded)
+    engine = LocalEngine(loaded)
     engine.runner.chunk_tokens = 16
     calls = iter(range(1000))
     with pytest.raises(Cancelled):
@@ -71,7 +71,7 @@ def test_next_request_after_a_cancelled_prefill_equals_an_uncancelled_run(loaded
     assert 0 < len(engine.runner.cached_ids) < len(engine.encode(prefix))
     after_cancel = engine.complete(prefix, OPTIONS)
     assert after_cancel.timings.reused_tokens == 48
-    reference = Engine(loaded).complete(prefix, OPTIONS)
+    reference = LocalEngine(loaded).complete(prefix, OPTIONS)
     assert [d.text for d in after_cancel.drafts] == [d.text for d in reference.drafts]
 
 
@@ -346,7 +346,7 @@ def test_any_other_edit_drops_the_precomputation(anticipating: Any) -> None:
 
 
 def test_a_request_for_another_document_stops_the_precomputation() -> None:
-    scheduler = Scheduler()
+    scheduler = KeyedWorker()
     try:
         started = threading.Event()
 
@@ -372,7 +372,7 @@ DOCUMENT = "".join(f"def add_{i}(a, b):\n    return a + b * {i}\n" for i in rang
 
 @pytest.fixture
 def tiny_session(loaded: Any) -> Any:
-    engine = Engine(loaded)
+    engine = LocalEngine(loaded)
     session, _ = make_session(engine)
     yield session, engine
     session.close()
@@ -439,7 +439,7 @@ def test_a_request_drops_the_warm_up_and_the_cache_stays_consistent(
     back = ask(session, "opened.py", opened).future.result(30)
     assert 3 * 16 <= back.timings.reused_tokens < len(engine.runner.cached_ids)  # it kept the chunks it ran
 
-    reference, _ = make_session(Engine(loaded))
+    reference, _ = make_session(LocalEngine(loaded))
     try:
         assert drafts_of(other) == drafts_of(ask(reference, "other.py", DOCUMENT[:500]).future.result(30))
         assert drafts_of(back) == drafts_of(ask(reference, "opened.py", opened).future.result(30))
@@ -451,7 +451,7 @@ def test_speculative_work_waits_for_a_quiet_moment() -> None:
     """Issue 12 (latency2): the precomputation started the moment an answer went out, so the
     next request (cold documents in bench_server) waited for its first forward."""
     for delay, runs_first in ((0.0, True), (600.0, False)):
-        scheduler = Scheduler(background_delay_s=delay)
+        scheduler = KeyedWorker(background_delay_s=delay)
         try:
             ran: list[str] = []
             scheduler.submit("a.py", lambda cancelled: ran.append("answer")).future.result(5)

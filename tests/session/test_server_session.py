@@ -12,7 +12,7 @@ import pytest
 
 from spd_lsp.settings import Settings, parse_settings
 from spd_lsp.api import CancelCheck, Cancelled, DecodeOptions, DecodeResult, Draft, Timings
-from spd_lsp.worker import Scheduler
+from spd_lsp.worker import KeyedWorker
 from spd_lsp.session.session import Loaded, Selection, Session, Stats
 
 
@@ -156,7 +156,7 @@ def test_a_missing_model_is_reported_once_and_answers_empty() -> None:
 
 
 def test_scheduler_runs_one_job_at_a_time() -> None:
-    scheduler = Scheduler()
+    scheduler = KeyedWorker()
     active, peak = [0], [0]
     lock = threading.Lock()
 

@@ -1,4 +1,4 @@
-"""Workspace stores without a model: indexing with progress, saves, tokenizer switches, errors."""
+"""WorkspaceStores stores without a model: indexing with progress, saves, tokenizer switches, errors."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ngram_db.store import NgramStore
 from ngram_db.watcher import Watcher
 from spd_lsp.settings import NgramSettings
 from spd_lsp.engine.model import tokenizer_identity
-from spd_lsp.session.stores import Workspace
+from spd_lsp.session.stores import WorkspaceStores
 
 
 class ByteTokenizer:
@@ -75,7 +75,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def indexed(workspace: Workspace, files: int) -> Callable[[], bool]:
+def indexed(workspace: WorkspaceStores, files: int) -> Callable[[], bool]:
     return lambda: (
         bool(workspace.status()) and not workspace.status()[0]["indexing"] and workspace.status()[0]["files"] == files
     )
@@ -83,7 +83,7 @@ def indexed(workspace: Workspace, files: int) -> Callable[[], bool]:
 
 def test_indexes_in_the_background_with_progress_and_counts_saves(project: Path) -> None:
     client = Recorder()
-    workspace = Workspace(client)
+    workspace = WorkspaceStores(client)
     try:
         workspace.configure([project], ByteTokenizer(), NgramSettings())
         wait_until(indexed(workspace, 1))
@@ -100,7 +100,7 @@ def test_indexes_in_the_background_with_progress_and_counts_saves(project: Path)
 
 
 def test_another_tokenizer_rebuilds_the_store(project: Path) -> None:
-    workspace = Workspace(Recorder())
+    workspace = WorkspaceStores(Recorder())
     try:
         workspace.configure([project], ByteTokenizer(0), NgramSettings())
         wait_until(indexed(workspace, 1))
@@ -115,7 +115,7 @@ def test_another_tokenizer_rebuilds_the_store(project: Path) -> None:
 
 def test_disabled_ngrams_and_unusable_stores_leave_no_source(project: Path, tmp_path: Path) -> None:
     client = Recorder()
-    workspace = Workspace(client)
+    workspace = WorkspaceStores(client)
     try:
         workspace.configure([project], ByteTokenizer(), NgramSettings(enabled=False)).result(10)
         assert workspace.ngrams() is None and workspace.status() == []
@@ -133,7 +133,7 @@ def test_a_base_store_is_mixed_under_the_workspace(project: Path) -> None:
     tokenizer = ByteTokenizer()
     with NgramStore.open(base_store_path(), tokenizer_identity(tokenizer)) as base:
         base.add_file("/lib/x.py", tokenizer.encode("import os\n"), content_hash="h", size=10, mtime=0.0)
-    workspace = Workspace(Recorder())
+    workspace = WorkspaceStores(Recorder())
     try:
         workspace.configure([project], tokenizer, NgramSettings()).result(10)
         mixed = workspace.ngrams().source  # guarded: a store error reads as unseen
@@ -161,7 +161,7 @@ def many_files(project: Path, count: int) -> None:
 def test_switching_the_tokenizer_during_the_first_index_rebuilds_without_losing_the_store(project: Path) -> None:
     many_files(project, 40)
     client = Recorder()
-    workspace = Workspace(client)
+    workspace = WorkspaceStores(client)
     workspace.options = IndexOptions(batch_bytes=1)  # one file per batch: many stopping points
     try:
         workspace.configure([project], SlowTokenizer(0), NgramSettings())
@@ -188,7 +188,7 @@ def test_every_store_write_and_lifecycle_step_runs_on_the_index_thread(project: 
     monkeypatch.setattr(NgramStore, "apply", recording("apply", NgramStore.apply))
     monkeypatch.setattr(NgramStore, "open", classmethod(recording("open", NgramStore.open.__func__)))
     monkeypatch.setattr(Watcher, "start", recording("watch", Watcher.start))
-    workspace = Workspace(Recorder())
+    workspace = WorkspaceStores(Recorder())
     try:
         workspace.configure([project], ByteTokenizer(), NgramSettings())
         wait_until(indexed(workspace, 1))
@@ -207,7 +207,7 @@ def test_every_store_write_and_lifecycle_step_runs_on_the_index_thread(project: 
 def test_a_broad_root_is_neither_indexed_nor_watched(project: Path, monkeypatch) -> None:
     monkeypatch.setenv("HOME", str(project))
     client = Recorder()
-    workspace = Workspace(client)
+    workspace = WorkspaceStores(client)
     try:
         workspace.configure([project], ByteTokenizer(), NgramSettings()).result(10)
         assert workspace.status() == [] and not client.progress_log
@@ -219,7 +219,7 @@ def test_a_broad_root_is_neither_indexed_nor_watched(project: Path, monkeypatch)
 def test_a_root_whose_index_failed_is_not_watched(project: Path) -> None:
     many_files(project, 5)
     client = Recorder()
-    workspace = Workspace(client)
+    workspace = WorkspaceStores(client)
     workspace.options = IndexOptions(max_files=3)
     try:
         workspace.configure([project], ByteTokenizer(), NgramSettings()).result(10)
@@ -234,7 +234,7 @@ def test_a_root_whose_index_failed_is_not_watched(project: Path) -> None:
                                      ("{project}/.spd-store", "inside the workspace folder")])
 def test_bad_ngrams_db_locations_are_refused(project: Path, db: str, why: str) -> None:
     client = Recorder()
-    workspace = Workspace(client)
+    workspace = WorkspaceStores(client)
     try:
         workspace.configure([project], ByteTokenizer(), NgramSettings(db=db.format(project=project))).result(10)
         assert workspace.status() == [] and why in client.messages[0][1]
@@ -245,7 +245,7 @@ def test_bad_ngrams_db_locations_are_refused(project: Path, db: str, why: str) -
 
 def test_an_explicit_store_of_another_tokenizer_is_rebuilt(project: Path, tmp_path: Path) -> None:
     client = Recorder()
-    workspace = Workspace(client)
+    workspace = WorkspaceStores(client)
     db = str(tmp_path / "explicit")
     try:
         workspace.configure([project], ByteTokenizer(0), NgramSettings(db=db)).result(10)
