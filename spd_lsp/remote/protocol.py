@@ -121,6 +121,12 @@ def hello(token: str | None) -> dict[str, Any]:
     return {"op": HELLO, "version": VERSION, "token": token}
 
 
+def echo_id(message: dict[str, Any]) -> int | None:
+    """The id to answer with: the client's, where it is one an answer can carry (an integer)."""
+    value = message.get("id")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def request_id(message: dict[str, Any]) -> int:
     value = message.get("id")
     if not isinstance(value, int) or isinstance(value, bool):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import math
 import os
 import ssl
 import time
@@ -32,6 +33,13 @@ from spd_lsp.engine.batcher import BatchJob, Batcher
 log = logging.getLogger(__name__)
 DOCUMENT_ORDERS = (2, 3, 4, 5, 6)
 MAX_DOCUMENT_TOKENS = 1 << 20
+# What one client may ask of the shared engine: a request past these would hold a batch row for
+# minutes or fail deep inside the model (k=-1, k=10**4), so it is refused as `bad_request` up front.
+# The front end's own settings stay well inside (k <= 16, maxTokens <= 256).
+OPTION_LIMITS: dict[str, tuple[int, int]] = {
+    "k": (1, 32), "max_tokens": (1, 2048), "candidate_pool": (1, 512), "reset_every": (1, 2048),
+    "verify_rounds": (0, 8), "verify_top": (1, 1024), "seed": (0, 2**63 - 1),
+}
 
 
 @dataclass
@@ -92,6 +100,17 @@ class Stores:
     def close(self) -> None:
         for store in self._open.values():
             store.close()
+
+
+def _check_limits(options: DecodeOptions) -> None:
+    """Refuse options no front end sends: out of `OPTION_LIMITS`, or numbers that are not finite."""
+    for name, value in options.to_dict().items():
+        if name in OPTION_LIMITS and value is not None and not OPTION_LIMITS[name][0] <= value <= OPTION_LIMITS[name][1]:
+            low, high = OPTION_LIMITS[name]
+            raise protocol.ProtocolError(protocol.BAD_REQUEST, f"decode option {name}={value!r} is outside {low}..{high}")
+        numbers = value.values() if isinstance(value, dict) else [value]
+        if any(isinstance(n, float) and not math.isfinite(n) for n in numbers):
+            raise protocol.ProtocolError(protocol.BAD_REQUEST, f"decode option {name}={value!r} is not finite")
 
 
 def _entry(entry: Any, key: str, kind: type) -> tuple[Any, float]:
@@ -243,13 +262,13 @@ class EngineServer:
                     if (job := jobs.get(protocol.request_id(message))) is not None:
                         job.cancel()
                 elif op == protocol.STATUS:
-                    await self._send(writer, {"op": op, "id": message.get("id"), "status": self.status()})
+                    await self._send(writer, {"op": op, "id": protocol.echo_id(message), "status": self.status()})
                 elif op == protocol.TOKENIZER:
-                    await self._send(writer, {"op": op, "id": message.get("id"), "tokenizer": self.tokenizer_description()})
+                    await self._send(writer, {"op": op, "id": protocol.echo_id(message), "tokenizer": self.tokenizer_description()})
                 else:
                     raise protocol.ProtocolError(protocol.BAD_REQUEST, f"unknown op {op!r}")
             except protocol.ProtocolError as exc:
-                await self._send(writer, protocol.error(message.get("id"), exc.code, str(exc)))
+                await self._send(writer, protocol.error(protocol.echo_id(message), exc.code, str(exc)))
 
     def job(self, message: dict[str, Any]) -> BatchJob:
         prompt = message.get("prompt")
@@ -267,6 +286,7 @@ class EngineServer:
             options = DecodeOptions.from_dict(message.get("options") or {})
         except (ValueError, TypeError) as exc:
             raise protocol.ProtocolError(protocol.BAD_REQUEST, str(exc)) from exc
+        _check_limits(options)
         local = self.listener.socket_path is not None
         ngrams = self.stores.source(message.get("ngrams"), local=local)
         affinity = message.get("affinity")
