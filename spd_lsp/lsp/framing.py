@@ -29,6 +29,7 @@ Read = Callable[[], Awaitable[bytes]]  # the next chunk of the stream; b"" at it
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # VS Code does not even sync files above 50 MB
 MAX_HEADER_BYTES = 8192
 MAX_DEPTH = 100  # arrays/objects inside each other; an LSP message needs about 10
+MAX_INT_DIGITS = 4000  # int() refuses more than 4300 digits (CVE-2020-10735): the body would read as "not JSON"
 STALL_S = 0.5  # a body shorter than its Content-Length is taken once the stream pauses this long
 HEADER = re.compile(rb"^[ \t]*([!#$%&'*+.^_`|~0-9A-Za-z-]+)[ \t]*:(.*)$")
 MARKER = re.compile(rb"content-length[ \t]*:[ \t]*[^\r\n]*\r?\n", re.IGNORECASE)
@@ -270,14 +271,20 @@ def _loads(data: bytes) -> tuple[Any, str | None]:
     """The body's JSON value and a note on bad UTF-8; TooDeep past MAX_DEPTH, ValueError if not JSON."""
     try:
         try:
-            message, problem = json.loads(data), None
+            message, problem = json.loads(data, parse_int=_integer), None
         except UnicodeDecodeError:
-            message, problem = json.loads(data.decode("utf-8", "replace")), "invalid UTF-8 in the body, replaced by U+FFFD"
+            message = json.loads(data.decode("utf-8", "replace"), parse_int=_integer)
+            problem = "invalid UTF-8 in the body, replaced by U+FFFD"
     except RecursionError:
         raise TooDeep from None
     if _deeper_than(message, MAX_DEPTH):
         raise TooDeep(message)
     return message, problem
+
+
+def _integer(digits: str) -> int | float:
+    """A JSON integer; one too long for int() (Python's 4300-digit limit) is a float, infinite."""
+    return int(digits) if len(digits) <= MAX_INT_DIGITS else float(digits)
 
 
 def _deeper_than(value: Any, limit: int) -> bool:

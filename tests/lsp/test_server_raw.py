@@ -254,3 +254,12 @@ def test_deeply_nested_json_is_answered_and_the_server_keeps_serving(server: Raw
 
 def frame_bytes(body: bytes) -> bytes:
     return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def test_an_integer_past_pythons_digit_limit_is_still_answered_by_id(server: RawServer) -> None:
+    """Fuzzer finding (issue 24): int() refuses > 4300 digits, so the whole body read as "not JSON"
+    and the request was answered -32700 with id null: its client waited forever."""
+    body = json.dumps({"jsonrpc": "2.0", "id": "big", "method": "workspace/executeCommand",
+                       "params": {**STATUS_PARAMS, "arguments": ["@@"]}}).encode().replace(b'"@@"', b"9" * 5000)
+    server.write(frame_bytes(body))
+    assert "requests" in server.response("big", timeout=20)["result"]
