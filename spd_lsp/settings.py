@@ -38,6 +38,7 @@ class NgramSettings:
     db: str | None = None  # store directory; None = per-workspace default in the user cache
     index: bool = True  # index workspace folders in the background and watch them
     exclude: tuple[str, ...] = ()  # extra gitignore-style globs
+    secret_filter: bool = True  # leave out lines that carry a secret (ngram_db/secrets.py); off: warned
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,7 @@ NGRAM_KEYS: dict[str, tuple[str, Check]] = {
     "db": ("db", _optional(_text)),
     "index": ("index", _boolean),
     "exclude": ("exclude", _globs),
+    "secretFilter": ("secret_filter", _boolean),
 }
 
 CONTEXT_KEYS: dict[str, tuple[str, Check]] = {
