@@ -22,6 +22,7 @@ from typing import Any
 
 from spd_lsp import auth
 from spd_lsp.settings import DEVICES, DTYPES, QUANTIZE, Settings
+from spd_lsp.engine.model import ModelLoadError
 from spd_lsp.remote import daemon
 from spd_lsp.remote.server import EngineServer, Listener
 
@@ -85,7 +86,7 @@ def main(argv: list[str]) -> int:
         else:
             listener = Listener(socket_path=args.socket or daemon.paths_for(daemon.model_args(settings)).socket)
         loaded = load(settings)
-    except (auth.TokenError, OSError, ssl.SSLError) as exc:
+    except (auth.TokenError, OSError, ssl.SSLError, ModelLoadError) as exc:
         print(f"spd-lsp engine: error: {exc}", file=sys.stderr)
         return 2
     _release_load_memory()

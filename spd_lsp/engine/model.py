@@ -125,6 +125,10 @@ def _dequantise_to_cache(source: ModelSource, target: Path) -> None:
         os.replace(staging, target)
     except FileExistsError:  # another process won the race; its copy is as good
         shutil.rmtree(staging, ignore_errors=True)
+    except OSError as exc:  # a full disk, say: one clear line instead of a traceback
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ModelLoadError(f"cannot write the model cache under {target.parent}: {exc.strerror or exc}; "
+                             f"free space there or point {CACHE_ENV} at another disk") from exc
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import ssl
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +103,16 @@ class Stores:
             store.close()
 
 
+def announce(line: str) -> None:
+    """One line on stdout for whoever started the engine; a full disk under its log (stdout goes
+    to a file in "auto" mode) must not stop it: the socket answering is the readiness signal."""
+    try:
+        print(line, flush=True)
+    except OSError as exc:
+        log.error("could not write %r to stdout: %s; stdout is dropped from here on", line, exc)
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the unwritten line stays out of the exit's flush
+
+
 def _check_limits(options: DecodeOptions) -> None:
     """Refuse options no front end sends: out of `OPTION_LIMITS`, or numbers that are not finite."""
     for name, value in options.to_dict().items():
@@ -154,7 +165,7 @@ class EngineServer:
             where = f"{'tls' if listener.tls else 'tcp'}://{listener.host}:{port}"
             listener.port = port
         log.info("engine serving %s", where)
-        print(f"spd-lsp engine: listening on {where}", flush=True)
+        announce(f"spd-lsp engine: listening on {where}")
         async with server:
             watcher = asyncio.create_task(self._watch_idle())
             await self._stop.wait()
