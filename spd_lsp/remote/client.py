@@ -42,6 +42,11 @@ class EngineGone(ConnectionError):
     """The engine closed the connection or could not be reached."""
 
 
+class EngineStarting(EngineGone):
+    """The engine is (re)starting and did not answer within the connect wait: no drafts this time,
+    and no retry (the retry would wait on the same load)."""
+
+
 class Connection:
     """One authenticated connection; a reader thread routes answers to the waiting requests."""
 
@@ -165,6 +170,9 @@ class RemoteEngine:
         for attempt in range(2):
             try:
                 answer = self._ask(message, cancelled, restart=attempt > 0)
+            except EngineStarting as exc:
+                log.info("engine request answered with no drafts: %s", exc)
+                break
             except EngineGone as exc:
                 log.warning("engine request failed (%s)%s", exc, "; retrying once" if attempt == 0 else "")
                 continue

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from bench.bench_engine_faults import engine_pids
 from bench.isolation import isolated_env
 from spd_lsp.remote import protocol
 from spd_lsp.remote.address import parse
@@ -64,21 +65,6 @@ def _complete(raw: RawServer, msg_id: str, timeout: float) -> tuple[list[Any], f
     return raw.response(msg_id, timeout=timeout)["result"]["items"], time.monotonic() - started
 
 
-def engine_pids(runtime: Path) -> set[int]:
-    """Live `spd-lsp engine` processes whose socket is under `runtime` (the front ends' status
-    keeps the pid of the engine they first connected to, so it is read from /proc)."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        try:
-            words = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().split(")")[-1].split()[0]
-        except (OSError, ValueError):
-            continue
-        if b"engine" in words and any(str(runtime).encode() in w for w in words) and state != "Z":
-            found.add(int(entry.name))
-    return found
-
-
 def test_front_ends_answer_through_two_kill9s_of_their_shared_engine(tmp_path_factory: pytest.TempPathFactory) -> None:
     runtime = Path(f"/tmp/spd-kill-{os.getpid()}")  # short: socket paths have 107 bytes
     runtime.mkdir(mode=0o700, exist_ok=True)
@@ -94,13 +80,16 @@ def test_front_ends_answer_through_two_kill9s_of_their_shared_engine(tmp_path_fa
                 _request(raw, f"flight-{kill}-{i}")
             os.kill(pid, signal.SIGKILL)
             assert wait_gone(pid)
-            for i, raw in enumerate(front_ends):
-                raw.response(f"flight-{kill}-{i}", timeout=40)  # answered (empty or not), never hung
-            for i, raw in enumerate(front_ends):  # the next request restarts the engine (once) and is answered
-                _complete(raw, f"after-{kill}-{i}", timeout=60)
-            for i, raw in enumerate(front_ends):  # and from then on with drafts, at typing speed
-                items, seconds = _complete(raw, f"again-{kill}-{i}", timeout=RECOVER_S)
-                assert items and seconds < RECOVER_S
+            for i, raw in enumerate(front_ends):  # answered (empty or not) within 5 s, never hung on the load
+                raw.response(f"flight-{kill}-{i}", timeout=RECOVER_S)
+            for i, raw in enumerate(front_ends):  # each keystroke answered within 5 s until the drafts are back
+                deadline, n = time.monotonic() + 90, 0
+                while True:
+                    n += 1
+                    items, seconds = _complete(raw, f"after-{kill}-{i}-{n}", timeout=RECOVER_S)
+                    if items or time.monotonic() > deadline:
+                        break
+                assert items, "no drafts 90 s after the kill"
             assert len(engine_pids(runtime) - {pid}) == 1  # one new engine, for all three
         for raw in front_ends:
             assert raw.process.poll() is None

@@ -79,9 +79,24 @@ def test_auto_engine_answers_as_in_process_and_survives_being_killed(runtime: Pa
     first = loaded.info["pid"]
     os.kill(first, signal.SIGKILL)
     assert wait_gone(first)
-    assert [d.text for d in _answered(engine.complete, PREFIX, OPTIONS).drafts] == expected  # on a new engine
-    assert _listening(runtime) == 2 and engine.failures == 0
+    assert [d.text for d in _drafts_again(engine, expected).drafts] == expected  # on a new engine
+    assert _listening(runtime) == 2  # one restart, however many requests came while it loaded
     engine.close()
+
+
+def _drafts_again(engine, expected: list[str], within: float = 120.0):
+    """Requests after a kill: each answered within RECONNECT_WAIT_S + a margin (no drafts while the
+    new engine loads, issue 24), until one has `expected`'s drafts."""
+    from spd_lsp.remote.connect import RECONNECT_WAIT_S
+
+    deadline = time.monotonic() + within
+    while True:
+        started = time.monotonic()
+        result = _answered(engine.complete, PREFIX, OPTIONS)
+        assert time.monotonic() - started < 2 * RECONNECT_WAIT_S + 10  # never the whole load
+        if [d.text for d in result.drafts] == expected or time.monotonic() > deadline:
+            return result
+        time.sleep(0.2)
 
 
 def test_an_engine_that_cannot_restart_answers_nothing_quickly(runtime: Path, monkeypatch) -> None:
@@ -128,6 +143,6 @@ def test_a_restarted_engine_that_drops_the_first_hello_still_answers(runtime: Pa
     os.kill(loaded.info["pid"], signal.SIGKILL)
     assert wait_gone(loaded.info["pid"])
     monkeypatch.setattr(remote, "Connection", first_hello_dropped)
-    assert [d.text for d in _answered(loaded.engine.complete, PREFIX, OPTIONS).drafts] == expected
-    assert len(dropped) == 2 and loaded.engine.failures == 0
+    assert [d.text for d in _drafts_again(loaded.engine, expected).drafts] == expected
+    assert len(dropped) == 2
     loaded.engine.close()
