@@ -33,7 +33,7 @@ def summary(status: dict[str, Any]) -> str:
         ("Model", _model(status)),
         ("Engine", _engine(status.get("engine"))),
         *(("Store", _store(store)) for store in status.get("stores") or []),
-        ("Last", _last(status.get("last"))),
+        ("Last", _last(status.get("last"), status.get("lastDecoded"))),
         ("Latency", _latency(status)),
         ("Drafts", _drafts(status.get("drafts") or {})),
         ("Requests", _requests(status)),
@@ -76,14 +76,16 @@ def _store(store: dict[str, Any]) -> str:
             f"{_int(store.get('ngrams'))} n-grams, {_bytes(store.get('bytes'))}" + (f" ({', '.join(flags)})" if flags else ""))
 
 
-def _last(last: dict[str, Any] | None) -> str:
+def _last(last: dict[str, Any] | None, decoded: dict[str, Any] | None) -> str:
+    """The newest decode's phases; and whether newer answers came from the shown drafts."""
     if not last:
         return "no request yet"
-    if last.get("source") != "model":
+    if not decoded:
         return f"{_ms(last.get('totalMs'))} (typed through the shown drafts, no model call)"
-    return (f"{_ms(last.get('totalMs'))}: prefill {_ms(last.get('prefillMs'))} ({_int(last.get('prefillTokens'))} tokens), "
-            f"{_int(last.get('steps'))} steps {_ms(last.get('modelMs'))}, n-grams {_ms(last.get('ngramMs'))}, "
-            f"verify {_ms(last.get('verifyMs'))}")
+    since = "" if last.get("source") == "model" else " (newer answers: typed through, no model call)"
+    return (f"{_ms(decoded.get('totalMs'))}: prefill {_ms(decoded.get('prefillMs'))} ({_int(decoded.get('prefillTokens'))} "
+            f"tokens), {_int(decoded.get('steps'))} steps {_ms(decoded.get('modelMs'))}, n-grams "
+            f"{_ms(decoded.get('ngramMs'))}, verify {_ms(decoded.get('verifyMs'))}{since}")
 
 
 def _latency(status: dict[str, Any]) -> str:

@@ -210,10 +210,11 @@ class Stats:
         with self._lock:
             self._prompt = info
 
-    def last(self) -> dict[str, Any] | None:
-        """The newest fully computed request, phase by phase (for benchmarks and debugging)."""
+    def last(self, *, decoded: bool = False) -> dict[str, Any] | None:
+        """The newest answered request, phase by phase (for benchmarks and debugging);
+        `decoded`: the newest the model answered (not typed through shown drafts)."""
         with self._lock:
-            newest = self._latencies[-1] if self._latencies else None
+            newest = next((entry for entry in reversed(self._latencies) if entry[2] or not decoded), None)
             prompt = self._prompt
         if newest is None:
             return None
@@ -252,6 +253,7 @@ class Stats:
             "latencyMs": {name: _percentiles(values) for name, values in phases.items()},
             "drafts": {"offered": [offered[r] for r in ranks], "accepted": [accepted[r] for r in ranks]},
             "last": self.last(),
+            "lastDecoded": self.last(decoded=True),
         }
 
 

@@ -60,6 +60,10 @@ def test_summary_reads_model_engine_last_request_and_counts_as_plain_lines() -> 
         assert lines[4].startswith("Latency:  p50 ")
         assert lines[6] == "Requests: 1 (0 answered, 0 cancelled, 0 typed through, 0 failed)"  # `answered`: the LSP layer's
         assert not any(mark in status["summary"] for mark in "{}[]"), "no raw tables"
+        session.complete("doc", TEXT + "al", 1, 12, "utf-16").future.result(5)  # typed through
+        typed = session.status()
+        assert typed["last"]["source"] == "typedThrough" and typed["lastDecoded"] == status["last"]
+        assert typed["summary"].splitlines()[3] == lines[3] + " (newer answers: typed through, no model call)"
     finally:
         session.close()
 
