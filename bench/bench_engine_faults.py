@@ -285,10 +285,10 @@ async def disk_full_phase(tmp: Path, model: str | None) -> None:
         print("\n## disk full (a filled 256 kB tmpfs)")
         runtime = mount
         ends = await front_ends(1, tmp / "full-runtime", runtime, model)
-        await ends[0].type_for(8, 0.5)
+        await ends[0].type_for(40, 0.5)  # the engine loads meanwhile
         drafts = sum(with_drafts for _, with_drafts in ends[0].answers)
         print(f"auto engine with its socket and log on it: {ends[0].sent} sent, {len(ends[0].answers)} answered, "
-              f"{drafts} with drafts; engine running: {bool(engine_pids(runtime))}")
+              f"{drafts} with drafts; engines running: {len(engine_pids(runtime))}")
         for pid in engine_pids(runtime):
             os.kill(pid, signal.SIGTERM)
         await ends[0].server.stop()

@@ -10,6 +10,7 @@ starts it again.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import socket
 import stat
@@ -23,6 +24,7 @@ from typing import Any
 import fasteners
 import platformdirs
 
+log = logging.getLogger(__name__)
 IDLE_TIMEOUT_S = 600.0
 _started: list[subprocess.Popen] = []  # engines this process started: reaped once they exit
 START_TIMEOUT_S = 180.0  # loading the model from a cold disk
@@ -89,26 +91,33 @@ def ensure(model_args: list[str], *, idle_timeout: float = IDLE_TIMEOUT_S,
     with fasteners.InterProcessLock(str(paths.lock)):
         if answering(paths.socket):  # another front end started it while we waited
             return paths.socket
-        if not _loading(paths):
+        if not (_loading(paths) or _ours_loading(paths)):
             paths.socket.unlink(missing_ok=True)  # a dead engine's socket
             command = [sys.executable, "-m", "spd_lsp.cli", "engine", "--socket", str(paths.socket),
                        "--idle-timeout", str(idle_timeout), *model_args]
-            with open(paths.log, "ab") as log:
-                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            with open(paths.log, "ab") as out:
+                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                            start_new_session=True)  # outlives the front end that started it
             _started.append(process)
-            paths.pid.write_text(str(process.pid))
+            try:
+                paths.pid.write_text(str(process.pid))
+            except OSError as exc:  # a full disk: this process still knows it started one (_ours_loading)
+                log.warning("could not write %s: %s", paths.pid, exc)
     deadline = time.monotonic() + start_timeout
     while not answering(paths.socket):
         mine = next((p for p in _started if str(paths.socket) in p.args), None)
         if mine is not None and mine.poll() is not None:
             raise RuntimeError(f"the engine exited with {mine.returncode} while starting; see {paths.log}")
         if time.monotonic() > deadline:
-            if not _loading(paths):
+            if not (_loading(paths) or _ours_loading(paths)):
                 raise TimeoutError(f"no engine is loading for {paths.socket}; see {paths.log}")
             raise TimeoutError(f"the engine is still starting after {start_timeout:.0f} s; see {paths.log}")
         time.sleep(0.05)
     return paths.socket
+
+
+def _ours_loading(paths: Paths) -> bool:
+    return any(str(paths.socket) in process.args and process.poll() is None for process in _started)
 
 
 def _loading(paths: Paths) -> bool:

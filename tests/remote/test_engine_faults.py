@@ -107,7 +107,7 @@ def full_disk(tmp_path: Path):
     """A 256 kB tmpfs, filled: writes fail with ENOSPC (needs root to mount; skipped otherwise)."""
     mount = tmp_path / "full"
     mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mount)],
                                            capture_output=True).returncode != 0:
         pytest.skip("cannot mount a tmpfs here")
     try:
@@ -140,3 +140,31 @@ def test_an_engine_whose_log_is_on_a_full_disk_serves(tmp_path: Path, full_disk:
         if process.poll() is None:
             process.kill()
         socket_path.unlink(missing_ok=True)
+
+
+def test_a_full_runtime_dir_starts_one_engine_that_serves(full_disk: Path, monkeypatch) -> None:
+    """Defect (issue 24): the start marker (a pid file) could not be written on a full disk, so
+    every short wait for a loading engine started another one."""
+    from spd_lsp.remote import daemon
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(full_disk))
+    monkeypatch.setenv("SPD_LSP_ENGINE_LOADER", LOADER)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setattr(daemon, "_started", [])
+    flags = ["--device", "cpu"]
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                sock = daemon.ensure(flags, idle_timeout=5, start_timeout=0.5)
+                break
+            except TimeoutError:
+                assert time.monotonic() < deadline
+        assert len(daemon._started) == 1 and len(engine_pids(full_disk)) == 1
+        connection = Connection(parse(f"unix:{sock}"))
+        _, future = connection.request(protocol.complete_request(0, TEXT, {"max_tokens": 3}))
+        assert future.result(timeout=60)["op"] == "result"
+        connection.close()
+    finally:
+        for pid in engine_pids(full_disk):
+            os.kill(pid, signal.SIGTERM)
