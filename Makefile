@@ -10,6 +10,7 @@ demo: setup
 
 test: setup
 	$(VENV)/python -m pip install -q -e ".[ray]"  # the optional extra's tests run too
+	$(VENV)/lint-imports  # the layers and forbidden imports of pyproject.toml [tool.importlinter]
 	$(VENV)/python -m pytest -q -p no:cacheprovider
 	bash scripts/test-vscode.sh
 

@@ -1,4 +1,4 @@
-"""`load_engine` for the `engine` setting's other values: a `RemoteEngine` with the engine's
+"""`commands.loading.load_engine` for the `engine` setting's other values: a `RemoteEngine` with the engine's
 own tokenizer, reached over the per-user daemon ("auto") or an address."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from spd_lsp import auth
+from spd_lsp.api import Loaded
 from spd_lsp.remote import daemon, protocol
 from spd_lsp.remote import tokenizer as tokenizer_wire
 from spd_lsp.remote.address import AUTO, Address, parse
@@ -19,10 +20,8 @@ HELLO_ATTEMPTS = 3  # hellos to an engine that was just (re)started, before the 
 HELLO_BACKOFF_S = 0.5
 
 
-def load_remote(settings: Any) -> Any:
-    """A `session.Loaded` whose engine is a `RemoteEngine`."""
-    from spd_lsp.session.session import Loaded
-
+def load_remote(settings: Any) -> Loaded:
+    """A `Loaded` whose engine is a `RemoteEngine`."""
     if settings.engine == AUTO:
         flags = daemon.model_args(settings)
 

@@ -92,7 +92,6 @@ def engine_status(runtime: Path) -> dict[str, Any]:
         connection.close()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: the session's prompt keyword arguments make every request run alone")
 async def test_two_typing_front_ends_share_batch_forwards(clients: list[Any], runtime: Path) -> None:
     """Both editors type at once: their requests (each with its suffix, path and language, as a real
     front end sends them) decode as rows of the same batch, none alone."""
