@@ -267,6 +267,10 @@ class EngineLike(Protocol):
     def close(self) -> None:
         """Release what the engine holds for this session (a shared engine's connection)."""
 
+    def link(self) -> dict[str, Any]:
+        """For `spd.status`: the engine's address, whether its connection is up, and the requests answered
+        empty because it was gone (in process: no address, None, 0)."""
+
 
 def never_cancelled() -> bool:
     """The `CancelCheck` of work nobody can cancel."""

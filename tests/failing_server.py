@@ -31,6 +31,9 @@ class FailingEngine:
     def close(self) -> None:
         pass
 
+    def link(self) -> dict[str, Any]:
+        return {"address": None, "connected": None, "failures": 0}
+
 
 if __name__ == "__main__":
     build_server(lambda settings: Loaded(FailingEngine(), {"name": "failing"}, "cpu")).start_io()

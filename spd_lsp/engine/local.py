@@ -51,6 +51,9 @@ class LocalEngine:
     def close(self) -> None:
         """Nothing to release: the model lives as long as the process."""
 
+    def link(self) -> dict[str, object]:
+        return {"address": None, "connected": None, "failures": 0}  # no link: the model is here
+
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
 

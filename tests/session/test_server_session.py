@@ -56,6 +56,9 @@ class FakeEngine:
     def close(self) -> None:
         pass
 
+    def link(self) -> dict[str, Any]:
+        return {"address": "fake", "connected": True, "failures": 0}
+
 
 class RecordingClient:
     def __init__(self) -> None:
