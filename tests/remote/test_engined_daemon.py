@@ -131,3 +131,12 @@ def test_a_restarted_engine_that_drops_the_first_hello_still_answers(runtime: Pa
     assert [d.text for d in _answered(loaded.engine.complete, DecodeRequest(PREFIX, OPTIONS)).drafts] == expected
     assert len(dropped) == 2 and loaded.engine.failures == 0
     loaded.engine.close()
+
+
+def test_another_protocol_version_gets_its_own_engine_socket(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A front end after an upgrade (protocol 2: the typed request) must not find an engine of protocol 1
+    at its socket: that one would refuse its hello until it idled out."""
+    flags = daemon.model_args(Settings())
+    now = daemon.paths_for(flags).socket
+    monkeypatch.setattr(daemon.protocol, "VERSION", daemon.protocol.VERSION - 1)
+    assert daemon.paths_for(flags).socket != now
