@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ngram_db.memory import MemoryNgrams
-from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest
+from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest, PromptContext
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.batcher import BatchJob, Batcher
 from tests.tiny_models import CORPUS, tiny_model, tiny_tokenizer
@@ -192,3 +192,29 @@ def test_editors_typing_join_in_one_prefill_forward_with_their_single_answers(en
         scheduler.close()
     assert together == expected
     assert counts["maxBatched"] == len(PREFIXES) and counts["prefillForwards"] - before == 1  # all joined in ONE
+
+
+def test_editor_requests_with_their_context_batch_and_answer_as_alone() -> None:
+    """Issue 22: an editor's request carries its suffix, path and language (and a fill-in-the-middle
+    format lays the suffix out, with its end tokens stopping drafts); such requests used to run alone.
+    Now they join the batch, and answer what each would alone, prompt description included."""
+    from tests.engine.test_prompt_formats import family_engine
+
+    torch.set_num_threads(1)  # the same float summation order alone and batched
+    engine = family_engine("qwen")
+    requests = [DecodeRequest(prefix, OPTIONS, context=PromptContext(suffix=f"\nprint({i})\n", filename=f"pkg/m{i}.py",
+                                                                     language="python"))
+                for i, prefix in enumerate(PREFIXES)]
+    alone = [engine.complete(request) for request in requests]
+    scheduler = Batcher(engine)
+    try:
+        blocker = scheduler.submit(BatchJob(DecodeRequest(PREFIXES[0], DecodeOptions(method="nucleus", k=2, seed=1))))
+        futures = [scheduler.submit(BatchJob(request, affinity=f"editor{i}")) for i, request in enumerate(requests)]
+        blocker.result(timeout=60)
+        together = [f.result(timeout=60) for f in futures]
+        counts = dict(scheduler.counts)
+    finally:
+        scheduler.close()
+    assert [_texts(r) for r in together] == [_texts(r) for r in alone]
+    assert [r.prompt for r in together] == [r.prompt for r in alone] and alone[0].prompt["suffixTokens"] > 0
+    assert counts["alone"] == 1 and counts["maxBatched"] == len(requests)  # only the sequential nucleus ran alone
