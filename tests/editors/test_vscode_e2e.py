@@ -57,6 +57,7 @@ def code(workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     settings = {
         "spd.serverPath": str(SERVER),
         "spd.engine": "in-process",  # no shared engine process outliving the test
+        "spd.device": "cpu",  # what the status item is asserted to show, on any machine
         "spd.k": K,
         "spd.maxTokens": 8,
         "spd.ngrams.db": str(tmp_path_factory.mktemp("store")),

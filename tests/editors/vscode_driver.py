@@ -98,11 +98,19 @@ class VSCode:
         for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000",
                          f"--user-data-dir={home / 'chromium'}"):
             options.add_argument(argument)
-        # The driver's path is given: Selenium Manager (which would download one) is never run.
-        self.driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-        self.wait_for(self._http_up, "code-server to listen", timeout=60)
-        self.driver.get(f"http://127.0.0.1:{self.port}/?folder={workspace}")
-        self.wait_for(lambda: self.status_item("SPD"), "the workbench and the SPD status item", timeout=90)
+        try:
+            # The driver's path is given: Selenium Manager (which would download one) is never run.
+            self.driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+        except BaseException:
+            self._stop_code_server()
+            raise
+        try:
+            self.wait_for(self._http_up, "code-server to listen", timeout=60)
+            self.driver.get(f"http://127.0.0.1:{self.port}/?folder={workspace}")
+            self.wait_for(lambda: self.status_item("SPD"), "the workbench and the SPD status item", timeout=90)
+        except BaseException:
+            self.close()
+            raise
 
     def _http_up(self) -> bool:
         with socket.socket() as probe:
@@ -209,12 +217,19 @@ class VSCode:
         try:
             self.driver.quit()
         finally:
+            self._stop_code_server()
+
+    def _stop_code_server(self) -> None:
+        """Ends code-server, its extension hosts and their servers (its process group)."""
+        try:
             processes = [psutil.Process(self.server.pid), *self.server_processes()]
             os.killpg(self.server.pid, signal.SIGTERM)
-            _, alive = psutil.wait_procs(processes, timeout=10)
-            for process in alive:
-                process.kill()
-            self.log.close()
+        except (psutil.NoSuchProcess, ProcessLookupError):
+            processes = []
+        _, alive = psutil.wait_procs(processes, timeout=10)
+        for process in alive:
+            process.kill()
+        self.log.close()
 
 
 def _is_spd_lsp(process: psutil.Process) -> bool:
