@@ -217,7 +217,8 @@ def team_phase(clients: int, seconds: float, tmp: Path, model: str | None) -> No
         while not stop.is_set():
             i += 1
             started = time.monotonic()
-            _, future = connection.request(protocol.complete_request(0, f"# client {n} {i}\n{PROGRAM}", options))
+            wire = {"prefix": f"# client {n} {i}\n{PROGRAM}", "options": options}
+            _, future = connection.request(protocol.complete_request(0, wire))
             answer = future.result(timeout=ANSWER_S)
             if answer.get("op") != "result":
                 failures.append(str(answer.get("code")))

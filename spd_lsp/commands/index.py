@@ -84,7 +84,8 @@ def main(argv: list[str]) -> int:
     if args.base and not args.roots:  # the standard library alone, not what pip installed under it
         exclude += ["site-packages/", "dist-packages/"]
 
-    from spd_lsp.engine.model import ModelLoadError, encode_texts, load_tokenizer, tokenizer_identity
+    from spd_lsp.engine.model import ModelLoadError, load_tokenizer
+    from spd_lsp.tokens import encode_texts, tokenizer_identity
 
     try:
         tokenizer = load_tokenizer(args.model)
@@ -165,7 +166,8 @@ def _watch(indexer: Indexer) -> int:
 @functools.lru_cache(maxsize=4)
 def _encoder_for(spec: str | None):  # type: ignore[no-untyped-def]
     """The batch encoder of a model's tokenizer, loaded once per (Ray worker) process."""
-    from spd_lsp.engine.model import encode_texts, load_tokenizer
+    from spd_lsp.engine.model import load_tokenizer
+    from spd_lsp.tokens import encode_texts
 
     tokenizer = load_tokenizer(spec)
     return lambda texts: encode_texts(tokenizer, texts)

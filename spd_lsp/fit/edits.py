@@ -13,7 +13,8 @@ from typing import Callable, Iterable, Iterator
 from ngram_db.secrets import contains_secret
 from spd_lsp.cursor import EOL, Cursor, units
 from spd_lsp.fit.nesting import CLOSERS, QUOTES, Nesting, scan, states
-from spd_lsp.fit.syntax import SyntaxCheck, comment_marker
+from spd_lsp.fit.syntax import SyntaxCheck
+from spd_lsp.languages import comment_marker
 
 WORD = re.compile(r"\w")
 OPERATORS = frozenset("=+-*/<>!&|%^~@:.")

@@ -1,4 +1,4 @@
-"""`load_engine` for the `engine` setting's other values: a `RemoteEngine` with the engine's
+"""`commands.loading.load_engine` for the `engine` setting's other values: a `RemoteEngine` with the engine's
 own tokenizer, reached over the per-user daemon ("auto") or an address."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from spd_lsp import auth
+from spd_lsp.api import Loaded
 from spd_lsp.remote import daemon, protocol
 from spd_lsp.remote import tokenizer as tokenizer_wire
 from spd_lsp.remote.address import AUTO, Address, parse
@@ -21,10 +22,8 @@ RECONNECT_WAIT_S = 2.0  # after the first load: a request waits this long for a 
 # answers no drafts; the engine goes on loading and the next keystroke connects once it answers
 
 
-def load_remote(settings: Any) -> Any:
-    """A `session.Loaded` whose engine is a `RemoteEngine`."""
-    from spd_lsp.session.session import Loaded
-
+def load_remote(settings: Any) -> Loaded:
+    """A `Loaded` whose engine is a `RemoteEngine`."""
     if settings.engine == AUTO:
         flags = daemon.model_args(settings)
 

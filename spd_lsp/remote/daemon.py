@@ -24,6 +24,8 @@ from typing import Any
 import fasteners
 import platformdirs
 
+from spd_lsp.remote import protocol
+
 log = logging.getLogger(__name__)
 IDLE_TIMEOUT_S = 600.0
 _started: list[subprocess.Popen] = []  # engines this process started: reaped once they exit
@@ -57,8 +59,9 @@ def runtime_dir() -> Path:
 
 
 def paths_for(model_args: list[str]) -> Paths:
-    """One engine per user, machine and model setting."""
-    key = hashlib.sha256("\0".join(model_args).encode()).hexdigest()[:12]
+    """One engine per user, machine, model setting and protocol version (a front end never finds an
+    engine of another version at its socket: an upgrade starts its own, the old one idles out)."""
+    key = hashlib.sha256("\0".join([f"protocol {protocol.VERSION}", *model_args]).encode()).hexdigest()[:12]
     root = runtime_dir()
     return Paths(root / f"engine-{key}.sock", root / f"engine-{key}.lock", root / f"engine-{key}.log",
                  root / f"engine-{key}.pid")

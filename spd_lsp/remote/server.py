@@ -26,7 +26,7 @@ from ngram_db.guarded import GuardedNgrams
 from ngram_db.layered import LayeredNgrams
 from ngram_db.memory import MemoryNgrams
 from ngram_db.store import NgramStore
-from spd_lsp.api import Cancelled, DecodeOptions
+from spd_lsp.api import Cancelled
 from spd_lsp.remote import protocol
 from spd_lsp.remote import tokenizer as tokenizer_wire
 from spd_lsp.engine.batcher import BatchJob, Batcher
@@ -136,7 +136,7 @@ def _entry(entry: Any, key: str, kind: type) -> tuple[Any, float]:
 class EngineServer:
     def __init__(self, engine: Any, info: dict[str, Any], listener: Listener, *, idle_timeout: float | None = None,
                  base_store: Path | None = None, max_batch: int = 32) -> None:
-        from spd_lsp.engine.model import tokenizer_identity
+        from spd_lsp.tokens import tokenizer_identity
 
         self.engine = engine
         self.info = info
@@ -282,34 +282,22 @@ class EngineServer:
                 await self._send(writer, protocol.error(protocol.echo_id(message), exc.code, str(exc)))
 
     def job(self, message: dict[str, Any]) -> BatchJob:
-        prompt = message.get("prompt")
-        if not isinstance(prompt, dict) or not isinstance(prompt.get("prefix"), str):
-            raise protocol.ProtocolError(protocol.BAD_REQUEST, "'prompt' needs a string 'prefix'")
-        ids, args = prompt.get("ids"), prompt.get("args") or {}
-        if ids is not None and not (isinstance(ids, list) and all(isinstance(i, int) for i in ids)):
-            raise protocol.ProtocolError(protocol.BAD_REQUEST, "'prompt.ids' must be a list of token ids")
-        if not isinstance(args, dict):
-            raise protocol.ProtocolError(protocol.BAD_REQUEST, "'prompt.args' must be a map")
+        request = protocol.read_request(message)
         vocab = len(self.engine.table.texts)
-        if ids is not None and any(not 0 <= i < vocab for i in ids):
-            raise protocol.ProtocolError(protocol.BAD_REQUEST, "'prompt.ids' holds ids outside the vocabulary")
-        try:
-            options = DecodeOptions.from_dict(message.get("options") or {})
-        except (ValueError, TypeError) as exc:
-            raise protocol.ProtocolError(protocol.BAD_REQUEST, str(exc)) from exc
-        _check_limits(options)
+        if request.ids is not None and any(not 0 <= i < vocab for i in request.ids):
+            raise protocol.ProtocolError(protocol.BAD_REQUEST, "'request.ids' holds ids outside the vocabulary")
+        _check_limits(request.options)
         local = self.listener.socket_path is not None
         ngrams = self.stores.source(message.get("ngrams"), local=local)
         affinity = message.get("affinity")
-        return BatchJob(prompt["prefix"], options, ngrams=ngrams, ids=ids, args=args,
-                   affinity=str(affinity) if affinity is not None else str(id(message)))
+        return BatchJob(request, ngrams=ngrams, affinity=str(affinity) if affinity is not None else str(id(message)))
 
     async def _answer(self, writer: asyncio.StreamWriter, job_id: int, job: BatchJob, jobs: dict[int, BatchJob]) -> None:
         self.counts["requests"] += 1
         self._running += 1
         try:
             result = await asyncio.wrap_future(self.scheduler.submit(job))
-            answer = protocol.result(job_id, result.drafts, result.timings.to_dict(), result.method)
+            answer = protocol.result(job_id, result)
         except Cancelled:
             answer = protocol.error(job_id, protocol.CANCELLED, "cancelled")
         except (ValueError, TypeError) as exc:

@@ -30,7 +30,7 @@ from ngram_db.shards import ShardedStore, open_readonly
 from ngram_db.store import NgramStore
 from ngram_db.watcher import Watcher
 from spd_lsp.settings import NgramSettings
-from spd_lsp.engine.model import encode_texts, tokenizer_identity
+from spd_lsp.tokens import encode_texts, tokenizer_identity
 from spd_lsp.worker import KeyedWorker
 
 log = logging.getLogger(__name__)

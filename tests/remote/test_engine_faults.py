@@ -131,7 +131,7 @@ def test_an_engine_whose_log_is_on_a_full_disk_serves(tmp_path: Path, full_disk:
             time.sleep(0.1)
         assert process.poll() is None, process.stderr.read()
         connection = Connection(parse(f"unix:{socket_path}"))
-        _, future = connection.request(protocol.complete_request(0, TEXT, {"max_tokens": 3}))
+        _, future = connection.request(protocol.complete_request(0, {"prefix": TEXT, "options": {"max_tokens": 3}}))
         assert future.result(timeout=60)["op"] == "result"
         connection.close()
         assert process.wait(30) == 0  # and its idle shutdown is clean
@@ -162,7 +162,7 @@ def test_a_full_runtime_dir_starts_one_engine_that_serves(full_disk: Path, monke
                 assert time.monotonic() < deadline
         assert len(daemon._started) == 1 and len(engine_pids(full_disk)) == 1
         connection = Connection(parse(f"unix:{sock}"))
-        _, future = connection.request(protocol.complete_request(0, TEXT, {"max_tokens": 3}))
+        _, future = connection.request(protocol.complete_request(0, {"prefix": TEXT, "options": {"max_tokens": 3}}))
         assert future.result(timeout=60)["op"] == "result"
         connection.close()
     finally:

@@ -59,10 +59,12 @@ OPTION_VALUES = {
 OPTIONS = st.fixed_dictionaries({}, optional={
     name: OPTION_VALUES.get(name, st.integers(-3, 40) | st.floats(-2, 5) | HUGE | FLOATS | ANY)
     for name in DecodeOptions().to_dict()} | {"bogus": ANY})
-PROMPT = st.fixed_dictionaries({"prefix": st.text(max_size=60) | ANY}, optional={
+REQUEST = st.fixed_dictionaries({"prefix": st.text(max_size=60) | ANY}, optional={
     "ids": st.none() | st.lists(st.integers(-3, 600) | HUGE, max_size=30) | ANY,
-    "args": st.dictionaries(st.sampled_from(["suffix", "filename", "language", "snippets", "prompt_format", "zz"]),
-                            ANY | st.text(max_size=40), max_size=3) | ANY,
+    "suffix": st.text(max_size=40) | ANY, "filename": st.none() | st.text(max_size=20) | ANY,
+    "snippets": st.lists(st.lists(st.text(max_size=20), min_size=2, max_size=2) | ANY, max_size=3) | ANY,
+    "language": st.none() | st.sampled_from(["python", "rust", "?"]) | ANY,
+    "prompt_format": st.sampled_from(["auto", "plain", "?"]) | ANY, "options": OPTIONS | ANY, "bogus": ANY,
 })
 NGRAMS = st.none() | ANY | st.fixed_dictionaries({}, optional={
     "stores": st.lists(st.fixed_dictionaries({"path": ANY | st.just("/etc"), "weight": ANY}), max_size=2) | ANY,
@@ -71,7 +73,7 @@ NGRAMS = st.none() | ANY | st.fixed_dictionaries({}, optional={
 })
 IDS = st.integers(0, 10**6) | HUGE | ANY
 COMPLETE = st.fixed_dictionaries({"op": st.just("complete"), "id": IDS}, optional={
-    "prompt": PROMPT | ANY, "options": OPTIONS | ANY, "ngrams": NGRAMS, "affinity": ANY})
+    "request": REQUEST | ANY, "prompt": ANY, "ngrams": NGRAMS, "affinity": ANY})
 OTHER = st.fixed_dictionaries({"op": st.sampled_from(["cancel", "status", "tokenizer", "hello", "nope"]),
                                "id": IDS}, optional={"token": ANY, "version": ANY})
 FRAMES = st.lists(COMPLETE | OTHER, min_size=1, max_size=4)
@@ -158,7 +160,7 @@ def test_costly_or_senseless_options_are_refused_up_front(engine: Any, options: 
     with socket.create_connection((address.host, address.port), timeout=ANSWER_S) as sock:
         protocol.send(sock, protocol.hello(TOKEN))
         protocol.receive(sock)
-        protocol.send(sock, protocol.complete_request(7, "def f(x):\n    return", options))
+        protocol.send(sock, protocol.complete_request(7, {"prefix": "def f(x):\n    return", "options": options}))
         answer = protocol.receive(sock)
     assert (answer["op"], answer["id"], answer["code"]) == ("error", 7, "bad_request"), answer
 
