@@ -11,5 +11,6 @@ bash scripts/install-vscode-e2e.sh
 cd editor-integrations/vscode
 npm ci --no-audit --no-fund
 npm run compile
+npm run bundle  # before the tests: the package test lists what `vsce ls` would ship, dist/ included
 npm test
 npm run package
