@@ -13,7 +13,7 @@ from spd_lsp.engine.decoding.interrupt import decoder_layers
 from spd_lsp.engine.decoding.lm import MAX_CHUNK, MIN_CHUNK, ModelRunner
 from tests.tiny_models import ARCHITECTURES, tiny_model
 
-PROMPT = [5 + i % 300 for i in range(900)]  # 900 tokens: 3 chunks of MIN_CHUNK (256) and the rest
+PROMPT = [5 + i % 300 for i in range(1800)]  # 1,800 tokens: 3 chunks of MIN_CHUNK (512) and the rest
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +26,10 @@ def fresh_logits(loaded: Any, ids: list[int]) -> torch.Tensor:
 
 
 def test_chunks_last_about_chunk_seconds_at_the_last_chunks_speed(loaded: Any) -> None:
-    runner = ModelRunner(loaded.model, loaded.device, chunk_seconds=0.5)
+    runner = ModelRunner(loaded.model, loaded.device, chunk_seconds=1.0)
     runner.token_seconds = 0.001
-    assert runner.timed_chunk(10_000) == 500
-    assert runner.timed_chunk(750) == 750 and runner.timed_chunk(751) == 500  # a short rest runs with its chunk
+    assert runner.timed_chunk(10_000) == 1000
+    assert runner.timed_chunk(1500) == 1500 and runner.timed_chunk(1501) == 1000  # a short rest runs with its chunk
     runner.token_seconds = 1.0
     assert runner.timed_chunk(10_000) == MIN_CHUNK and runner.timed_chunk(MIN_CHUNK * 3 // 2) == MIN_CHUNK * 3 // 2
     runner.token_seconds = 1e-9
@@ -48,7 +48,7 @@ def test_timed_chunks_equal_one_forward_and_only_the_last_runs_the_head(loaded: 
     finally:
         hook.remove()
     assert reused == 0 and runner.cached_ids == PROMPT and runner.cache.get_seq_length() == len(PROMPT)
-    assert head_rows == [0, 0, 0, 1]  # 256 x 3, then the last 132; the head on one row, at the last
+    assert head_rows == [0, 0, 0, 1]  # 512 x 3, then the last 264; the head on one row, at the last
     torch.testing.assert_close(logits, fresh_logits(loaded, PROMPT), rtol=1e-4, atol=1e-4)
 
 

@@ -40,7 +40,7 @@ ACCELERATOR_PREFILL_CHUNK = 512
 # finished: a chunk shorter than the time between two keystrokes still makes progress while the
 # user types. `bench/bench_prefill.py --compare-chunks`: docs/performance.md.
 CHUNK_SECONDS = 0.3
-MIN_CHUNK, MAX_CHUNK = 256, 4096
+MIN_CHUNK, MAX_CHUNK = 512, 4096
 FIRST_TOKEN_SECONDS = 0.001  # the first chunk's guess, before a forward was timed (~0.4-1 ms/token on 2 cores)
 NO_LOGITS = torch.empty(0, dtype=torch.long)  # `logits_to_keep` of a chunk before the last: no output head
 # Prompt caches kept: the current one and the last others (another document, another
