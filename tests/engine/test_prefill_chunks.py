@@ -11,6 +11,7 @@ from spd_lsp.api import Cancelled
 from spd_lsp.engine.decoding import lm
 from spd_lsp.engine.decoding.interrupt import decoder_layers
 from spd_lsp.engine.decoding.lm import MAX_CHUNK, MIN_CHUNK, ModelRunner
+from tests.session.test_latency import fresh_logits
 from tests.tiny_models import ARCHITECTURES, tiny_model
 
 PROMPT = [5 + i % 300 for i in range(1800)]  # 1,800 tokens: 3 chunks of MIN_CHUNK (512) and the rest
@@ -19,10 +20,6 @@ PROMPT = [5 + i % 300 for i in range(1800)]  # 1,800 tokens: 3 chunks of MIN_CHU
 @pytest.fixture(scope="module")
 def loaded() -> Any:
     return tiny_model("llama")
-
-
-def fresh_logits(loaded: Any, ids: list[int]) -> torch.Tensor:
-    return ModelRunner(loaded.model, loaded.device, chunk_tokens=10_000).prefill(ids)[0]
 
 
 def test_chunks_last_about_chunk_seconds_at_the_last_chunks_speed(loaded: Any) -> None:
