@@ -12,16 +12,25 @@ another such request cancelled `--cancel-after` ms into its prefill, timing canc
 chunks and 10 decode steps, with the eager and the SDPA attention kernels, interleaved.
 `--compare-threads N` instead times N rounds of a 128-token prefill with 1 torch thread
 and with torch's default, interleaved, with the CPU pressure (Linux PSI) at each round.
+`--compare-chunks N` instead times N rounds, per dtype (bf16, fp32) and prompt length (512, 2,048),
+interleaved: one whole forward, `ModelRunner.prefill` as shipped (chunks sized by time) and in
+fixed 96-token chunks (before), as ratios to the whole forward; then how long a shipped prefill of
+2,048 tokens takes to stop once cancelled at a random moment (max and median over N tries each).
+`--threads 1 --clock cpu` measures CPU time of one thread: the ratios hold on a loaded machine.
+
+    nice .venv/bin/python -m bench.bench_prefill --compare-chunks 3 [--threads 1 --clock cpu]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import sys
 import threading
 import time
+from typing import Any
 
 import torch
 from transformers import DynamicCache
@@ -30,6 +39,7 @@ from bench.bench_server import corpus, prefixes
 from spd_lsp.cursor import fit_prefix
 from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest
 from spd_lsp.engine.local import LocalEngine
+from spd_lsp.engine.decoding import lm
 from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.decoding.threads import cpu_pressure
 from spd_lsp.engine.model import load_model
@@ -43,7 +53,14 @@ def main() -> int:
     parser.add_argument("--cancel-after", type=float, default=150, help="ms into the prefill")
     parser.add_argument("--compare-threads", type=int, default=0, metavar="N")
     parser.add_argument("--compare-kernels", type=int, default=0, metavar="N")
+    parser.add_argument("--compare-chunks", type=int, default=0, metavar="N")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cpu: this thread's CPU time")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.compare_chunks:
+        return compare_chunks(args.compare_chunks, time.thread_time if args.clock == "cpu" else time.perf_counter)
     if args.compare_kernels:
         return compare_kernels(args.dtype, args.compare_kernels)
     loaded = load_model(dtype=args.dtype)
@@ -107,6 +124,67 @@ def compare_kernels(dtype: str, rounds: int) -> int:
     print(f"torch threads {torch.get_num_threads()}, CPU pressure {cpu_pressure()} %, load {os.getloadavg()[0]:.1f}")
     for name, t in times.items():
         print(f"| {name} | {1000 * statistics.median(t):.0f} ms |")
+    return 0
+
+
+def compare_chunks(rounds: int, clock: Any) -> int:
+    """A whole forward, the shipped chunked prefill and 96-token chunks, interleaved; then the shipped one cancelled."""
+    threads = torch.get_num_threads()
+    lm.cpu_pressure = lambda: None  # the threads asked for, whatever the load
+    models = {dtype: load_model(dtype=dtype) for dtype in ("bfloat16", "float32")}
+    ids = models["float32"].tokenizer.encode(corpus(), add_special_tokens=False)
+    kinds = {"one forward": dict(chunk_tokens=10**6), "shipped (timed chunks)": {}, "96-token chunks": dict(chunk_tokens=96)}
+    runners = {(dtype, kind): ModelRunner(loaded.model, loaded.device, slots=1, **kw)
+               for dtype, loaded in models.items() for kind, kw in kinds.items()}
+    times: dict[tuple[str, int, str], list[float]] = {}
+    for r in range(rounds):
+        for dtype in models:
+            for length in (512, 2048):
+                prompt = ids[(2 * r + 1) * 2048 :][:length]
+                for kind in kinds:
+                    runner = runners[dtype, kind]
+                    runner.rewind(0)
+                    started = clock()
+                    runner.prefill(prompt)
+                    times.setdefault((dtype, length, kind), []).append(clock() - started)
+                whole = times[dtype, length, "one forward"][-1]
+                print(f"round {r} {dtype} {length}: " + ", ".join(
+                    f"{kind} {1000 * times[dtype, length, kind][-1]:.0f} ms" for kind in kinds)
+                    + f" (shipped: {1000 * runners[dtype, 'shipped (timed chunks)'].token_seconds:.2f} ms/token"
+                    f" last chunk); load {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"\ntorch threads {threads}, clock {clock.__name__}, {rounds} interleaved rounds; median ms (x one forward)")
+    print("| dtype | tokens | " + " | ".join(kinds) + " |")
+    print("| --- | ---: |" + " ---: |" * len(kinds))
+    for dtype in models:
+        for length in (512, 2048):
+            whole = statistics.median(times[dtype, length, "one forward"])
+            cells = [f"{1000 * statistics.median(times[dtype, length, k]):.0f} ({statistics.median(times[dtype, length, k]) / whole:.2f}x)"
+                     for k in kinds]
+            print(f"| {dtype} | {length} | " + " | ".join(cells) + " |")
+    for dtype, loaded in models.items():
+        runner = runners[dtype, "shipped (timed chunks)"]
+        stops, kept = [], []
+        for attempt in range(max(rounds, 5)):
+            prompt = ids[(2 * attempt + 2) * 2048 :][:2048]
+            runner.rewind(0)
+            deadline = time.perf_counter() + random.Random(attempt).uniform(0.05, 0.9) * 1.5 * sum(
+                times[dtype, 2048, "one forward"]) / rounds
+            flagged: list[float] = []
+
+            def cancelled() -> bool:
+                now = time.perf_counter()
+                if now >= deadline and not flagged:
+                    flagged.append(deadline)
+                return bool(flagged)
+
+            try:
+                runner.prefill(prompt, cancelled)
+            except Cancelled:
+                stops.append(1000 * (time.perf_counter() - flagged[0]))
+                kept.append(len(runner.cached_ids))
+        if stops:
+            print(f"{dtype}: cancelled 2,048-token prefill stopped {statistics.median(stops):.0f} ms (median), "
+                  f"{max(stops):.0f} ms (max) after the cancel, {len(stops)} tries; tokens kept {kept}")
     return 0
 
 

@@ -22,6 +22,9 @@ test split: the others fill), and --start/--stop split the indexes between proce
     nice -n 10 .venv/bin/python -m evaluation.context_study run --split test --per-kind 100 \\
         --total-per-kind 150 --start 50 --out docs/study/context-test-b.jsonl
     .venv/bin/python -m evaluation.context_study report docs/study/context-test-a.jsonl docs/study/context-test-b.jsonl
+
+`--configs prefix prefix-256 prefix-1024 prefix-2048` instead compares prompt budgets of the prefix alone
+(`BUDGETS`; docs/study/context-budget.md).
 """
 
 from __future__ import annotations
@@ -64,8 +67,11 @@ from spd_lsp.context.retrieval import ChunkIndex
 from spd_lsp.context.snippets import around, identifiers, query_text, select
 from spd_lsp.session.session import token_spans
 
-CONFIGS: dict[str, str] = {"prefix": "prefix", "filename": "filename", "snippets": "file_sep"}  # name -> promptFormat
 PREFIX_TOKENS = 512  # the CPU default budget of the server
+# The prefix alone under other budgets (issue 21 item 4: spend a cheaper prefill on context); not run by default.
+BUDGETS: dict[str, int] = {f"prefix-{tokens}": tokens for tokens in (256, 1024, 2048)}
+DEFAULT_CONFIGS: dict[str, str] = {"prefix": "prefix", "filename": "filename", "snippets": "file_sep"}
+CONFIGS: dict[str, str] = {**DEFAULT_CONFIGS, **dict.fromkeys(BUDGETS, "prefix")}  # name -> promptFormat
 SUFFIX_CHARS = 2000
 
 
@@ -77,6 +83,7 @@ class Case:
     suffix: str
     path: str
     near_cursor: str  # the lines around the cursor the editor shows (never the held-out line)
+    whole_prefix: str | None = None  # the text before the cursor before fitting (BUDGETS fit it again)
 
 
 def _case(position: Position, root: Path, spans: Any) -> Case | None:
@@ -88,7 +95,8 @@ def _case(position: Position, root: Path, spans: Any) -> Case | None:
     after = position.suffix + (text[line_end:line_end + SUFFIX_CHARS] if line_end >= 0 else "")
     fitted = replace(position, prefix=fit_prefix(position.prefix, spans, PREFIX_TOKENS))
     editor = position.prefix + after
-    return Case(fitted, after, str(position.path.relative_to(root)), around(editor, len(position.prefix)))
+    return Case(fitted, after, str(position.path.relative_to(root)), around(editor, len(position.prefix)),
+                position.prefix)
 
 
 def _snippets(case: Case, index: ChunkIndex, engine: LocalEngine, budget: int) -> list[tuple[str, str]]:
@@ -100,6 +108,8 @@ def _snippets(case: Case, index: ChunkIndex, engine: LocalEngine, budget: int) -
 def answer(engine: LocalEngine, case: Case, config: str, options: DecodeOptions, snippets: list[tuple[str, str]]) -> dict[str, Any]:
     """One request as the server makes it, scored; with the prefill a further keystroke would add."""
     p = case.position
+    if config in BUDGETS:
+        p = replace(p, prefix=fit_prefix(case.whole_prefix or p.prefix, token_spans(engine.tokenizer), BUDGETS[config]))
     fmt = CONFIGS[config]
     context = PromptContext(case.suffix, case.path if config != "prefix" else None,
                             tuple(snippets) if config == "snippets" else (), "python")
@@ -236,7 +246,8 @@ def _parser() -> argparse.ArgumentParser:
     r.set_defaults(action=run)
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--split", choices=("validation", "test"), required=True)
-    r.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    r.add_argument("--configs", nargs="+", default=list(DEFAULT_CONFIGS), choices=list(CONFIGS),
+                   help=f"default {' '.join(DEFAULT_CONFIGS)}; the prefix under other budgets: {' '.join(BUDGETS)}")
     r.add_argument("--packages", nargs="+", default=list(STUDY_PACKAGES))
     r.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "study")
     for flag, default in {"--per-kind": 50, "--start": 0, "--seed": 0, "--max-tokens": 10, "--snippet-tokens": 256,

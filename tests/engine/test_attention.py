@@ -72,7 +72,8 @@ def test_does_not_write_into_the_callers_query() -> None:
                                   "position bias", "dropout", "not the CPU"])
 def test_what_it_does_not_handle_goes_to_sdpa(case: str, monkeypatch) -> None:
     q = {"one token": 1, "long query": MAX_QUERY[torch.float32] + 1}.get(case, 4)
-    query, key, value, mask = _inputs(3, q, torch.float32, "bool")
+    group = 1 if case == "long query" else 3  # grouped, a long query goes to SDPA's own GQA (below)
+    query, key, value, mask = _inputs(group, q, torch.float32, "bool")
     if case == "not the CPU":
         query, key, value, mask = (x.to("meta") for x in (query, key, value, mask))
     kwargs = {"softcap": {"softcap": 30.0}, "sinks": {"s_aux": torch.zeros(6)},
@@ -81,8 +82,31 @@ def test_what_it_does_not_handle_goes_to_sdpa(case: str, monkeypatch) -> None:
     mask = {"no mask": None, "per-head mask": mask.expand(-1, 6, -1, -1)}.get(case, mask)
     handed = []
     monkeypatch.setattr(attention, "sdpa_attention_forward", lambda *a, **k: handed.append(k) or ("sdpa", None))
-    assert small_query_attention(_module(3), query, key, value, mask, scaling=0.5, **kwargs)[0] == "sdpa"
+    assert small_query_attention(_module(group), query, key, value, mask, scaling=0.5, **kwargs)[0] == "sdpa"
     assert handed[0].get("dropout") == kwargs.get("dropout", 0.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_a_long_masked_query_on_grouped_heads_runs_sdpas_gqa_not_repeat_kv(kind: str, dtype: torch.dtype,
+                                                                           monkeypatch) -> None:
+    """A prompt chunk after a cached one: SDPA reads the grouped key/value heads itself (`enable_gqa`), with the
+    results of transformers' SDPA (which copies them with `repeat_kv` whenever there is a mask)."""
+    q = MAX_QUERY[dtype] + 7
+    query, key, value, mask = _inputs(3, q, dtype, kind)
+    mask[0] = 0 if kind == "float" else True  # no row that sees nothing: SDPA answers those as it likes
+    exact, _ = sdpa_attention_forward(_module(3), query.float(), key.float(), value.float(),
+                                      mask if kind == "bool" else mask.float(), scaling=0.3)
+    handed, repeated = [], []
+    monkeypatch.setattr(attention, "sdpa_attention_forward", lambda *a, **k: handed.append(1))
+    monkeypatch.setattr(attention, "grouped_attention", lambda *a, **k: handed.append(1))
+    real = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda q, k, v, **kw: repeated.append((k.shape[1], kw.get("enable_gqa"))) or real(q, k, v, **kw))
+    out, weights = small_query_attention(_module(3), query, key, value, mask, scaling=0.3)
+    assert not handed and repeated == [(2, True)] and weights is None  # the 2 key/value heads, as they are
+    assert out.dtype == dtype and out.shape == exact.shape == (3, q, 6, HEAD_DIM)
+    torch.testing.assert_close(out.float(), exact, atol=TOLERANCE[dtype], rtol=TOLERANCE[dtype])
 
 
 def _rules(engine: LocalEngine) -> DraftRules:

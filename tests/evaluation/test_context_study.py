@@ -66,3 +66,20 @@ def test_positions_are_answered_with_the_shipped_decoding_and_blends_judged() ->
     record = answer(engine, case, "snippets", options, [("pkg/b.py", "def sub(a, b):\n    return a - b\n")])
     assert record["prompt"]["format"] == "file_sep" and record["prompt"]["snippets"]
     assert len(record["blended"]) == len(record["drafts"]) > 0
+
+
+def test_a_budget_configuration_fits_the_whole_prefix_to_its_own_budget() -> None:
+    """`prefix-N` (issue 21 item 4): the text before the cursor cut to its last N tokens, not to the default's."""
+    from evaluation.context_study import BUDGETS, CONFIGS, DEFAULT_CONFIGS, PREFIX_TOKENS
+
+    assert set(BUDGETS) <= set(CONFIGS) and not set(BUDGETS) & set(DEFAULT_CONFIGS)
+    engine = family_engine("file_sep")
+    whole = "".join(f"value_{i} = compute({i}, {i + 1})\n" for i in range(400)) + "result = value_1"
+    assert len(engine.encode(whole)) > 2 * PREFIX_TOKENS
+    fitted = Position(Path("pkg/a.py"), whole[-200:], " + 1", kind="mid_line")
+    case = Case(fitted, "\n", "pkg/a.py", "", whole)
+    options = shipped(2)
+    tokens = {config: answer(engine, case, config, options, [])["prompt_tokens"] for config in ("prefix", "prefix-256", "prefix-1024")}
+    assert tokens["prefix"] < 256 - 10  # the fitted prefix as the case holds it
+    for config in ("prefix-256", "prefix-1024"):  # cut at a line start: up to a line under the budget
+        assert BUDGETS[config] - 40 <= tokens[config] <= BUDGETS[config] + 2, tokens

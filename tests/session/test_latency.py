@@ -64,7 +64,7 @@ def test_cancel_between_chunks_stops_and_keeps_the_chunks_run(loaded: Any) -> No
 def test_next_request_after_a_cancelled_prefill_equals_an_uncancelled_run(loaded: Any) -> None:
     prefix = "def add(a, b):\n    return a + b\n" * 12 + "for name in "
     engine = LocalEngine(loaded)
-    engine.runner.chunk_tokens = 16
+    engine.runner.chunk_tokens, engine.runner.chunk_seconds = 16, None  # chunks of 16, cancelled between them
     calls = iter(range(1000))
     with pytest.raises(Cancelled):
         engine.complete(DecodeRequest(prefix, OPTIONS), lambda: next(calls) >= 3)
@@ -419,7 +419,7 @@ def test_a_request_drops_the_warm_up_and_the_cache_stays_consistent(
     tiny_session: Any, loaded: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     session, engine = tiny_session
-    engine.runner.chunk_tokens = 16
+    engine.runner.chunk_tokens, engine.runner.chunk_seconds = 16, None  # chunks of 16, cancelled between them
     chunks = threading.Semaphore(0)
     forward = engine.runner.forward
 

@@ -10,9 +10,11 @@ read where it lies: two matmuls with the scores and the softmax in float32.
 
 One-token queries go to SDPA, which stacks a group's query heads itself when given a mask;
 unmasked ones (a decode step whose rows have no padding) get an all-true mask so that it
-does (`packs_one_token`): without one SDPA ran its slower `enable_gqa` path. Anything else
-goes to transformers' SDPA unchanged: queries longer than `MAX_QUERY` (SDPA's kernel wins there), no mask (the
-causal prefill), masks that are not [B or 1, 1, q, kv], softcapping, attention sinks,
+does (`packs_one_token`): without one SDPA ran its slower `enable_gqa` path. Masked queries longer than
+`MAX_QUERY` (a prompt chunk after a cached one) go to SDPA with `enable_gqa` (`packs_long_query`): its CPU
+flash kernel reads grouped heads itself, where transformers hands it `repeat_kv`'s copies whenever there is a
+mask. Anything else goes to transformers' SDPA unchanged: no mask (the causal prefill of an empty cache),
+masks that are not [B or 1, 1, q, kv], softcapping, attention sinks,
 position biases and dropout. Sliding windows need nothing: they are in the mask.
 Accelerators too: SDPA's fused kernels there were not measured against this.
 """
@@ -39,10 +41,26 @@ UNHANDLED_KWARGS = ("softcap", "s_aux", "sinks", "position_bias")
 def handles(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, *, dropout: float,
             kwargs: dict[str, Any]) -> bool:
     """Whether `small_query_attention` computes this call itself (else SDPA does)."""
+    return 1 < query.shape[2] <= MAX_QUERY.get(query.dtype, MAX_QUERY[torch.float32]) and _grouped_masked(
+        query, key, mask, dropout=dropout, kwargs=kwargs)
+
+
+def packs_long_query(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, *, dropout: float,
+                     kwargs: dict[str, Any]) -> bool:
+    """A masked query longer than `MAX_QUERY` on grouped heads on the CPU (a prompt chunk after a cached one):
+    SDPA with `enable_gqa` (its flash kernel) rather than on `repeat_kv`'s copies. A 96-token chunk after
+    2,800 cached tokens: 3.3 ms a layer against 5.6 ms (repeat_kv) and 20 ms (`grouped_attention`), bf16,
+    one thread; 512 after 1,536: 10.0 / 11.7 / 75 ms (fp32: 22.8 / 25.6 / 88 ms)."""
+    return (query.shape[2] > MAX_QUERY.get(query.dtype, MAX_QUERY[torch.float32])
+            and query.shape[1] != key.shape[1] and _grouped_masked(query, key, mask, dropout=dropout, kwargs=kwargs))
+
+
+def _grouped_masked(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, *, dropout: float,
+                    kwargs: dict[str, Any]) -> bool:
+    """A multi-token query on the CPU under one [B or 1, 1, q, kv] mask, on heads grouped evenly, nothing else."""
     q_length, heads, kv_heads = query.shape[2], query.shape[1], key.shape[1]
     return (
         query.device.type == "cpu"
-        and 1 < q_length <= MAX_QUERY.get(query.dtype, MAX_QUERY[torch.float32])
         and mask is not None
         and mask.dim() == 4
         and mask.shape[1] == 1
@@ -103,6 +121,10 @@ def small_query_attention(module: torch.nn.Module, query: torch.Tensor, key: tor
     (a one-token query on grouped heads with an all-true mask where it has none: `packs_one_token`)."""
     if packs_one_token(query, key, attention_mask, dropout=dropout, kwargs=kwargs):
         attention_mask = torch.ones(1, 1, 1, key.shape[2], dtype=torch.bool, device=query.device)
+    if packs_long_query(query, key, attention_mask, dropout=dropout, kwargs=kwargs):
+        out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask,
+                                                               scale=scaling, enable_gqa=True)
+        return out.transpose(1, 2).contiguous(), None
     if not handles(query, key, attention_mask, dropout=dropout, kwargs=kwargs):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)

@@ -10,12 +10,14 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from transformers import DynamicCache
 
+from spd_lsp.engine.decoding.interrupt import hook_layers, interruptible
 from spd_lsp.engine.decoding.padding import key_values, left_padded_mask, padded_cache, plain_cache
 from spd_lsp.engine.decoding.placement import device_sync
 from spd_lsp.api import CancelCheck, Cancelled, never_cancelled
@@ -23,10 +25,24 @@ from spd_lsp.engine.decoding.threads import cpu_pressure, intra_op_threads
 
 log = logging.getLogger(__name__)
 
-# Prompt tokens per prefill forward: a superseded request stops within one chunk. On the
-# CPU 96 (~90 ms at ~0.95 ms/token) took 0.92x the time of 64 per prompt (bf16, SDPA).
+# Prompt tokens per forward where forwards are shared (the Batcher's joiners between two decode
+# steps, `prefill_together`) and of a runner given no `chunk_seconds`: such a chunk is the
+# longest a superseded request runs on. On the CPU 96 (~90 ms at ~0.95 ms/token) took 0.92x
+# the time of 64 per prompt (bf16, SDPA).
 CPU_PREFILL_CHUNK = 96
 ACCELERATOR_PREFILL_CHUNK = 512
+# A runner's own prefill (`ModelRunner.prefill`) sizes its chunks by time instead: about this many
+# seconds each, from the seconds per token its last chunk took, at least MIN_CHUNK tokens. Short
+# chunks cost a tax (96-token chunks: 3.4x one forward's time for 2,048 tokens, bf16; each chunk
+# reads all the weights again, runs its linears on fewer rows and its attention under a mask), so
+# the chunks are long, and a superseded prefill stops within one decoder layer instead
+# (`interrupt.py`). They are not longer because a cancelled prefill keeps only the chunks it
+# finished: a chunk shorter than the time between two keystrokes still makes progress while the
+# user types. `bench/bench_prefill.py --compare-chunks`: docs/performance.md.
+CHUNK_SECONDS = 0.3
+MIN_CHUNK, MAX_CHUNK = 512, 4096
+FIRST_TOKEN_SECONDS = 0.001  # the first chunk's guess, before a forward was timed (~0.4-1 ms/token on 2 cores)
+NO_LOGITS = torch.empty(0, dtype=torch.long)  # `logits_to_keep` of a chunk before the last: no output head
 # Prompt caches kept: the current one and the last others (another document, another
 # region of one), so going back to where the user was is not a cold request again.
 # A 512-token prompt of the bundled model holds ~12 MB in bf16.
@@ -55,12 +71,19 @@ class ModelRunner:
     """
 
     def __init__(
-        self, model: Any, device: torch.device, *, chunk_tokens: int | None = None, slots: int = CACHE_SLOTS
+        self, model: Any, device: torch.device, *, chunk_tokens: int | None = None, slots: int = CACHE_SLOTS,
+        chunk_seconds: float | None = CHUNK_SECONDS,
     ):
+        """`chunk_tokens`: the tokens of a shared forward (`prefill_together`, the Batcher); given, `prefill`
+        runs chunks of exactly that many too. Else `prefill` runs chunks of about `chunk_seconds` each,
+        cancellable inside a forward (None: `chunk_tokens`' chunks, cancellable between them)."""
         self.model = model
         self.device = device
         default_chunk = CPU_PREFILL_CHUNK if device.type == "cpu" else ACCELERATOR_PREFILL_CHUNK
         self.chunk_tokens = chunk_tokens or default_chunk
+        self.chunk_seconds = chunk_seconds if chunk_tokens is None else None
+        self.token_seconds = FIRST_TOKEN_SECONDS  # per prompt token, as the last timed chunk ran
+        self.interruptible = hook_layers(model)
         self.embedding = model.get_input_embeddings()
         parameters = inspect.signature(model.forward).parameters
         self._keep_last = "logits_to_keep" in parameters
@@ -81,11 +104,13 @@ class ModelRunner:
     def forward(
         self, cache: DynamicCache, ids: torch.Tensor | None = None, embeds: torch.Tensor | None = None, *,
         attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+        logits: bool = True,
+    ) -> torch.Tensor | None:
         """Append ids [B, T] or embeds [B, T, H] to cache; return last-position logits [B, V] in fp32.
 
         `attention_mask` [B, cached + T] and `position_ids` [B, T]: rows of a left-padded batch
-        (the engine's continuous batching); None for unpadded rows.
+        (the engine's continuous batching); None for unpadded rows. `logits=False`: none (the output
+        head is skipped where the model takes `logits_to_keep`: a prefill chunk before the last).
         """
         self.forwards += 1
         kwargs: dict[str, Any] = {self._cache_kwarg: cache, "use_cache": True}
@@ -94,29 +119,44 @@ class ModelRunner:
         if position_ids is not None:
             kwargs["position_ids"] = position_ids.to(self.device)
         if self._keep_last:
-            kwargs["logits_to_keep"] = 1
+            kwargs["logits_to_keep"] = 1 if logits else NO_LOGITS
         if ids is not None:
             out = self.model(input_ids=ids.to(self.device), **kwargs)
         else:
             out = self.model(inputs_embeds=embeds, **kwargs)
-        logits = out.logits[:, -1, :].float()
+        last = out.logits[:, -1, :].float() if logits else None
         device_sync(self.device)
-        return logits
+        return last
 
     def prefill(self, prompt_ids: list[int], cancelled: CancelCheck = never_cancelled) -> tuple[torch.Tensor, int]:
         """Logits after prompt_ids, feeding only what the cache lacks; returns (logits, reused).
 
-        The new tokens run in chunks of `chunk_tokens`; `cancelled()` is checked before
-        each, and raises `Cancelled` with the chunks already run kept in the cache.
+        The new tokens run in chunks (`chunk_seconds` or `chunk_tokens`, see `__init__`); `cancelled()` is
+        checked before each, and inside each forward where its chunks are timed; it raises `Cancelled` with
+        the chunks already run kept in the cache.
         """
         reused = self.prepare(prompt_ids)
         logits = None
         while logits is None:
             if cancelled():
                 raise Cancelled()
-            chunk = self.next_chunk(prompt_ids)
-            logits = self.feed(prompt_ids, chunk, lambda: self.forward(self.cache, ids=torch.tensor([chunk])))
+            chunk = self.next_chunk(prompt_ids, self.timed_chunk(len(prompt_ids) - len(self.cached_ids)))
+            last = len(self.cached_ids) + len(chunk) == len(prompt_ids)
+            started = time.perf_counter()
+            with interruptible(cancelled if self.chunk_seconds is not None else never_cancelled):
+                logits = self.feed(prompt_ids, chunk, lambda: self.forward(self.cache, ids=torch.tensor([chunk]),
+                                                                           logits=last))
+            if len(chunk) >= MIN_CHUNK:
+                self.token_seconds = (time.perf_counter() - started) / len(chunk)
         return logits, reused
+
+    def timed_chunk(self, to_go: int) -> int | None:
+        """Tokens of the next chunk of `prefill` with `to_go` tokens left: about `chunk_seconds` at the last
+        chunk's speed, the rest whole where it is under half a chunk more; None where chunks are not timed."""
+        if self.chunk_seconds is None:
+            return None
+        tokens = int(min(MAX_CHUNK, max(MIN_CHUNK, self.chunk_seconds / self.token_seconds)))
+        return to_go if to_go <= tokens * 3 // 2 else tokens
 
     def prepare(self, prompt_ids: list[int]) -> int:
         """Make the cache hold the longest part of `prompt_ids` it can reuse (at least one token is left
@@ -131,19 +171,23 @@ class ModelRunner:
         self.cached_ids = list(prompt_ids[:reused])
         return reused
 
-    def next_chunk(self, prompt_ids: list[int]) -> list[int]:
-        """The prompt tokens the next forward runs: at most `chunk_tokens` after those cached."""
+    def next_chunk(self, prompt_ids: list[int], tokens: int | None = None) -> list[int]:
+        """The prompt tokens the next forward runs: at most `tokens` (default `chunk_tokens`) after those cached."""
         start = len(self.cached_ids)
-        return prompt_ids[start : start + self.chunk_tokens]
+        return prompt_ids[start : start + (tokens or self.chunk_tokens)]
 
     def feed(self, prompt_ids: list[int], chunk: list[int], run: Callable[[], Any]) -> Any:
         """`run()`, which puts `chunk`, the next tokens of `prompt_ids`, into the cache; what it returned
         once the prompt is in, else None.
 
         `cached_ids` grows only once `run` succeeded; where it fails, the cache is dropped (its layers
-        may hold part of the chunk)."""
+        may hold part of the chunk), and where it was cancelled inside, cut back to `cached_ids`."""
         try:
             ran = run()
+        except Cancelled:
+            if not self._crop_layers(len(self.cached_ids)):
+                self.cache, self.cached_ids = None, []
+            raise
         except BaseException:
             self.cache, self.cached_ids = None, []
             raise
@@ -201,6 +245,17 @@ class ModelRunner:
                 self.cache.crop(-excess)  # negative: "remove this many", in every transformers version
         except (RuntimeError, ValueError):
             return False
+        return True
+
+    def _crop_layers(self, length: int) -> bool:
+        """Cut every layer of a plain cache back to `length` positions, each by what it holds beyond (a forward
+        stopped between layers left the first ones longer); False where the cache is not plain."""
+        if self.cache is None or not plain_cache(self.cache):
+            return False
+        for layer in self.cache.layers:
+            excess = layer.get_seq_length() - length
+            if excess > 0:
+                layer.crop(-excess)
         return True
 
     @torch.inference_mode()

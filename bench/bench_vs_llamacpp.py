@@ -1,0 +1,196 @@
+"""Against llama.cpp: the same GGUF, the same threads, the same prefixes, interleaved in one run.
+
+llama.cpp runs through PyPI's `llama-cpp-python` (the optional extra `anchor`: `bash
+scripts/install-anchor.sh` builds it from its sdist with portable CPU flags); ours through
+`LocalEngine` with the shipped decode options (`Settings().decode_options()`: SPD k=3 with
+verification). Both get the same token ids of real code that is not this repository's (the
+sources of an installed PyPI package, `--package`), and the same torch / llama.cpp threads
+(`--threads`; ours is kept at that count even where the CPU is under pressure, where the
+server would drop to one). Each round runs every measure on one prefix, ours and theirs
+alternating which goes first; the table gives medians and the ratio ours / llama.cpp.
+
+- decode, ms per token: greedy, `--decode-tokens` new tokens after a cached prefix (llama.cpp's
+  own eval timer; ours `Timings.per_step_ms`), and our SPD k=3 step against the same figure;
+- warm single-line request: the prefix cached, up to 10 tokens to the end of the line: 1 draft
+  (llama.cpp n=1, ours greedy) and 3 drafts (llama.cpp 3 sampled completions one after another,
+  as llama-cpp-python has no parallel n; ours SPD k=3 verified), and our 3 drafts against its 1;
+- cold request of `--cold-tokens` tokens: nothing cached, 1 draft (ours greedy and SPD k=3).
+
+    .venv/bin/python -m bench.bench_vs_llamacpp [--rounds 8] [--threads 2] [--package jinja2]
+
+Not part of `make test`; tests/bench/test_vs_llamacpp.py checks the table on fake timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+WARM_TOKENS = 512  # the prefix of a warm request (a typist's window)
+LINE_TOKENS = 10  # a single-line request: at most this many, to the end of the line (the shipped maxTokens)
+
+
+@dataclass
+class Measure:
+    """One row of the table: seconds (or ms per token) of ours and of llama.cpp, a value per round."""
+
+    name: str
+    unit: str  # "ms" or "ms/token"
+    ours: list[float] = field(default_factory=list)
+    theirs: list[float] = field(default_factory=list)
+
+
+def ratio_table(measures: list[Measure]) -> list[str]:
+    """Markdown rows: the medians of each side and ours / llama.cpp (a row missing a side shows '-')."""
+    lines = ["| measure | llama.cpp | ours | ours / llama.cpp |", "| --- | ---: | ---: | ---: |"]
+    for m in measures:
+        ours = statistics.median(m.ours) if m.ours else None
+        theirs = statistics.median(m.theirs) if m.theirs else None
+        ratio = f"{ours / theirs:.2f}x" if ours is not None and theirs else "-"
+        cell = lambda v: "-" if v is None else f"{v:.1f} {m.unit}"  # noqa: E731
+        lines.append(f"| {m.name} | {cell(theirs)} | {cell(ours)} | {ratio} |")
+    return lines
+
+
+def package_source(name: str) -> str:
+    """The .py sources of an installed package, in a stable order: real code the model has to continue."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit(f"package {name!r} is not installed (any pure-Python package will do: --package)")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    return "\n".join(path.read_text(errors="replace") for path in sorted(root.rglob("*.py")))
+
+
+class Anchor:
+    """llama.cpp on the GGUF: requests on token ids, its own timer for decode tokens."""
+
+    def __init__(self, gguf: Path, threads: int, context: int):
+        import llama_cpp
+
+        self.lib = llama_cpp
+        self.llm = llama_cpp.Llama(model_path=str(gguf), n_threads=threads, n_threads_batch=threads, n_ctx=context,
+                                   n_batch=512, verbose=False)
+        self.system = llama_cpp.llama_print_system_info().decode()
+
+    def complete(self, ids: list[int], *, tokens: int, line: bool, greedy: bool, seed: int = 0) -> str:
+        sampling = {"temperature": 0.0, "top_k": 1} if greedy else {"temperature": 0.8, "seed": seed}
+        out = self.llm.create_completion(ids, max_tokens=tokens, stop=["\n"] if line else [], **sampling)
+        return out["choices"][0]["text"]
+
+    def decode_ms_per_token(self, ids: list[int], tokens: int) -> float:
+        """Greedy tokens after `ids` (cached before the timer starts): llama.cpp's eval time per token."""
+        self.complete(ids, tokens=1, line=False, greedy=True)
+        self.lib.llama_perf_context_reset(self.llm.ctx)
+        self.complete(ids, tokens=tokens, line=False, greedy=True)
+        perf = self.lib.llama_perf_context(self.llm.ctx)
+        return perf.t_eval_ms / max(1, perf.n_eval)
+
+    def cold(self) -> None:
+        self.llm.reset()  # no prefix to reuse: the next request evaluates all of its prompt
+
+
+def timed(run: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    run()
+    return 1000 * (time.perf_counter() - started)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--package", default="jinja2", help="the installed package whose sources are the prefixes")
+    parser.add_argument("--decode-tokens", type=int, default=32)
+    parser.add_argument("--cold-tokens", type=int, default=512)
+    args = parser.parse_args()
+
+    import torch
+
+    from bench.bench_server import prefixes
+    from spd_lsp.api import DecodeOptions
+    from spd_lsp.engine.decoding import lm
+    from spd_lsp.engine.local import LocalEngine
+    from spd_lsp.engine.model import bundled_gguf, cpu_pressure, load_model
+    from spd_lsp.settings import Settings
+
+    try:
+        anchor = Anchor(bundled_gguf(), args.threads, context=2048)
+    except ImportError:
+        print("llama-cpp-python is not installed: bash scripts/install-anchor.sh", file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)
+    lm.cpu_pressure = lambda: None  # the same threads as llama.cpp's, whatever the machine's load
+    loaded = load_model()
+    engine = LocalEngine(loaded)
+    engine.runner.threads = args.threads
+    shipped = Settings().decode_options()
+    greedy = replace(shipped, method="greedy", k=1)
+    stepping = replace(greedy, max_tokens=args.decode_tokens, stop_at_newline=False, heal=False)
+    text = package_source(args.package)
+    warm_texts = prefixes(text, WARM_TOKENS, args.rounds, engine.tokenizer)
+    cold_texts = prefixes(text[len(text) // 2 :], args.cold_tokens, args.rounds, engine.tokenizer)
+
+    decode = Measure("decode, greedy", "ms/token")
+    spd_step = Measure("decode, ours SPD k=3 step vs its greedy token", "ms/token")
+    one = Measure(f"warm line ({WARM_TOKENS}-token prefix), 1 draft", "ms")
+    three = Measure("warm line, 3 drafts (theirs: 3 sampled, sequential)", "ms")
+    three_vs_one = Measure("warm line, our 3 verified drafts vs its 1 draft", "ms")
+    cold_one = Measure(f"cold {args.cold_tokens}-token request, 1 draft", "ms")
+    cold_three = Measure(f"cold {args.cold_tokens}-token request, ours SPD k=3 vs its 1 draft", "ms")
+
+    def ours(prefix: str, options: DecodeOptions) -> Any:
+        return engine.complete(prefix, options)
+
+    def ours_cold(prefix: str, options: DecodeOptions) -> float:
+        engine.runner.parked = []  # no other prompt's cache to continue either
+        engine.runner.rewind(0)
+        return timed(lambda: ours(prefix, options))
+
+    def our_side(r: int) -> None:
+        prefix = warm_texts[r]
+        ours(prefix, shipped)  # the prefix cached, as for a typist
+        decode.ours.append(ours(prefix, stepping).timings.per_step_ms)
+        spd_step.ours.append(ours(prefix, replace(shipped, max_tokens=args.decode_tokens, stop_at_newline=False,
+                                                  heal=False, verify_rounds=0)).timings.per_step_ms)
+        one.ours.append(timed(lambda: ours(prefix, greedy)))
+        three.ours.append(timed(lambda: ours(prefix, shipped)))
+        three_vs_one.ours.append(three.ours[-1])
+        cold_one.ours.append(ours_cold(cold_texts[r], greedy))
+        cold_three.ours.append(ours_cold(cold_texts[(r + 1) % args.rounds], shipped))
+
+    def their_side(r: int) -> None:
+        ids = engine.encode(warm_texts[r])
+        anchor.complete(ids, tokens=LINE_TOKENS, line=True, greedy=False)  # the prefix cached
+        decode.theirs.append(anchor.decode_ms_per_token(ids, args.decode_tokens))
+        spd_step.theirs.append(decode.theirs[-1])
+        one.theirs.append(timed(lambda: anchor.complete(ids, tokens=LINE_TOKENS, line=True, greedy=False, seed=r)))
+        three.theirs.append(timed(lambda: [anchor.complete(ids, tokens=LINE_TOKENS, line=True, greedy=False,
+                                                           seed=3 * r + i) for i in range(3)]))
+        three_vs_one.theirs.append(one.theirs[-1])
+        for texts, row, shift in ((cold_texts, cold_one, 0), (cold_texts, cold_three, 1)):
+            anchor.cold()
+            cold_ids = engine.encode(texts[(r + shift) % args.rounds])
+            row.theirs.append(timed(lambda: anchor.complete(cold_ids, tokens=LINE_TOKENS, line=True, greedy=False)))
+
+    print(f"model {loaded.name} ({loaded.dtype}); llama.cpp: {anchor.system}")
+    print(f"threads {args.threads} each; prefixes: the sources of {args.package}; {args.rounds} interleaved rounds")
+    for r in range(args.rounds):
+        sides = (our_side, their_side) if r % 2 == 0 else (their_side, our_side)
+        for side in sides:
+            side(r)
+        print(f"round {r}: load {os.getloadavg()[0]:.1f}, CPU pressure {cpu_pressure()} %, decode ms/token ours "
+              f"{decode.ours[-1]:.1f} theirs {decode.theirs[-1]:.1f}", flush=True)
+    print()
+    print("\n".join(ratio_table([decode, spd_step, one, three, three_vs_one, cold_one, cold_three])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

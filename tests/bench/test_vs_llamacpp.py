@@ -1,0 +1,20 @@
+"""bench/bench_vs_llamacpp.py's table on fake timings (the bench itself needs llama-cpp-python: not in `make test`)."""
+
+from __future__ import annotations
+
+from bench.bench_vs_llamacpp import Measure, package_source, ratio_table
+
+
+def test_the_table_gives_medians_and_ours_over_theirs() -> None:
+    rows = ratio_table([Measure("decode", "ms/token", ours=[30.0, 10.0, 20.0], theirs=[10.0, 12.0, 8.0]),
+                        Measure("cold", "ms", ours=[100.0, 300.0], theirs=[400.0, 400.0]),
+                        Measure("missing", "ms", ours=[5.0])])
+    assert rows[:2] == ["| measure | llama.cpp | ours | ours / llama.cpp |", "| --- | ---: | ---: | ---: |"]
+    assert rows[2] == "| decode | 10.0 ms/token | 20.0 ms/token | 2.00x |"
+    assert rows[3] == "| cold | 400.0 ms | 200.0 ms | 0.50x |"  # an even count: the mean of the middle two
+    assert rows[4] == "| missing | - | 5.0 ms | - |"
+
+
+def test_prefixes_are_an_installed_packages_sources() -> None:
+    text = package_source("jinja2")
+    assert "class Environment" in text and "spd_lsp" not in text

@@ -1,0 +1,100 @@
+"""`ModelRunner.prefill`'s own chunks: sized by time, no output head before the last, cancelled inside a forward."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from spd_lsp.api import Cancelled
+from spd_lsp.engine.decoding import lm
+from spd_lsp.engine.decoding.interrupt import decoder_layers
+from spd_lsp.engine.decoding.lm import MAX_CHUNK, MIN_CHUNK, ModelRunner
+from tests.session.test_latency import fresh_logits
+from tests.tiny_models import ARCHITECTURES, tiny_model
+
+PROMPT = [5 + i % 300 for i in range(1800)]  # 1,800 tokens: 3 chunks of MIN_CHUNK (512) and the rest
+
+
+@pytest.fixture(scope="module")
+def loaded() -> Any:
+    return tiny_model("llama")
+
+
+def test_chunks_last_about_chunk_seconds_at_the_last_chunks_speed(loaded: Any) -> None:
+    runner = ModelRunner(loaded.model, loaded.device, chunk_seconds=1.0)
+    runner.token_seconds = 0.001
+    assert runner.timed_chunk(10_000) == 1000
+    assert runner.timed_chunk(1500) == 1500 and runner.timed_chunk(1501) == 1000  # a short rest runs with its chunk
+    runner.token_seconds = 1.0
+    assert runner.timed_chunk(10_000) == MIN_CHUNK and runner.timed_chunk(MIN_CHUNK * 3 // 2) == MIN_CHUNK * 3 // 2
+    runner.token_seconds = 1e-9
+    assert runner.timed_chunk(100_000) == MAX_CHUNK
+    assert ModelRunner(loaded.model, loaded.device, chunk_tokens=64).timed_chunk(10_000) is None  # fixed chunks
+
+
+def test_timed_chunks_equal_one_forward_and_only_the_last_runs_the_head(loaded: Any, monkeypatch) -> None:
+    runner = ModelRunner(loaded.model, loaded.device, chunk_seconds=1e-9)  # every chunk the shortest
+    monkeypatch.setattr(lm.time, "perf_counter", iter(range(10_000)).__next__)  # a second per chunk: stays short
+    head_rows = []
+    hook = loaded.model.get_output_embeddings().register_forward_pre_hook(
+        lambda module, args: head_rows.append(args[0].shape[1]))
+    try:
+        logits, reused = runner.prefill(PROMPT)
+    finally:
+        hook.remove()
+    assert reused == 0 and runner.cached_ids == PROMPT and runner.cache.get_seq_length() == len(PROMPT)
+    assert head_rows == [0, 0, 0, 1]  # 512 x 3, then the last 264; the head on one row, at the last
+    torch.testing.assert_close(logits, fresh_logits(loaded, PROMPT), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("stop_at", [0, 1])  # the tiny model has 2 layers
+def test_a_cancel_stops_a_forward_between_layers_and_keeps_the_chunks_run(loaded: Any, stop_at: int,
+                                                                          monkeypatch) -> None:
+    """Checked before each chunk and before each decoder layer: a keystroke in the second chunk's layer
+    `stop_at` stops it there, its first layers' key/values are cut back, the first chunk stays."""
+    runner = ModelRunner(loaded.model, loaded.device, chunk_seconds=1e-9)
+    monkeypatch.setattr(lm.time, "perf_counter", iter(range(10_000)).__next__)
+    layers = len(decoder_layers(loaded.model))
+    ran = []
+    for index, layer in enumerate(decoder_layers(loaded.model)):
+        monkeypatch.setattr(layer, "forward", lambda *a, _f=layer.forward, _i=index, **k: ran.append(_i) or _f(*a, **k))
+    checks = []
+
+    def cancelled() -> bool:
+        checks.append(len(runner.cached_ids))
+        return len(checks) == (1 + layers) + 1 + stop_at + 1  # chunk 1 (its check, its layers), chunk 2's check, ...
+
+    with pytest.raises(Cancelled):
+        runner.prefill(PROMPT, cancelled)
+    assert ran == list(range(layers)) + list(range(stop_at))  # stopped before layer `stop_at` of the second chunk
+    assert runner.cached_ids == PROMPT[:MIN_CHUNK]
+    assert [layer.get_seq_length() for layer in runner.cache.layers] == [MIN_CHUNK] * layers
+    logits, reused = runner.prefill(PROMPT)  # the next request feeds only the rest
+    assert reused == MIN_CHUNK
+    torch.testing.assert_close(logits, fresh_logits(loaded, PROMPT), rtol=1e-4, atol=1e-4)
+
+
+def test_a_cancel_in_the_first_chunk_leaves_nothing_cached(loaded: Any) -> None:
+    runner = ModelRunner(loaded.model, loaded.device)
+    checks = iter(range(100))
+    with pytest.raises(Cancelled):
+        runner.prefill(PROMPT, lambda: next(checks) == 2)  # inside the first forward
+    assert runner.cached_ids == [] and (runner.cache is None or runner.cache.get_seq_length() == 0)
+    torch.testing.assert_close(runner.prefill(PROMPT)[0], fresh_logits(loaded, PROMPT), rtol=1e-4, atol=1e-4)
+
+
+def test_fixed_chunks_are_cancelled_between_chunks_only(loaded: Any) -> None:
+    """`chunk_tokens` given (the Batcher's runners, shared forwards): no check inside a forward."""
+    runner = ModelRunner(loaded.model, loaded.device, chunk_tokens=100)
+    checks = []
+    with pytest.raises(Cancelled):
+        runner.prefill(PROMPT, lambda: checks.append(len(runner.cached_ids)) or len(checks) == 3)
+    assert checks == [0, 100, 200] and runner.cached_ids == PROMPT[:200]  # 2 forwards, no check inside them
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_every_tiny_architecture_has_layers_to_check(architecture: str) -> None:
+    model = tiny_model(architecture).model
+    assert ModelRunner(model, torch.device("cpu")).interruptible
