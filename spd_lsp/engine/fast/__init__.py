@@ -1,0 +1,62 @@
+"""The fast decode path (issue 21): our own Llama-family forward, int4 weights, a compiled step.
+
+`build` makes a `FastBackend` for a loaded transformers model and `attach` hangs it on the model,
+where every `ModelRunner` of that model finds it (`attached`); other families keep transformers' forward.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+ATTRIBUTE = "_spd_fast_backend"
+
+
+def attached(model: Any) -> Any:
+    """The `FastBackend` `attach` hung on `model`, else None."""
+    return getattr(model, ATTRIBUTE, None)
+
+
+def attach(model: Any, backend: Any) -> None:
+    setattr(model, ATTRIBUTE, backend)
+
+
+def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, compile: bool = True) -> Any:
+    """A `FastBackend` on `model`'s weights; raises ValueError where its family or device is not covered.
+
+    int4 for the decode step: the GGUF's own Q4_1 blocks where every projection of `gguf` is Q4_1 (the same
+    numbers as the dequantised weights); `quantize="int4"`: quantised from the float weights otherwise (an
+    explicit choice: it changes the numbers); else the float weights throughout.
+    """
+    import torch
+
+    from spd_lsp.engine.fast import int4, q4
+    from spd_lsp.engine.fast.backend import FastBackend
+    from spd_lsp.engine.fast.model import FastLM, unsupported
+
+    reason = unsupported(model)
+    device = model.get_input_embeddings().weight.device
+    if reason is None and device.type not in ("cpu", "cuda"):
+        reason = f"device {device.type}"
+    if reason:
+        raise ValueError(reason)
+    dtype = model.get_input_embeddings().weight.dtype
+    groups, weights = None, f"{str(dtype).removeprefix('torch.')}"
+    if int4.supported(device):
+        blocks = q4.q4_1_layers(gguf, model.config) if gguf is not None else None
+        if blocks is not None:
+            groups, weights = blocks, f"int4 from the GGUF's Q4_1 blocks (decode), {weights} (prefill)"
+        elif quantize == "int4":
+            groups = [{name: q4.quantise(getattr(getattr(layer, part), name).weight)
+                       for part, names in (("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")),
+                                           ("mlp", ("gate_proj", "up_proj", "down_proj")))
+                       for name in names} for layer in model.model.layers]
+            weights = f"int4 quantised from the float weights (decode), {weights} (prefill)"
+    elif quantize == "int4":
+        raise ValueError(f"int4 weights on {device.type}")
+    with torch.no_grad():  # not inference tensors: transformers' own forward still runs on the shared weights
+        lm = FastLM(model, groups)
+    return FastBackend(lm, compile=compile, weights=weights)
