@@ -27,7 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", help="bundled default, a .gguf file, or a local Hugging Face directory")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--int8", action="store_true", help="dynamic int8 linear layers (CPU)")
+    parser.add_argument("--int8", action="store_true", help="dynamic int8 linear layers (CPU; transformers' forward)")
+    parser.add_argument("--int4", action="store_true",
+                        help="int4 decode weights quantised from float ones (the fast path; a Q4_1 GGUF uses its own)")
+    parser.add_argument("--no-fast-path", dest="fast_path", action="store_false",
+                        help="transformers' forward instead of the fast path (our own forward, a compiled step)")
     parser.add_argument("--ngram-db", type=Path, help="an n-gram store built by `spd-lsp index` to rescore drafts")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -71,7 +75,8 @@ def main(argv: list[str]) -> int:
 
     prefix = read_prefix(args)
     try:
-        loaded = load_model(args.model, args.device, args.dtype, "int8" if args.int8 else None)
+        quantize = "int8" if args.int8 else "int4" if args.int4 else None
+        loaded = load_model(args.model, args.device, args.dtype, quantize, fast=args.fast_path)
     except ModelLoadError as exc:
         print(f"spd-lsp: {exc}", file=sys.stderr)
         return 2

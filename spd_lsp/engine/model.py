@@ -52,6 +52,7 @@ class LoadedModel:
     source: str
     load_s: float
     quantize: str | None = None
+    fast: dict[str, Any] | None = None  # the fast path's status (`FastBackend.info`, kept current), None: transformers' forward
 
 
 @dataclass(frozen=True)
@@ -273,6 +274,7 @@ def load_model(
     *,
     attention: str = "sdpa",
     small_query: bool | None = None,
+    fast: bool = True,
 ) -> LoadedModel:
     """`attention`: transformers' kernel. SDPA stays the default: on this CPU "eager" took 0.84x
     SDPA's time per decode step and per prompt (`bench/bench_prefill.py --compare-kernels 3`),
@@ -280,7 +282,11 @@ def load_model(
 
     `small_query`: on SDPA, run short masked queries (verification) with
     `decoding/attention.py`'s kernel, which reads grouped key/value heads without copying
-    them; None: yes unless the environment sets SPD_LSP_SMALL_QUERY_ATTENTION=0."""
+    them; None: yes unless the environment sets SPD_LSP_SMALL_QUERY_ATTENTION=0.
+
+    `fast`: run the model on spd_lsp/engine/fast (our own forward, int4 decode weights from a Q4_1 GGUF's
+    blocks, a compiled step) where its family and device are covered; transformers' forward otherwise,
+    with `quantize="int8"`, or when False. `quantize="int4"` needs it (int4 from the float weights)."""
     from transformers import AutoModelForCausalLM
 
     started = time.perf_counter()
@@ -306,8 +312,14 @@ def load_model(
         if torch_device.type != "cpu":
             raise ModelLoadError("int8 quantisation is for the CPU; use dtype on accelerators")
         model = quantize_int8(model)
-    elif quantize not in (None, "none"):
-        raise ModelLoadError(f"unknown quantisation {quantize!r} (expected 'int8' or none)")
+    elif quantize not in (None, "none", "int4"):
+        raise ModelLoadError(f"unknown quantisation {quantize!r} (expected 'int8', 'int4' or none)")
+    fast_info = _attach_fast(model, source, quantize) if fast and quantize != "int8" else None
+    if quantize == "int4" and not (fast_info and fast_info["weights"].startswith("int4")):
+        raise ModelLoadError("int4 weights need the fast path (fastPath: true) on a Llama/Qwen2 model on cpu or cuda"
+                             + (f"; here: {fast_info['reason']}" if fast_info and "reason" in fast_info else ""))
+    if fast_info is not None and not fast_info["fastPath"]:
+        fast_info = None
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
@@ -317,4 +329,21 @@ def load_model(
         source=str(source.path),
         load_s=time.perf_counter() - started,
         quantize=quantize if quantize not in (None, "none") else None,
+        fast=fast_info,
     )
+
+
+def _attach_fast(model: Any, source: ModelSource, quantize: str | None) -> dict[str, Any]:
+    """The fast backend on `model` (attached: every ModelRunner of it uses it) and its live status; where the model
+    is not covered, {"fastPath": False, "reason": ...} (logged once) and transformers' forward."""
+    from spd_lsp.engine import fast
+
+    try:
+        backend = fast.build(model, gguf=source.path if source.gguf_file else None, quantize=quantize)
+    except ValueError as exc:
+        log.info("transformers' forward: the fast path does not cover %s", exc)
+        return {"fastPath": False, "reason": str(exc)}
+    fast.attach(model, backend)
+    log.info("fast path: %s weights, decode step %s", backend.weights,
+             "compiled on first use" if backend.step_fn.active else f"eager ({backend.step_fn.reason})")
+    return backend.info

@@ -98,13 +98,15 @@ def load_engine(settings: Settings) -> Loaded:
     from spd_lsp.engine.local import LocalEngine
     from spd_lsp.engine.model import load_model
 
-    loaded = load_model(settings.model, settings.device, settings.dtype, settings.quantize)
+    loaded = load_model(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path)
     info = {
         "name": loaded.name,
         "source": loaded.source,
         "device": str(loaded.device),
         "dtype": str(loaded.dtype).removeprefix("torch."),
         "loadSeconds": round(loaded.load_s, 3),
+        # the fast path's live status (weights, compiled, compileReason), or None: transformers' forward
+        "fast": loaded.fast,
     }
     return Loaded(LocalEngine(loaded), info, loaded.device.type)
 

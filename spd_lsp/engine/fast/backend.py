@@ -27,14 +27,12 @@ class FastBackend:
         self.lm = lm
         self.device = lm.device
         self.weights = weights
-        self.step_fn = Compiled(self.step_tensors, lm.device, enabled=compile)
+        # What `spd.status` shows of it: one dict, kept current as the step compiles or falls back to eager.
+        self.info: dict[str, Any] = {"fastPath": True, "weights": weights,
+                                     "weightMegabytes": {"decode": round(lm.weight_bytes(int4=True) / 1e6, 1),
+                                                         "float": round(lm.weight_bytes(int4=False) / 1e6, 1)}}
+        self.step_fn = Compiled(self.step_tensors, lm.device, enabled=compile, status=self.info)
         self.steps = 0
-
-    @property
-    def info(self) -> dict[str, Any]:
-        """What `spd.status` shows of it."""
-        return {"fastPath": True, "weights": self.weights, "compiled": self.step_fn.active,
-                "compileReason": self.step_fn.reason, "compileSeconds": self.step_fn.compile_s}
 
     def new_cache(self) -> DynamicCache:
         return bucket_cache(self.lm.layers)

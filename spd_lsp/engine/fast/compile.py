@@ -50,8 +50,10 @@ class Compiled:
     """`fn` compiled on its first call (`fullgraph`: a graph break is an error); on any failure, `fn` itself from
     then on, the reason logged once and kept in `reason`."""
 
-    def __init__(self, fn: Callable[..., Any], device: torch.device, *, enabled: bool = True) -> None:
+    def __init__(self, fn: Callable[..., Any], device: torch.device, *, enabled: bool = True,
+                 status: dict[str, Any] | None = None) -> None:
         self.fn = fn
+        self.status = status if status is not None else {}
         self.device = device
         self.reason = why_not(device) if enabled else "compile off"
         self.compiled: Callable[..., Any] | None = None
@@ -63,6 +65,11 @@ class Compiled:
             self.compiled = torch.compile(fn, fullgraph=True, dynamic=False, mode=mode)
         elif enabled:
             log.info("decode step runs eager: %s", self.reason)
+        self._report()
+
+    def _report(self) -> None:
+        """`compiled`: the step runs compiled (or will: it compiles on its first call); `compileReason`: why not."""
+        self.status.update(compiled=self.active, compileReason=self.reason, compileSeconds=self.compile_s)
 
     @property
     def active(self) -> bool:
@@ -78,9 +85,11 @@ class Compiled:
         except Exception as exc:  # noqa: BLE001 - any compile failure: eager, said once
             self.compiled, self.reason = None, f"compile failed: {type(exc).__name__}: {str(exc)[:300]}"
             log.warning("decode step runs eager: %s", self.reason)
+            self._report()
             return self.fn(*args)
         self.calls += 1
         if first:
             self.compile_s = time.perf_counter() - started
             log.info("compiled the decode step in %.1f s (cache: %s)", self.compile_s, compile_cache_dir())
+            self._report()
         return out
