@@ -339,7 +339,8 @@ def _attach_fast(model: Any, source: ModelSource, quantize: str | None) -> dict[
     from spd_lsp.engine import fast
 
     try:
-        backend = fast.build(model, gguf=source.path if source.gguf_file else None, quantize=quantize)
+        backend = fast.build(model, gguf=source.path if source.gguf_file else None, quantize=quantize,
+                             cache=_cache_dir(source) if source.gguf_file else None)
     except ValueError as exc:
         log.info("transformers' forward: the fast path does not cover %s", exc)
         return {"fastPath": False, "reason": str(exc)}

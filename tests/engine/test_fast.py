@@ -106,7 +106,7 @@ def test_int4_matmul_equals_the_dequantised_weight(dtype: torch.dtype) -> None:
     assert (groups.dequantised() - weight).abs().max() <= groups.scales.max() / 2 + 1e-6
     scaled = Groups(groups.codes, groups.scales.to(dtype).float(), groups.zeros.to(dtype).float())  # the kernel's scales
     x = torch.randn(3, 4 * BLOCK, dtype=dtype)
-    got = Int4Weight(groups, dtype=dtype, device=torch.device("cpu"))(x).float()
+    got = Int4Weight.of(groups, dtype=dtype, device=torch.device("cpu"))(x).float()
     want = x.float() @ scaled.dequantised().T
     torch.testing.assert_close(got, want, atol=0.05 if dtype == torch.bfloat16 else 1e-3, rtol=0.02)
 

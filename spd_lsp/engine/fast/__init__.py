@@ -24,18 +24,21 @@ def attach(model: Any, backend: Any) -> None:
     setattr(model, ATTRIBUTE, backend)
 
 
-def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, compile: bool = True) -> Any:
+def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, compile: bool = True,
+          cache: Path | None = None) -> Any:
     """A `FastBackend` on `model`'s weights; raises ValueError where its family or device is not covered.
 
     int4 for the decode step: the GGUF's own Q4_1 blocks where every projection of `gguf` is Q4_1 (the same
     numbers as the dequantised weights); `quantize="int4"`: quantised from the float weights otherwise (an
-    explicit choice: it changes the numbers); else the float weights throughout.
+    explicit choice: it changes the numbers); else the float weights throughout. `cache`: a directory to keep
+    the packed GGUF weights in (the model's cache), so that later starts skip unpacking them.
     """
     import torch
 
     from spd_lsp.engine.fast import int4, q4
     from spd_lsp.engine.fast.backend import FastBackend
     from spd_lsp.engine.fast.model import FastLM, unsupported
+    from spd_lsp.engine.fast.store import gguf_int4
 
     reason = unsupported(model)
     device = model.get_input_embeddings().weight.device
@@ -44,19 +47,21 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     if reason:
         raise ValueError(reason)
     dtype = model.get_input_embeddings().weight.dtype
-    groups, weights = None, f"{str(dtype).removeprefix('torch.')}"
+    packed, weights = None, f"{str(dtype).removeprefix('torch.')}"
     if int4.supported(device):
-        blocks = q4.q4_1_layers(gguf, model.config) if gguf is not None else None
-        if blocks is not None:
-            groups, weights = blocks, f"int4 from the GGUF's Q4_1 blocks (decode), {weights} (prefill)"
+        if gguf is not None:
+            packed = gguf_int4(gguf, model.config, dtype=dtype, device=device, directory=cache)
+        if packed is not None:
+            weights = f"int4 from the GGUF's Q4_1 blocks (decode), {weights} (prefill)"
         elif quantize == "int4":
             groups = [{name: q4.quantise(getattr(getattr(layer, part), name).weight)
                        for part, names in (("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")),
                                            ("mlp", ("gate_proj", "up_proj", "down_proj")))
                        for name in names} for layer in model.model.layers]
+            packed = int4.pack(groups, dtype=dtype, device=device)
             weights = f"int4 quantised from the float weights (decode), {weights} (prefill)"
     elif quantize == "int4":
         raise ValueError(f"int4 weights on {device.type}")
     with torch.no_grad():  # not inference tensors: transformers' own forward still runs on the shared weights
-        lm = FastLM(model, groups)
+        lm = FastLM(model, packed)
     return FastBackend(lm, compile=compile, weights=weights)

@@ -20,8 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from spd_lsp.engine.decoding.attention import MAX_QUERY, grouped_attention
-from spd_lsp.engine.fast.int4 import Int4Weight
-from spd_lsp.engine.fast.q4 import Groups
+from spd_lsp.engine.fast.int4 import Int4Weight, Packed
 
 FAMILIES = ("llama", "qwen2")
 # Rows x tokens up to which a projection runs its int4 weight where it has one: decode steps and
@@ -75,15 +74,6 @@ def _fused(modules: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor |
     return weight, bias
 
 
-def _int4(groups: list[Groups] | None, *, dtype: torch.dtype, device: torch.device) -> Int4Weight | None:
-    if not groups:
-        return None
-    joined = Groups(*(torch.cat([getattr(g, field) for g in groups]) for field in ("codes", "scales", "zeros")))
-    if not Int4Weight.packable(*joined.codes.shape, device):
-        return None
-    return Int4Weight(joined, dtype=dtype, device=device)
-
-
 @dataclass
 class Block:
     attn_norm: torch.Tensor
@@ -100,10 +90,10 @@ class CausalOutput:
 
 
 class FastLM(torch.nn.Module):
-    """The decoder of a transformers Llama/Qwen2 causal LM, on its weights; `int4`: per layer, its projections as
-    int4 groups by transformers' names (q_proj ... down_proj), or None (float weights only)."""
+    """The decoder of a transformers Llama/Qwen2 causal LM, on its weights; `int4`: per layer, its fused projections
+    packed as int4 (`int4.pack`), or None (float weights only)."""
 
-    def __init__(self, model: Any, int4: list[dict[str, Groups]] | None = None) -> None:
+    def __init__(self, model: Any, int4: Packed | None = None) -> None:
         super().__init__()
         config = model.config
         reason = unsupported(model)
@@ -120,20 +110,16 @@ class FastLM(torch.nn.Module):
         self.blocks: list[Block] = []
         for index, layer in enumerate(model.model.layers):
             attn, mlp = layer.self_attn, layer.mlp
-            groups = int4[index] if int4 else None
-
-            def pick(*names: str) -> Int4Weight | None:
-                return _int4([groups[n] for n in names] if groups else None, dtype=self.dtype, device=self.device)
-
+            packed = int4[index] if int4 else {}
             qkv, qkv_bias = _fused([attn.q_proj, attn.k_proj, attn.v_proj])
             gate_up, _ = _fused([mlp.gate_proj, mlp.up_proj])
             self.blocks.append(Block(
                 attn_norm=layer.input_layernorm.weight.detach(),
-                qkv=Projection(qkv, qkv_bias, pick("q_proj", "k_proj", "v_proj")),
-                out=Projection(attn.o_proj.weight.detach(), None, pick("o_proj")),
+                qkv=Projection(qkv, qkv_bias, packed.get("qkv")),
+                out=Projection(attn.o_proj.weight.detach(), None, packed.get("out")),
                 mlp_norm=layer.post_attention_layernorm.weight.detach(),
-                gate_up=Projection(gate_up, None, pick("gate_proj", "up_proj")),
-                down=Projection(mlp.down_proj.weight.detach(), None, pick("down_proj")),
+                gate_up=Projection(gate_up, None, packed.get("gate_up")),
+                down=Projection(mlp.down_proj.weight.detach(), None, packed.get("down")),
             ))
         self.int4_modules = torch.nn.ModuleList(
             [p.int4 for b in self.blocks for p in (b.qkv, b.out, b.gate_up, b.down) if p.int4 is not None])
