@@ -4,7 +4,7 @@
 
 `--against REV` runs the same steps on the `BatchCache` of an older commit too (its
 spd_lsp/engine/batcher.py, from git), interleaved: e.g. 582854c, the left-padded cache rebuilt at
-every membership change, before the slot buffers (engined/slots.py). Reports the third-smallest
+every membership change, before the slot buffers (engine/decoding/slots.py). Reports the third-smallest
 step of 22 per run (robust to a noisy machine) and new / old.
 
     nice .venv/bin/python -m bench.bench_batch_churn [--against 582854c] [--reps 4]

@@ -6,7 +6,7 @@ budget, and counts for each request the prompt tokens the KV cache cannot reuse
 (those after the common prefix with the previous request's prompt, as
 `ModelRunner.prefill` does). No model runs: only the tokenizer.
 
-    .venv/bin/python bench/bench_window.py [--chars 2000] [--starts 3] [--budget 512]
+    .venv/bin/python -m bench.bench_window [--chars 2000] [--starts 3] [--budget 512]
 """
 
 from __future__ import annotations
