@@ -14,7 +14,7 @@ bytes read per second). --spd adds whole SPD k=3 requests (10 tokens, warm promp
 request's timings count them) per variant; --complete times `spd-lsp complete` (a whole process: load, prefill,
 3 drafts) with --no-fast-path and without.
 
-    .venv/bin/python bench/bench_step.py [--rounds 7] [--steps 10] [--rows 8] [--device cuda] [--spd] [--complete]
+    PYTHONPATH=. .venv/bin/python -m bench.bench_step [--rounds 7] [--steps 10] [--rows 8] [--device cuda] [--spd] [--complete]
 """
 
 from __future__ import annotations

@@ -23,9 +23,11 @@ from spd_lsp.engine.decoding.attention import MAX_QUERY, grouped_attention
 from spd_lsp.engine.fast.int4 import Int4Weight, Packed
 
 FAMILIES = ("llama", "qwen2")
-# Rows x tokens up to which a projection runs its int4 weight where it has one: decode steps and
-# verification trees; a prefill chunk runs the float weight.
-INT4_MAX_TOKENS = 64
+# Rows x tokens up to which a projection runs its int4 weight where it has one: decode steps of up to 8 rows;
+# verification's trees (~25 tokens) and prefill chunks run the float weights (bf16 with AMX here). Measured on
+# the bundled model (docs/performance-step.md): one row's step 19 ms int4 against 41 ms bf16 compiled, 8 rows
+# 44 against 53; a 96-token prefill chunk 3.0 s int4 against 0.35 s bf16 (min of 4).
+INT4_MAX_TOKENS = 8
 
 Write = Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
