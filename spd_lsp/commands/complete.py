@@ -76,7 +76,8 @@ def main(argv: list[str]) -> int:
     prefix = read_prefix(args)
     try:
         quantize = "int8" if args.int8 else "int4" if args.int4 else None
-        loaded = load_model(args.model, args.device, args.dtype, quantize, fast=args.fast_path)
+        # one request: the fast path's step eager (its compile pays off over a server's many requests)
+        loaded = load_model(args.model, args.device, args.dtype, quantize, fast=args.fast_path, compile=False)
     except ModelLoadError as exc:
         print(f"spd-lsp: {exc}", file=sys.stderr)
         return 2

@@ -17,11 +17,14 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 MIN_CAPACITY = 256
+# Positions a buffer keeps free past a prompt when it is (re)allocated: a request's decode steps then stay in
+# the prompt's bucket instead of compiling the next one mid-request.
+HEADROOM = 32
 
 
 def bucket(length: int) -> int:
-    """The buffer capacity for `length` positions: the next power of two, at least `MIN_CAPACITY`."""
-    return max(MIN_CAPACITY, 1 << max(0, length - 1).bit_length())
+    """The buffer capacity for `length` positions and `HEADROOM`: a power of two, at least `MIN_CAPACITY`."""
+    return max(MIN_CAPACITY, 1 << max(0, length + HEADROOM - 1).bit_length())
 
 
 class BucketLayer(DynamicLayer):
@@ -72,8 +75,9 @@ class BucketLayer(DynamicLayer):
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self.dtype, self.device = key_states.dtype, key_states.device
-        self.key_buffer = key_states.new_zeros(*key_states.shape[:2], MIN_CAPACITY, key_states.shape[3])
-        self.value_buffer = value_states.new_zeros(*value_states.shape[:2], MIN_CAPACITY, value_states.shape[3])
+        capacity = bucket(key_states.shape[2])
+        self.key_buffer = key_states.new_zeros(*key_states.shape[:2], capacity, key_states.shape[3])
+        self.value_buffer = value_states.new_zeros(*value_states.shape[:2], capacity, value_states.shape[3])
         self.length = 0
         self.is_initialized = True
 
