@@ -22,6 +22,7 @@ from typing import Any
 import platformdirs
 
 from ngram_db import TokenizerId
+from spd_lsp.engine.fast import use_compile_cache
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # (Neovim's lsp.log); the load time is logged once instead.
 os.environ.setdefault("TQDM_DISABLE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+use_compile_cache()  # the fast path's compiled step, kept across runs (before anything fixes inductor's directory)
 
 
 class ModelLoadError(RuntimeError):

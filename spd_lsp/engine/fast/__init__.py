@@ -7,10 +7,26 @@ where every `ModelRunner` of that model finds it (`attached`); other families ke
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 log = logging.getLogger(__name__)
+
+
+def compile_cache_dir() -> Path:
+    return Path(platformdirs.user_cache_dir("spd-lsp")) / "torch-compile"
+
+
+def use_compile_cache() -> Path:
+    """Point inductor's (and Triton's) caches at the user cache, unless the environment already does. Called when
+    spd_lsp.engine.model is imported: inductor fixes its directory the first time anything asks for it."""
+    root = compile_cache_dir()
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))
+    os.environ.setdefault("TRITON_CACHE_DIR", str(root / "triton"))
+    return root
 
 ATTRIBUTE = "_spd_fast_backend"
 

@@ -11,27 +11,15 @@ import logging
 import os
 import shutil
 import time
-from pathlib import Path
 from typing import Any, Callable
 
-import platformdirs
 import torch
+
+from spd_lsp.engine.fast import compile_cache_dir, use_compile_cache
 
 log = logging.getLogger(__name__)
 
 COMPILE_ENV = "SPD_LSP_COMPILE"
-
-
-def compile_cache_dir() -> Path:
-    return Path(platformdirs.user_cache_dir("spd-lsp")) / "torch-compile"
-
-
-def use_compile_cache() -> Path:
-    """Point inductor's (and Triton's) caches at the user cache, unless the environment already does."""
-    root = compile_cache_dir()
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))
-    os.environ.setdefault("TRITON_CACHE_DIR", str(root / "triton"))
-    return root
 
 
 def why_not(device: torch.device) -> str | None:
