@@ -362,7 +362,9 @@ def build_server(loader: Loader = load_engine, *, max_message_bytes: int = DEFAU
 
     @server.command(ACCEPT)
     def accept(ls: SpdServer, *args: Any) -> None:
-        ls.session.accepted()
+        """`accept_command`'s arguments: uri, rank, draft (a client may send fewer)."""
+        rank = args[1] if len(args) > 1 else None
+        ls.session.accepted(rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None)
 
     @server.command(STATUS)
     def status(ls: SpdServer, *args: Any) -> dict[str, Any]:

@@ -148,6 +148,7 @@ class RemoteEngine:
         self.failures = 0
         self._connect = connect
         self._connection = connection
+        self._address = str(connection.address) if connection is not None else None
         self._workspace: NgramSource | None = None
         self._stores: list[dict[str, Any]] | None = None
 
@@ -179,10 +180,18 @@ class RemoteEngine:
     def close(self) -> None:
         self._drop()
 
+    def link(self) -> dict[str, Any]:
+        """For `spd.status`: the engine's address, whether the connection is up now (a dead
+        engine closes it at once), and the requests answered empty because it was gone."""
+        connection = self._connection
+        return {"address": self._address, "connected": connection is not None and connection.alive,
+                "failures": self.failures}
+
     def _ask(self, message: dict[str, Any], cancelled: CancelCheck, *, restart: bool) -> dict[str, Any]:
         if self._connection is None or not self._connection.alive or restart:
             self._drop()
             self._connection = self._connect(restart=restart)
+            self._address = str(self._connection.address)
         connection = self._connection
         request_id, future = connection.request(message)
         waited = 0.0

@@ -46,6 +46,7 @@ from spd_lsp.fit.edits import Fit, LineEdit, Shown, finalize, line_edits
 from spd_lsp.context.gather import ContextGatherer
 from spd_lsp.worker import Job, KeyedWorker
 from spd_lsp.fit.syntax import language_of
+from spd_lsp.session import report
 from spd_lsp.session.stores import Client, WorkspaceStores
 
 log = logging.getLogger(__name__)
@@ -174,11 +175,25 @@ class Stats:
         self._failures: Counter[str] = Counter()  # by exception class
         self._latencies: deque[tuple[float, Timings, bool]] = deque(maxlen=1000)
         self._prompt: dict[str, Any] | None = None  # format and token counts of the newest model prompt
+        self._offered: Counter[int] = Counter()  # by rank (0: the top draft): fresh drafts answered
+        self._accepted: Counter[int] = Counter()  # by rank, as the client's accept command reports it
 
     def count(self, name: str) -> None:
         """One more `requests`, `answered`, `cancelled` or `accepted`."""
         with self._lock:
             self._counts[name] += 1
+
+    def offered(self, drafts: int) -> None:
+        """An answer with `drafts` new drafts (ranks 0 .. drafts-1); typing through them offers none."""
+        with self._lock:
+            self._offered.update(range(drafts))
+
+    def accepted(self, rank: int | None) -> None:
+        """The client accepted a draft; `rank` None: one whose rank it did not say."""
+        with self._lock:
+            self._counts["accepted"] += 1
+            if rank is not None:
+                self._accepted[rank] += 1
 
     def failed(self, kind: str) -> bool:
         """Count a failed request of `kind`; True the first time this kind fails."""
@@ -197,10 +212,11 @@ class Stats:
         with self._lock:
             self._prompt = info
 
-    def last(self) -> dict[str, Any] | None:
-        """The newest fully computed request, phase by phase (for benchmarks and debugging)."""
+    def last(self, *, decoded: bool = False) -> dict[str, Any] | None:
+        """The newest answered request, phase by phase (for benchmarks and debugging);
+        `decoded`: the newest the model answered (not typed through shown drafts)."""
         with self._lock:
-            newest = self._latencies[-1] if self._latencies else None
+            newest = next((entry for entry in reversed(self._latencies) if entry[2] or not decoded), None)
             prompt = self._prompt
         if newest is None:
             return None
@@ -223,6 +239,8 @@ class Stats:
         with self._lock:
             latencies = list(self._latencies)
             counts, failures = dict(self._counts), dict(self._failures)
+            offered, accepted = Counter(self._offered), Counter(self._accepted)
+        ranks = range(max([*offered, *accepted], default=-1) + 1)
         phases = {
             "total": [total for total, _, _ in latencies],
             "prefill": [t.prefill_s for _, t, _ in latencies],
@@ -235,7 +253,9 @@ class Stats:
             "failed": sum(failures.values()),
             "failures": failures,
             "latencyMs": {name: _percentiles(values) for name, values in phases.items()},
+            "drafts": {"offered": [offered[r] for r in ranks], "accepted": [accepted[r] for r in ranks]},
             "last": self.last(),
+            "lastDecoded": self.last(decoded=True),
         }
 
 
@@ -370,6 +390,7 @@ class Session:
         shown = self._shown.get(key)
         timings = None
         drafts = shown.follow(cursor.prefix, cursor.line_suffix) if shown else []
+        fresh = not drafts  # new drafts, not the shown ones typed through
         if not drafts and (ahead := self._ahead.pop(key, None)) and _foresaw(ahead, cursor):
             drafts = list(ahead.drafts)  # the user accepted the top draft: computed while idle
             self._shown[key] = ahead
@@ -381,7 +402,10 @@ class Session:
                 self._anticipate(key, settings, cursor, drafts[0], neighbours)
         replaced = text[line_start:end]
         self.stats.record(time.perf_counter() - started, timings)
-        return Suggestions(line_edits(drafts, cursor, line, replaced, encoding), timings)
+        edits = line_edits(drafts, cursor, line, replaced, encoding)
+        if fresh:
+            self.stats.offered(len(edits))
+        return Suggestions(edits, timings)
 
     def _decode(
         self, key: str, settings: Settings, loaded: Loaded, cursor: Cursor, cancelled: CancelCheck,
@@ -514,8 +538,8 @@ class Session:
     def reindex(self) -> bool:
         return self.workspace.reindex()
 
-    def accepted(self) -> None:
-        self.stats.count("accepted")
+    def accepted(self, rank: int | None = None) -> None:
+        self.stats.accepted(rank)
 
     def failed(self, error: BaseException) -> None:
         """A completion failed (answered empty): counted by kind, the first of each kind shown."""
@@ -528,10 +552,12 @@ class Session:
             )
 
     def status(self) -> dict[str, Any]:
+        """What the server does, for `spd.status`: the fields, and `summary`, the same as readable lines."""
         loaded = self._loaded
-        return {
+        status = {
             "model": loaded.info if loaded else None,
             "error": self._error,
+            "engine": report.engine_link(self.settings.engine, loaded.engine if loaded else None),
             "settings": {
                 "k": self.settings.k,
                 "maxTokens": self.settings.max_tokens,
@@ -542,6 +568,7 @@ class Session:
             "stores": self.workspace.status(),
             **self.stats.summary(),
         }
+        return {**status, "summary": report.summary(status)}
 
     def close(self) -> None:
         self.scheduler.close()

@@ -242,6 +242,7 @@ class WorkspaceStores:
                     "tokens": stats.tokens,
                     "contexts": stats.contexts,
                     "bytes": stats.bytes,
+                    "ngrams": stats.ngrams,
                 }
             )
         return rows

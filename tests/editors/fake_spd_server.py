@@ -28,6 +28,7 @@ from pygls.lsp.server import LanguageServer
 from spd_lsp.cursor import index_of, units
 from spd_lsp.fit.edits import LineEdit
 from spd_lsp.lsp.server import completion_items
+from spd_lsp.session.report import summary
 
 SUFFIXES = ["_alpha(x)", "_beta(y, z)", "_gamma()", "_delta", "_epsilon", "_zeta"]
 MULTILINE_SUFFIX = "_block():\n    return 42"
@@ -127,8 +128,9 @@ def accept(ls: FakeSpdServer, *args: Any) -> None:
 
 @server.command("spd.status")
 def status(ls: FakeSpdServer, *args: Any) -> dict[str, Any]:
-    """The real server's shape (spd_lsp.session.session.Session.status) plus what the fake saw."""
-    return {
+    """The real server's shape (spd_lsp.session.session.Session.status, its `summary` by the
+    real spd_lsp.session.report) plus what the fake saw."""
+    fields = {
         "model": {"name": "fake-model", "device": "cpu"},
         "stores": [{"root": "/tmp/fake", "path": "/tmp/fake-store", "files": ls.indexed, "tokens": 40 * ls.indexed}],
         "pid": os.getpid(),
@@ -141,6 +143,7 @@ def status(ls: FakeSpdServer, *args: Any) -> dict[str, Any]:
         "configChanges": ls.config_changes,
         "acceptedArguments": ls.accepted,
     }
+    return {**fields, "summary": summary(fields)}
 
 
 @server.command("spd.indexWorkspace")

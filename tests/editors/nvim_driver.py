@@ -54,16 +54,19 @@ def _alive(pid: int) -> bool:
 
 
 class Nvim:
-    """One `nvim --embed --headless --clean -u nvim_init.lua` with `setup(options)` applied."""
+    """One `nvim --embed --headless --clean -u nvim_init.lua` with `setup(options)` applied;
+    or, with `home` (XDG_* and other variables), nvim as a user starts it: their init.lua."""
 
-    def __init__(self, setup: dict[str, Any] | None, cwd: Path) -> None:
-        env = {"SPD_PLUGIN_DIR": str(PLUGIN_DIR), "SPD_TEST_SETUP": json.dumps(setup) if setup is not None else ""}
+    def __init__(self, setup: dict[str, Any] | None, cwd: Path, *, home: dict[str, str] | None = None) -> None:
+        env = {"SPD_PLUGIN_DIR": str(PLUGIN_DIR), "SPD_TEST_SETUP": json.dumps(setup) if setup is not None else "",
+               **(home or {})}
+        args = ["--clean", "-u", str(INIT)] if home is None else []
         saved = {key: os.environ.get(key) for key in env}
         saved_cwd = os.getcwd()
         os.environ.update(env)
         os.chdir(cwd)
         try:
-            self.api = pynvim.attach("child", argv=[NVIM, "--embed", "--headless", "--clean", "-u", str(INIT)])
+            self.api = pynvim.attach("child", argv=[NVIM, "--embed", "--headless", *args])
             self.pid: int = self.api.call("getpid")
         finally:
             os.chdir(saved_cwd)

@@ -213,16 +213,30 @@ def test_unknown_setup_option_is_an_error(nvim: Nvim) -> None:
         nvim.lua("require('spd').setup({ maxTokens = 5 })")
 
 
-def test_spd_status_shows_model_device_store_and_latency_as_plain_lines(nvim: Nvim) -> None:
+def float_height(nvim: Nvim) -> int:
+    return nvim.lua("for _, w in ipairs(vim.api.nvim_list_wins()) do if vim.api.nvim_win_get_config(w).relative ~= '' "
+                    "then return vim.api.nvim_win_get_height(w) end end")
+
+
+def test_spd_status_shows_the_servers_summary_and_with_bang_every_field(nvim: Nvim) -> None:
     nvim.api.command("SpdStatus")
     text = nvim.wait_for(nvim.float_text, "the status window")
+    assert text == status(nvim)["summary"], "the server's own lines, as they are"
+    for expected in ("Model:    fake-model on cpu, eager", "Store:    /tmp/fake: 0 files, 0 tokens",
+                     "Latency:  p50 12 ms, p95 20 ms"):
+        assert expected in text
+    assert float_height(nvim) == len(text.splitlines()), "every line shown"
+    nvim.lua("for _, w in ipairs(vim.api.nvim_list_wins()) do if vim.api.nvim_win_get_config(w).relative ~= '' "
+             "then vim.api.nvim_win_close(w, true) end end")
+
+    nvim.api.command("SpdStatus!")
+    text = nvim.wait_for(nvim.float_text, "the status window with every field")
     for expected in ("model.name: fake-model", "model.device: cpu", "latencyMs.total.p50: 12", "accepted: 0",
                      "stores[1].root: /tmp/fake", "stores[1].files: 0"):
         assert expected in text
     assert "{" not in text, "no raw Lua tables"
-    height = nvim.lua("for _, w in ipairs(vim.api.nvim_list_wins()) do if vim.api.nvim_win_get_config(w).relative ~= '' "
-                      "then return vim.api.nvim_win_get_height(w) end end")
-    assert height == len(text.splitlines()), "every line shown"
+    assert "summary" not in text, "the summary is not repeated among the fields"
+    assert float_height(nvim) == len(text.splitlines()), "every line shown"
 
 
 def test_spd_index_reports_progress_and_what_the_store_holds(nvim: Nvim) -> None:

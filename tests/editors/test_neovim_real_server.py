@@ -81,9 +81,12 @@ def test_spd_status_reports_the_model_and_the_acceptance(nvim: Nvim) -> None:
     nvim.input("<Esc>")
     nvim.api.command("SpdStatus")
     text = nvim.wait_for(nvim.float_text, "the status window")
-    assert "model." in text
-    assert "accepted: 1" in text
-    assert "latencyMs.total.p50" in text
+    lines = text.splitlines()
+    assert lines[0].startswith("Model:    ") and " on cpu, " in lines[0], text
+    assert lines[1] == "Engine:   in-process (the model runs in this server)", text
+    assert "Drafts:   accepted/offered by rank: #1 1/" in text, "the draft accepted with Tab: rank 1"
+    assert "Last:     " in text and " steps " in text and "Latency:  p50 " in text
+    assert "{" not in text and "latencyMs" not in text, "readable lines, not the fields"
 
 
 def test_omnifunc_fallback_inserts_exactly_the_servers_item(nvim: Nvim) -> None:

@@ -128,6 +128,34 @@ async def test_inline_completion_gives_k_distinct_items_with_line_ranges(client:
     assert (await status(client))["accepted"] == 1
 
 
+async def test_status_shows_model_engine_stores_last_request_and_drafts_by_rank(client: LanguageClient) -> None:
+    uri = "file:///virtual/status.py"
+    text = "def frobnicate(count):\n    total = "
+    open_doc(client, uri, text)
+    items = await inline(client, uri, end_of(text))
+    assert len(items) >= 2
+    before = await status(client)
+    await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="spd.accept", arguments=items[1].command.arguments))
+    after = await status(client)
+    model = after["model"]
+    assert model["device"] == "cpu" and model["dtype"] and model["name"]
+    assert after["engine"] == {"kind": "in-process", "address": None, "connected": None, "failures": 0}
+    [store] = after["stores"]
+    assert store["files"] >= 1 and store["ngrams"] > 0 and store["bytes"] > 0
+    last = after["last"]
+    assert last["source"] == "model" and last["steps"] > 0 and last["totalMs"] >= last["prefillMs"] > 0
+    offered, accepted = after["drafts"]["offered"], after["drafts"]["accepted"]
+    assert len(offered) >= len(items) and all(n >= 1 for n in offered[: len(items)])
+    assert accepted[1] == (before["drafts"]["accepted"] + [0, 0])[1] + 1, "the rank the accept command carries"
+    lines = after["summary"].splitlines()
+    assert [line.split(":", 1)[0] for line in lines] == ["Model", "Engine", "Store", "Last", "Latency", "Drafts",
+                                                         "Requests"]
+    assert lines[0].startswith(f"Model:    {model['name']} on cpu, {model['dtype']}, ")
+    assert lines[1] == "Engine:   in-process (the model runs in this server)"
+    assert f"#2 {accepted[1]}/{offered[1]}" in lines[5]
+
+
 async def test_unsaved_changes_are_what_is_completed(client: LanguageClient) -> None:
     uri = "file:///virtual/edit.py"
     open_doc(client, uri, "x = 1\n")

@@ -10,5 +10,6 @@ end
 
 local command = vim.api.nvim_create_user_command
 command('SpdIndex', function() require('spd').index() end, { desc = 'Index the workspace into the n-gram store' })
-command('SpdStatus', function() require('spd').status() end, { desc = 'Show model, device, store and latency' })
+command('SpdStatus', function(args) require('spd').status({ bang = args.bang }) end,
+  { bang = true, desc = 'Show what the server does (! for every field)' })
 command('SpdToggle', function() require('spd').toggle() end, { desc = 'Turn inline completions on or off' })

@@ -78,15 +78,25 @@ export function statusView(state: StatusState): StatusView {
   }
 }
 
+/**
+ * The lines the output channel shows for a `spd.status` result: the server's own `summary`
+ * (model, engine, stores, last request, drafts accepted by rank) as it writes it; from a
+ * server without one, every field flattened.
+ */
+export function formatStatus(result: unknown): string[] {
+  const summary = result !== null && typeof result === "object" ? (result as { summary?: unknown }).summary : undefined;
+  return typeof summary === "string" ? summary.split("\n").filter((line) => line !== "") : flattenStatus(result);
+}
+
 /** Flattens the server's status object into `a.b: value` lines, whatever its exact shape. */
-export function formatStatus(result: unknown, prefix = ""): string[] {
+export function flattenStatus(result: unknown, prefix = ""): string[] {
   if (result === null || typeof result !== "object" || Array.isArray(result)) {
     return [`${prefix || "status"}: ${JSON.stringify(result)}`];
   }
   return Object.entries(result as Record<string, unknown>).flatMap(([key, value]) => {
     const name = prefix ? `${prefix}.${key}` : key;
     return value !== null && typeof value === "object" && !Array.isArray(value)
-      ? formatStatus(value, name)
+      ? flattenStatus(value, name)
       : [`${name}: ${typeof value === "string" ? value : JSON.stringify(value)}`];
   });
 }

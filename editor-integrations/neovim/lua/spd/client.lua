@@ -107,6 +107,7 @@ function M.attached(bufnr)
 end
 
 M.missing = nil ---@type { cmd: string[], searched: string[] }? set when the server executable is not found
+M.cmd = nil ---@type string[]? the server command setup() resolved
 
 --- Starts (0.11+: configures and enables) the server for matching buffers.
 --- A missing executable gives one notification naming what was searched, and no client.
@@ -115,6 +116,7 @@ function M.start(config)
   local config_mod = require('spd.config')
   local settings = config_mod.server_settings(config)
   local cmd, searched = config_mod.server_cmd(config, vim.fn.getcwd())
+  M.cmd = cmd
   if vim.fn.executable(cmd[1]) == 0 then
     M.missing = { cmd = cmd, searched = searched }
     vim.notify_once(('spd: the spd-lsp server was not found (searched: %s). Install it (pip install -e . in the spd-lsp checkout) or set `cmd` in require("spd").setup{}.')

@@ -48,15 +48,34 @@ local function run(command, on_result)
   end)
 end
 
---- Model, device, stores and latency percentiles, in a float sized to show every line.
-function M.status()
+--- The lines :SpdStatus shows: the server's `summary` (readable lines: model, engine, stores,
+--- the last request's timings, drafts accepted by rank), or, with `details` or from a server
+--- without one, every field as "a.b: value".
+---@param details boolean?
+---@return string[] lines, string filetype
+function M.status_lines(result, details)
+  local summary = type(result) == 'table' and result.summary
+  if type(summary) == 'string' and not details then
+    return vim.split(summary, '\n', { trimempty = true }), 'text'
+  end
+  if type(result) == 'table' then
+    result = vim.deepcopy(result)
+    result.summary = nil
+  end
+  return M.format(result, ''), 'yaml'
+end
+
+--- :SpdStatus[!] in a float sized to show every line (! for every field).
+---@param opts { bang: boolean? }?
+function M.status(opts)
+  local details = opts and opts.bang
   run('spd.status', function(result)
-    local lines = M.format(result, '')
+    local lines, filetype = M.status_lines(result, details)
     local width = math.min(vim.o.columns - 4, math.max(unpack(vim.tbl_map(vim.fn.strdisplaywidth, lines))))
-    vim.lsp.util.open_floating_preview(lines, 'yaml', {
+    vim.lsp.util.open_floating_preview(lines, filetype, {
       border = 'rounded',
-      title = ' SPD status ',
-      focus_id = 'spd.status',
+      title = details and ' SPD status (all fields) ' or ' SPD status ',
+      focus_id = details and 'spd.status.fields' or 'spd.status', -- a second :SpdStatus enters the float
       width = width,
       height = math.min(#lines, vim.o.lines - 4),
       wrap = false,

@@ -19,6 +19,7 @@ import {
 } from "vscode-languageserver-protocol/node";
 import { SERVER_COMMANDS } from "../commands";
 import { configurationChange } from "../settings";
+import { formatStatus } from "../status";
 import { closeSession, openSession, PYTHON, realServerMissing, REAL_SERVER, ROOT, Session } from "./lspSession";
 
 const PREFIX = "import os\n\ndef list_python_files(root):\n    result = []\n    for dirpath, dirnames, filenames in os.walk(root):\n        for name in filenames:\n            if name.end";
@@ -86,5 +87,19 @@ describe("real server (spd-lsp --stdio, bundled model)", { skip: realServerMissi
     assertDrafts(items, k);
     const status = await session.connection.sendRequest(ExecuteCommandRequest.type, { command: SERVER_COMMANDS.status, arguments: [] });
     assert.ok(status && typeof status === "object" && "model" in status, `unexpected status ${JSON.stringify(status)}`);
+  });
+
+  test("the accepted item's command reports its rank, and the output channel's lines say so", { timeout: 120_000 }, async () => {
+    const lines = PREFIX.split("\n");
+    const items = await inlineItems(session, lines.length - 1, lines[lines.length - 1].length);
+    await session.connection.sendRequest(ExecuteCommandRequest.type, items[1].command!); // what VS Code runs on accept
+    const status = (await session.connection.sendRequest(ExecuteCommandRequest.type, { command: SERVER_COMMANDS.status, arguments: [] })) as {
+      drafts: { offered: number[]; accepted: number[] };
+    };
+    assert.equal(status.drafts.accepted[1], 1, JSON.stringify(status.drafts));
+    const shown = formatStatus(status);
+    assert.match(shown[0], /^Model: +\S+ on cpu, /);
+    assert.ok(shown.some((line) => line.startsWith("Drafts:") && line.includes(`#2 1/${status.drafts.offered[1]}`)), shown.join("\n"));
+    assert.ok(!shown.some((line) => line.includes("{")), "readable lines, not JSON");
   });
 });

@@ -36,3 +36,11 @@ test("status objects flatten into readable lines", () => {
   ]);
   assert.deepEqual(formatStatus(null), ["status: null"]);
 });
+
+test("a server's summary is shown as its own lines, not flattened", () => {
+  const summary = "Model:    m on cpu, float32, eager\nEngine:   in-process (the model runs in this server)\n";
+  assert.deepEqual(formatStatus({ model: { name: "m" }, drafts: { offered: [1], accepted: [0] }, summary }), [
+    "Model:    m on cpu, float32, eager",
+    "Engine:   in-process (the model runs in this server)",
+  ]);
+});

@@ -1,0 +1,7 @@
+---@type table<string, LazySpec>
+return {
+  ["plenary.nvim"] = {
+    "nvim-lua/plenary.nvim",
+    lazy = true,
+  },
+}

@@ -1,0 +1,56 @@
+"""`spd.status` tells a dead shared engine from a live one: a real `spd-lsp engine` (tiny
+model) on a Unix socket, a real session over it, then the engine killed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from spd_lsp.session.session import Session
+from spd_lsp.settings import parse_settings
+from tests.engined_support import engine_env, start_engine
+from tests.session.test_server_session import RecordingClient
+
+pytestmark = [pytest.mark.timeout(120)]
+TEXT = "def add(a, b):\n    return"
+
+
+@pytest.fixture
+def runtime() -> Path:
+    root = Path(f"/tmp/spd-link-{os.getpid()}-{time.monotonic_ns()}")  # short: socket paths have 107 bytes
+    root.mkdir(mode=0o700)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_status_reports_the_engine_connected_then_not_connected_once_it_died(runtime: Path) -> None:
+    socket = runtime / "engine.sock"
+    process, _ = start_engine(["--socket", str(socket)], engine_env(runtime))
+    session = Session(RecordingClient(), anticipate=False)
+    try:
+        settings = parse_settings({"engine": f"unix:{socket}", "ngrams": {"enabled": False}, "k": 2, "maxTokens": 3})[0]
+        session.configure(settings, roots=[]).future.result(60)
+        assert session.complete("doc.py", TEXT, 1, 10, "utf-16").future.result(60).timings is not None
+        link = session.status()["engine"]
+        assert link == {"kind": "shared", "address": f"unix:{socket}", "connected": True, "failures": 0}
+        assert f"Engine:   shared, unix:{socket} (connected)" in session.status()["summary"]
+
+        process.kill()
+        process.wait()
+        deadline = time.monotonic() + 10
+        while session.status()["engine"]["connected"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert session.status()["engine"]["connected"] is False
+        session.complete("doc.py", TEXT + " a", 1, 12, "utf-16").future.result(60)  # retried once, answered empty
+        status = session.status()
+        assert status["engine"]["failures"] == 1
+        assert f"(NOT CONNECTED; 1 request(s) got no answer from it)" in status["summary"]
+    finally:
+        session.close()
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -1,0 +1,107 @@
+"""`spd.status` at a glance (issue 23, item 4): the engine's link, drafts offered and accepted
+by rank, store sizes, the last request's phases, and the same as readable `summary` lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spd_lsp.api import DecodeOptions, DecodeResult, Timings
+from spd_lsp.session.report import engine_link, summary
+from spd_lsp.session.session import Loaded, Session
+from spd_lsp.settings import parse_settings
+from tests.session.test_server_session import FakeEngine, RecordingClient, make_session
+
+TEXT = "first line\nvalue = ca"
+
+
+class TimedEngine(FakeEngine):
+    """Drafts with every phase timed, as the local engine reports them."""
+
+    def complete(self, prefix: str, options: DecodeOptions, cancelled: Any = None, **context: Any) -> DecodeResult:
+        result = super().complete(prefix, options, cancelled, **context)
+        timings = Timings(prefill_s=0.012, model_s=0.034, ngram_s=0.005, verify_s=0.002, total_s=0.06, steps=7,
+                          prefill_tokens=40)
+        return DecodeResult(result.drafts, timings, result.method)
+
+
+def test_drafts_offered_count_new_drafts_by_rank_and_accepts_count_the_reported_rank() -> None:
+    session, _ = make_session(FakeEngine(["alpha()", "beta", "gamma"]))
+    try:
+        session.complete("doc", TEXT, 1, 10, "utf-16").future.result(5)  # 3 new drafts
+        session.complete("doc", TEXT + "al", 1, 12, "utf-16").future.result(5)  # typed through: none new
+        session.complete("doc", TEXT + "x", 1, 11, "utf-16").future.result(5)  # 3 new drafts
+        session.accepted(0)
+        session.accepted(2)
+        session.accepted(None)  # a client that does not say which
+        status = session.status()
+        assert status["drafts"] == {"offered": [2, 2, 2], "accepted": [1, 0, 1]}
+        assert status["accepted"] == 3 and status["typedThrough"] == 1
+        assert "Drafts:   accepted/offered by rank: #1 1/2 (50%), #2 0/2 (0%), #3 1/2 (50%)" in status["summary"]
+    finally:
+        session.close()
+
+
+def test_summary_reads_model_engine_last_request_and_counts_as_plain_lines() -> None:
+    engine = TimedEngine(["alpha()", "beta"])
+    session = Session(RecordingClient(), anticipate=False, loader=lambda settings: Loaded(
+        engine, {"name": "tiny", "device": "cpu", "dtype": "float32", "compiled": False,
+                 "compileReason": "torch.compile is off on CPU"}, "cpu"))
+    try:
+        session.configure(parse_settings({"ngrams": {"enabled": False}})[0], roots=[]).future.result(5)
+        session.complete("doc", TEXT, 1, 10, "utf-16").future.result(5)
+        status = session.status()
+        assert status["engine"] == {"kind": "in-process", "address": None, "connected": None, "failures": 0}
+        lines = status["summary"].splitlines()
+        assert lines[0] == "Model:    tiny on cpu, float32, eager (torch.compile is off on CPU)"
+        assert lines[1] == "Engine:   in-process (the model runs in this server)"
+        assert lines[2] == "Store:    none (no workspace folder, or n-grams off)"
+        assert lines[3].startswith("Last:     ") and lines[3].endswith(
+            ": prefill 12 ms (40 tokens), 7 steps 34 ms, n-grams 5 ms, verify 2 ms")
+        assert lines[4].startswith("Latency:  p50 ")
+        assert lines[6] == "Requests: 1 (0 answered, 0 cancelled, 0 typed through, 0 failed)"  # `answered`: the LSP layer's
+        assert not any(mark in status["summary"] for mark in "{}[]"), "no raw tables"
+        session.complete("doc", TEXT + "al", 1, 12, "utf-16").future.result(5)  # typed through
+        typed = session.status()
+        assert typed["last"]["source"] == "typedThrough" and typed["lastDecoded"] == status["last"]
+        assert typed["summary"].splitlines()[3] == lines[3] + " (newer answers: typed through, no model call)"
+    finally:
+        session.close()
+
+
+def test_summary_before_any_model_and_after_a_failed_load() -> None:
+    assert summary({"model": None, "error": None}).splitlines()[0] == "Model:    not loaded yet"
+    failed = summary({"model": None, "error": "spd-lsp: the model could not be loaded: no file /x.gguf"})
+    assert failed.splitlines()[0] == "Model:    not loaded: spd-lsp: the model could not be loaded: no file /x.gguf"
+    assert "Last:     no request yet" in failed and "Drafts:   none offered yet" in failed
+    compiled = summary({"model": {"name": "m", "device": "cuda:0", "dtype": "bfloat16", "compiled": True}})
+    assert compiled.splitlines()[0] == "Model:    m on cuda:0, bfloat16, compiled"
+
+
+def test_store_sizes_per_folder() -> None:
+    text = summary({"stores": [
+        {"root": "/w/a", "files": 12, "tokens": 34567, "ngrams": 120000, "bytes": 3 * 1024 * 1024, "indexing": True,
+         "watching": True},
+        {"root": "/w/b", "files": 0, "tokens": 0, "ngrams": 0, "bytes": 512, "indexing": False, "watching": False},
+    ]})
+    assert "Store:    /w/a: 12 files, 34,567 tokens, 120,000 n-grams, 3.0 MiB (indexing, watching)" in text
+    assert "Store:    /w/b: 0 files, 0 tokens, 0 n-grams, 512 bytes" in text
+
+
+class LinkedEngine(FakeEngine):
+    def __init__(self, link: dict[str, Any]) -> None:
+        super().__init__(["x"])
+        self._link = link
+
+    def link(self) -> dict[str, Any]:
+        return self._link
+
+
+def test_engine_kind_address_and_a_dead_connection() -> None:
+    alive = engine_link("unix:/run/e.sock", LinkedEngine({"address": "unix:/run/e.sock", "connected": True, "failures": 0}))
+    assert alive == {"kind": "shared", "address": "unix:/run/e.sock", "connected": True, "failures": 0}
+    dead = engine_link("auto", LinkedEngine({"address": "unix:/run/u/spd.sock", "connected": False, "failures": 2}))
+    assert dead["kind"] == "shared" and dead["connected"] is False
+    assert summary({"engine": dead}).splitlines()[1] == (
+        "Engine:   shared, unix:/run/u/spd.sock (NOT CONNECTED; 2 request(s) got no answer from it)")
+    remote = engine_link("tls://gpu.example:7000", None)  # not loaded (the connection failed)
+    assert remote == {"kind": "remote", "address": "tls://gpu.example:7000", "connected": None, "failures": 0}
