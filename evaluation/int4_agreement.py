@@ -54,7 +54,7 @@ def engine(name: str) -> LocalEngine:
         fast.attach(loaded.model, fast.build(loaded.model))
         return LocalEngine(loaded)
     loaded = load_model()
-    if not (loaded.fast and loaded.fast["weights"].startswith("int4")):
+    if not (loaded.fast and loaded.fast.get("weights", "").startswith("int4")):
         raise SystemExit(f"the default model did not load with int4 decode weights: {loaded.fast}")
     return LocalEngine(loaded)
 

@@ -54,7 +54,9 @@ class LoadedModel:
     source: str
     load_s: float
     quantize: str | None = None
-    fast: dict[str, Any] | None = None  # the fast path's status (`FastBackend.info`, kept current), None: transformers' forward
+    # The fast path's status (`FastBackend.info`, kept current as its step compiles), {"fastPath": False, "reason"}
+    # where it does not cover the model, None where it was not asked for (fast=False, int8).
+    fast: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -319,11 +321,9 @@ def load_model(
     elif quantize not in (None, "none", "int4"):
         raise ModelLoadError(f"unknown quantisation {quantize!r} (expected 'int8', 'int4' or none)")
     fast_info = _attach_fast(model, source, quantize, compile=compile) if fast and quantize != "int8" else None
-    if quantize == "int4" and not (fast_info and fast_info["weights"].startswith("int4")):
+    if quantize == "int4" and not (fast_info and fast_info.get("weights", "").startswith("int4")):
         raise ModelLoadError("int4 weights need the fast path (fastPath: true) on a Llama/Qwen2 model on cpu or cuda"
                              + (f"; here: {fast_info['reason']}" if fast_info and "reason" in fast_info else ""))
-    if fast_info is not None and not fast_info["fastPath"]:
-        fast_info = None
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,

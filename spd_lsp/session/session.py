@@ -100,16 +100,15 @@ def load_engine(settings: Settings) -> Loaded:
     from spd_lsp.engine.model import load_model
 
     loaded = load_model(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path)
-    info = {
-        "name": loaded.name,
-        "source": loaded.source,
-        "device": str(loaded.device),
-        "dtype": str(loaded.dtype).removeprefix("torch."),
-        "loadSeconds": round(loaded.load_s, 3),
-        # the fast path's live status (weights, compiled, compileReason), or None: transformers' forward
-        "fast": loaded.fast,
-    }
-    return Loaded(LocalEngine(loaded), info, loaded.device.type)
+    engine = LocalEngine(loaded)  # its warm-up compiles the fast path's step
+    # The fast path's own status dict (fastPath, weights, compiled, compileReason, compileSeconds), so that it stays
+    # current should a later step fall back to eager; transformers' forward says why it runs.
+    info = loaded.fast if loaded.fast is not None else {"fastPath": False, "reason": "fastPath off or int8"}
+    if not info["fastPath"]:
+        info.update(compiled=False, compileReason=f"transformers' forward: {info['reason']}")
+    info.update(name=loaded.name, source=loaded.source, device=str(loaded.device),
+                dtype=str(loaded.dtype).removeprefix("torch."), loadSeconds=round(loaded.load_s, 3))
+    return Loaded(engine, info, loaded.device.type)
 
 
 @dataclass(frozen=True)
