@@ -10,8 +10,9 @@ demo: setup
 
 test: setup
 	$(VENV)/python -m pip install -q -e ".[ray]"  # the optional extra's tests run too
-	$(VENV)/python -m pytest -q -p no:cacheprovider
-	bash scripts/test-vscode.sh
+	$(VENV)/lint-imports  # the layers and forbidden imports of pyproject.toml [tool.importlinter]
+	bash scripts/test-vscode.sh  # first: it packages the .vsix that tests/editors/test_vscode_e2e.py installs
+	SPD_REQUIRE_VSCODE_E2E=1 $(VENV)/python -m pytest -q -p no:cacheprovider
 
 bench: setup
 	$(VENV)/python bench/bench_decoding.py

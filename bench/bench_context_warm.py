@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spd_lsp.commands.loading import load_engine
 from spd_lsp.settings import parse_settings
 from spd_lsp.session.session import Session
 
@@ -36,7 +37,7 @@ def main() -> None:
     p.add_argument("--places", type=int, default=8)
     args = p.parse_args()
     root = args.root.resolve()
-    session = Session(Quiet(), anticipate=False)
+    session = Session(Quiet(), load_engine, anticipate=False)
     settings = parse_settings({"ngrams": {"enabled": False}, "context": {"snippets": True, "sources": ["workspace"]}})[0]
     session.configure(settings, roots=[root]).future.result(600)
     while session.context.workspace.index is None:

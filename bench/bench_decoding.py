@@ -29,7 +29,7 @@ import torch
 
 from ngram_db.memory import MemoryNgrams
 from spd_lsp.engine.decoding.placement import CPU, device_sync
-from spd_lsp.api import DecodeOptions
+from spd_lsp.api import DecodeOptions, DecodeRequest
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import load_model
 
@@ -92,7 +92,7 @@ def run_once(engine: LocalEngine, prefix: str, row: Row, max_tokens: int) -> Non
     engine.set_ngrams(MemoryNgrams.from_sequences([engine.encode(prefix)]) if row.ngrams else None)
     device_sync(engine.runner.device)
     started = time.perf_counter()
-    result = engine.complete(prefix, options)
+    result = engine.complete(DecodeRequest(prefix, options))
     device_sync(engine.runner.device)
     row.totals.append(time.perf_counter() - started)
     row.steps.append(result.timings.per_step_ms)

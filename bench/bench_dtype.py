@@ -27,7 +27,7 @@ from typing import Any
 
 import platformdirs
 
-from spd_lsp.api import DecodeOptions
+from spd_lsp.api import DecodeOptions, DecodeRequest
 from spd_lsp.engine.local import LocalEngine
 from evaluation.compare import mean, paired
 from evaluation.corpus import DEFAULT_PACKAGES, fetch_packages, split_files
@@ -51,7 +51,7 @@ METRICS = {  # name: value of one request's score
 
 def run_one(engine: LocalEngine, prefix: str, target: str, options: DecodeOptions) -> dict[str, Any]:
     engine.runner.rewind(0)  # every request cold: the prefill is part of what is compared
-    result = engine.complete(prefix, options)
+    result = engine.complete(DecodeRequest(prefix, options))
     drafts = finalize((d.text for d in result.drafts), Fit(Cursor(prefix, len(prefix))), options.k)
     t = result.timings
     score = score_request(drafts, target, 1000 * (t.total_s - t.prefill_s), 1000 * t.total_s)

@@ -34,7 +34,7 @@ from typing import Any
 
 from bench.bench_server import corpus, percentile, rss_mb
 from bench.isolation import isolated_env
-from spd_lsp.api import DecodeOptions
+from spd_lsp.api import DecodeOptions, DecodeRequest
 from spd_lsp.remote import protocol
 from spd_lsp.remote.address import parse
 from spd_lsp.remote.client import Connection
@@ -71,11 +71,11 @@ def documents(count: int, requests: int) -> list[tuple[str, str]]:
 def editor(where: str, index: int, method: str, prefix: str, typed: str, requests: int,
            latencies: list[float], barrier: threading.Barrier) -> None:
     connection = Connection(parse(where))
-    options = DecodeOptions(method=method, k=3, max_tokens=10, alpha=0.0, seed=index, **VERIFY).to_dict()
+    options = DecodeOptions(method=method, k=3, max_tokens=10, alpha=0.0, seed=index, **VERIFY)
     affinity = f"editor{index}-{method}"
 
     def ask(text: str) -> None:
-        _, future = connection.request(protocol.complete_request(0, text, options, affinity=affinity))
+        _, future = connection.request(protocol.complete_request(0, DecodeRequest(text, options), affinity=affinity))
         answer = future.result(timeout=TIMEOUT_S)
         if answer["op"] != "result":
             raise RuntimeError(f"engine error: {answer}")

@@ -12,6 +12,7 @@ rest held out), with the bundled model, k = 3, 10 tokens, the default settings.
 
 from __future__ import annotations
 
+from spd_lsp.api import DecodeRequest
 import argparse
 import hashlib
 import os
@@ -29,7 +30,8 @@ from spd_lsp.remote.server import Stores
 from evaluation.metrics import score_request, summarise
 from evaluation.positions import sample_positions
 from evaluation.stores import workspace_store
-from spd_lsp.engine.model import load_model, tokenizer_identity
+from spd_lsp.engine.model import load_model
+from spd_lsp.tokens import tokenizer_identity
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("spd_lsp", "ngram_db", "tests", "bench")
@@ -67,7 +69,7 @@ def main() -> int:
                                  local=False)
         for name, source in (("local", local), ("remote, no re-rank", document), ("no n-grams", None)):
             engine.set_ngrams(source)
-            result = engine.complete(position.prefix, options, ids=ids)
+            result = engine.complete(DecodeRequest(position.prefix, options, ids=ids))
             scores[name].append(score_request([d.text for d in result.drafts], position.target, 0.0, 0.0))
             if name == "remote, no re-rank":
                 reranked = rerank(result.drafts, local, ids, options)

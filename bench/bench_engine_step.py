@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 from bench.bench_engine import TYPED_CHARS, documents
-from spd_lsp.api import DecodeOptions
+from spd_lsp.api import DecodeOptions, DecodeRequest
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.decoding.placement import device_sync
@@ -60,10 +60,10 @@ def profiled(run):
 
 def editor(scheduler: Batcher, index: int, prefix: str, typed: str, options: DecodeOptions, requests: int,
            barrier: threading.Barrier) -> None:
-    scheduler.submit(BatchJob(prefix, options, affinity=f"editor{index}")).result(timeout=600)  # cold, not measured
+    scheduler.submit(BatchJob(DecodeRequest(prefix, options), affinity=f"editor{index}")).result(timeout=600)  # cold, not measured
     barrier.wait()
     for j in range(1, requests + 1):
-        scheduler.submit(BatchJob(prefix + typed[: j * TYPED_CHARS], options, affinity=f"editor{index}")).result(timeout=600)
+        scheduler.submit(BatchJob(DecodeRequest(prefix + typed[: j * TYPED_CHARS], options), affinity=f"editor{index}")).result(timeout=600)
 
 
 @dataclass(eq=False)

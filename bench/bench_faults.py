@@ -47,11 +47,11 @@ class Server:
         self.next_id = 0
 
     @classmethod
-    async def start(cls, tmp: Path) -> Server:
+    async def start(cls, tmp: Path, *, env: dict[str, str] | None = None) -> Server:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "spd_lsp.cli", "--stdio", "--log-level", "ERROR",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-            env=isolated_env(tmp),
+            env=env or isolated_env(tmp),
         )
         return cls(process)
 

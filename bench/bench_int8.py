@@ -11,7 +11,7 @@ import sysconfig
 from pathlib import Path
 
 from evaluation.positions import matched_prefix, sample_positions
-from spd_lsp.api import DecodeOptions
+from spd_lsp.api import DecodeOptions, DecodeRequest
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import load_model
 
@@ -19,7 +19,7 @@ from spd_lsp.engine.model import load_model
 def evaluate(engine: LocalEngine, positions, method: str = "greedy") -> dict[str, float]:
     exact, chars, steps, drafts = 0, [], [], []
     for position in positions:
-        result = engine.complete(position.prefix, DecodeOptions(method=method, k=1))
+        result = engine.complete(DecodeRequest(position.prefix, DecodeOptions(method=method, k=1)))
         text = result.drafts[0].text.strip() if result.drafts else ""
         drafts.append(text)
         exact += text == position.target.strip()

@@ -136,7 +136,8 @@ def ray_main(args: argparse.Namespace) -> None:
     from ngram_db.distributed import build_with_ray
     from ngram_db.shards import ShardedStore
     from spd_lsp.commands.index import _encoder_for
-    from spd_lsp.engine.model import load_tokenizer, tokenizer_identity
+    from spd_lsp.engine.model import load_tokenizer
+    from spd_lsp.tokens import tokenizer_identity
 
     tokenizer = load_tokenizer(None)
     identity = tokenizer_identity(tokenizer)
@@ -239,7 +240,8 @@ def main() -> None:
     if args.engine == "ray":
         ray_main(args)
         return
-    from spd_lsp.engine.model import load_tokenizer, tokenizer_identity
+    from spd_lsp.engine.model import load_tokenizer
+    from spd_lsp.tokens import tokenizer_identity
 
     tokenizer = load_tokenizer(None)
     identity = tokenizer_identity(tokenizer)

@@ -28,10 +28,11 @@ from transformers import DynamicCache
 
 from bench.bench_server import corpus, prefixes
 from spd_lsp.cursor import fit_prefix
-from spd_lsp.api import Cancelled, DecodeOptions
+from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.decoding.lm import ModelRunner
-from spd_lsp.engine.model import cpu_pressure, load_model
+from spd_lsp.engine.decoding.threads import cpu_pressure
+from spd_lsp.engine.model import load_model
 
 
 def main() -> int:
@@ -55,7 +56,7 @@ def main() -> int:
     cold, prefill, step, steps, stop, kept, tokens = [], [], [], [], [], [], []
     for attempt in range(args.tries):
         prompt, other = prompts[2 * attempt], prompts[2 * attempt + 1]
-        result = engine.complete(prompt, options)
+        result = engine.complete(DecodeRequest(prompt, options))
         cold.append(1000 * result.timings.total_s)
         prefill.append(1000 * result.timings.prefill_s)
         tokens.append(result.timings.prefill_tokens)
@@ -67,7 +68,7 @@ def main() -> int:
         timer = threading.Timer(args.cancel_after / 1000, lambda: (cancelled_at.append(time.perf_counter()), flag.set()))
         timer.start()
         try:
-            engine.complete(other, options, flag.is_set)
+            engine.complete(DecodeRequest(other, options), flag.is_set)
         except Cancelled:
             stop.append(1000 * (time.perf_counter() - cancelled_at[0]))
         timer.cancel()

@@ -90,7 +90,7 @@ def hop(plain, ray_ingress, rounds: int) -> tuple[list[float], list[float]]:
     from spd_lsp.remote import protocol
 
     times: tuple[list[float], list[float]] = ([], [])
-    refused = protocol.complete_request(0, "x", {"k": "three"})
+    refused = protocol.complete_request(0, {"prefix": "x", "options": {"k": "three"}})
     with socket.create_connection(plain, timeout=60) as a, socket.create_connection(ray_ingress, timeout=60) as b:
         for sock in (a, b):
             protocol.send(sock, protocol.hello(TOKEN))
@@ -128,7 +128,7 @@ def editor(address, prompts: list[str], options: dict, run: Run, lock: threading
         assert protocol.receive(sock).get("ok"), "the ingress refused the token"
         for n, prompt in enumerate(prompts):
             started = time.perf_counter()
-            protocol.send(sock, protocol.complete_request(n, prompt, options, affinity=affinity))
+            protocol.send(sock, protocol.complete_request(n, {"prefix": prompt, "options": options}, affinity=affinity))
             answer = protocol.receive(sock)
             elapsed = time.perf_counter() - started
             assert answer["op"] == protocol.RESULT, answer

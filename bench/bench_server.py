@@ -35,6 +35,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -333,6 +334,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     root = args.root or copy_sources(Path(cache) / "workspace")
     env = {
         **os.environ,
+        "XDG_RUNTIME_DIR": cache,  # engine "auto": this run's own engine daemon, stopped at the end
         "SPD_LSP_CACHE": cache,  # a fresh store; the model cache stays shared
         "SPD_LSP_MODEL_CACHE": os.environ.get("SPD_LSP_MODEL_CACHE") or platformdirs.user_cache_dir("spd-lsp"),
     }
@@ -349,6 +351,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         options["model"] = args.model
     if args.device:
         options["device"] = args.device
+    if args.engine:
+        options["engine"] = args.engine
     await client.initialize_async(
         lsp.InitializeParams(
             capabilities=lsp.ClientCapabilities(),
@@ -386,6 +390,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     final = await bench.command("spd.status")
     memory = rss_mb(pid)
+    engine_pid = (final["model"] or {}).get("pid")
+    if engine_pid:  # a shared engine: its memory counts too; it goes with the run
+        memory += rss_mb(engine_pid)
+        os.kill(engine_pid, signal.SIGTERM)
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()
@@ -409,6 +417,7 @@ def main() -> int:
     parser.add_argument("--quantize", choices=["int8"], help="the server's `quantize` setting")
     parser.add_argument("--model", help="the server's `model` setting (default: the bundled model)")
     parser.add_argument("--device", help="the server's `device` setting (default: its own, auto)")
+    parser.add_argument("--engine", help="the server's `engine` setting (in-process, auto, an address; default: its own)")
     parser.add_argument("--replay", type=int, default=0, metavar="N", help="keystrokes of the typing replay")
     parser.add_argument("--replay-suffix", choices=("empty", "unrelated"), default="empty",
                         help="the cursor line's text after the cursor during the replay (see replay())")

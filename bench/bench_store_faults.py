@@ -26,14 +26,16 @@ from ngram_db.guarded import GuardedNgrams
 from ngram_db.indexer import IndexOptions, Indexer
 from ngram_db.store import NgramStore
 from ngram_db.watcher import Watcher
-from spd_lsp.engine.model import encode_texts, load_tokenizer, tokenizer_identity
+from spd_lsp.engine.model import load_tokenizer
+from spd_lsp.tokens import encode_texts, tokenizer_identity
 
 BATCH_BYTES = 32_000  # small batches: many commit points to be killed between
 CHILD = textwrap.dedent("""
     from pathlib import Path
     from ngram_db.indexer import IndexOptions, Indexer
     from ngram_db.store import NgramStore
-    from spd_lsp.engine.model import encode_texts, load_tokenizer, tokenizer_identity
+    from spd_lsp.engine.model import load_tokenizer
+    from spd_lsp.tokens import encode_texts, tokenizer_identity
     tokenizer = load_tokenizer(None)
     with NgramStore.open({store!r}, tokenizer_identity(tokenizer)) as store:
         print("open", flush=True)

@@ -32,7 +32,7 @@ import torch
 
 from spd_lsp.settings import CPU_PREFIX_TOKENS
 from spd_lsp.engine.decoding import attention
-from spd_lsp.api import DecodeOptions
+from spd_lsp.api import DecodeOptions, DecodeRequest
 from spd_lsp.engine.decoding.verify import packed_logits, prefix_tree
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import SMALL_QUERY_ENV, load_model
@@ -70,11 +70,11 @@ def code_prefix(engine: LocalEngine, tokens: int) -> str:
 def measure(engine: LocalEngine, prefix: str, repeats: int, max_tokens: int) -> dict[str, dict[str, float]]:
     options = {name: DecodeOptions(max_tokens=max_tokens, **{"k": 3, **o}) for name, o in METHODS.items()}
     for o in options.values():
-        engine.complete(prefix, o)  # warm the prompt cache and the kernels for each shape
+        engine.complete(DecodeRequest(prefix, o))  # warm the prompt cache and the kernels for each shape
     runs: dict[str, list] = {name: [] for name in options}
     for _ in range(repeats):
         for name, o in options.items():
-            runs[name].append(engine.complete(prefix, o).timings)
+            runs[name].append(engine.complete(DecodeRequest(prefix, o)).timings)
     return {name: {"ms": 1000 * statistics.median(t.total_s for t in ts),
                    "verify_ms": 1000 * statistics.median(t.verify_s for t in ts)} for name, ts in runs.items()}
 

@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 from spd_lsp.engine.decoding.drafts import DraftRules
 from spd_lsp.engine.decoding.healing import HealedPrompt
-from spd_lsp.api import DecodeOptions, Draft
+from spd_lsp.api import DecodeOptions, DecodeRequest, Draft
 from spd_lsp.engine.decoding.verify import judge
 from spd_lsp.engine.local import LocalEngine
 
@@ -46,7 +46,7 @@ def blended(
     `healed`: the prompt the drafts continued, where it held more than the prefix (context_study).
     """
     known = {} if known is None else known
-    healed = healed or engine.healed_prompt(prefix, healing=options.heal)
+    healed = healed or engine.prompt(DecodeRequest(prefix, options)).healed
     by_text: dict[str, Draft] = {}
     for draft in drafts:
         by_text.setdefault(fit(draft.text), draft)

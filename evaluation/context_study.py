@@ -39,7 +39,7 @@ import platformdirs
 from spd_lsp.settings import Settings
 from spd_lsp.cursor import fit_prefix
 from spd_lsp.engine.decoding.lm import common_prefix_length
-from spd_lsp.api import DecodeOptions
+from spd_lsp.api import DecodeOptions, DecodeRequest, PromptContext
 from spd_lsp.engine.local import LocalEngine
 from evaluation import report
 from evaluation.compare import paired
@@ -60,7 +60,6 @@ from evaluation.study import (
     schedule,
 )
 from spd_lsp.engine.model import load_model
-from spd_lsp.engine.prompt.layout import Context
 from spd_lsp.context.retrieval import ChunkIndex
 from spd_lsp.context.snippets import around, identifiers, query_text, select
 from spd_lsp.session.session import token_spans
@@ -102,14 +101,15 @@ def answer(engine: LocalEngine, case: Case, config: str, options: DecodeOptions,
     """One request as the server makes it, scored; with the prefill a further keystroke would add."""
     p = case.position
     fmt = CONFIGS[config]
-    context = {"suffix": case.suffix, "filename": case.path if config != "prefix" else None,
-               "snippets": snippets if config == "snippets" else (), "language": "python"}
-    result = engine.complete(p.prefix, options, prompt_format=fmt, **context)
-    healed = engine.prompt(p.prefix, context=Context(**context), prompt_format=fmt).healed
+    context = PromptContext(case.suffix, case.path if config != "prefix" else None,
+                            tuple(snippets) if config == "snippets" else (), "python")
+    request = DecodeRequest(p.prefix, options, context=context, prompt_format=fmt)
+    result = engine.complete(request)
+    healed = engine.prompt(request).healed
     score = scored(engine, replace(p, suffix=case.suffix), options, result, healed=healed)  # blends on this prompt
     t = result.timings
     now = healed.prompt_ids
-    typed = engine.prompt(p.prefix + p.target[:1], context=Context(**context), prompt_format=fmt).healed.prompt_ids
+    typed = engine.prompt(replace(request, prefix=p.prefix + p.target[:1])).healed.prompt_ids
     return {**asdict(score), "prefill_tokens": t.prefill_tokens, "prefill_ms": 1000 * t.prefill_s,
             "prompt_tokens": len(now), "keystroke_prefill": len(typed) - common_prefix_length(now, typed),
             "prompt": result.prompt}

@@ -11,7 +11,7 @@ from spd_lsp.settings import CPU_PREFIX_TOKENS
 from spd_lsp.cursor import Cursor, fit_prefix
 from spd_lsp.engine.decoding.drafts import DraftRules, to_drafts
 from spd_lsp.engine.decoding.healing import HealedPrompt
-from spd_lsp.api import DecodeOptions, DecodeResult
+from spd_lsp.api import DecodeOptions, DecodeRequest, DecodeResult
 from spd_lsp.engine.decoding.verify import replay, verify
 from spd_lsp.engine.local import LocalEngine
 from evaluation.blend import blended
@@ -19,7 +19,7 @@ from evaluation.evaluator import PerplexityEvaluator
 from evaluation.metrics import RequestScore, score_request
 from evaluation.positions import Position
 from spd_lsp.fit.edits import Fit, finalize
-from spd_lsp.fit.syntax import language_of
+from spd_lsp.languages import language_of
 from spd_lsp.session.session import token_spans
 
 
@@ -60,7 +60,7 @@ def fitted(positions: Sequence[Position], tokenizer: Any, budget: int = CPU_PREF
 
 def complete(engine: LocalEngine, position: Position, options: DecodeOptions) -> RequestScore:
     """Score the drafts as the server would show them (fitted to the text after the cursor)."""
-    return scored(engine, position, options, engine.complete(position.prefix, options))
+    return scored(engine, position, options, engine.complete(DecodeRequest(position.prefix, options)))
 
 
 def scored(
@@ -94,7 +94,7 @@ def verified(engine: LocalEngine, prefix: str, options: DecodeOptions, plain: De
     What superposed_decode's verify hook would return, without decoding again: one SPD run serves every
     verification variant of a study. Its time is the SPD run's plus the verification's.
     """
-    healed = engine.healed_prompt(prefix, healing=options.heal)
+    healed = engine.prompt(DecodeRequest(prefix, options)).healed
     prompt = healed.prompt_ids
     rules = DraftRules(table=engine.table, stop_ids=engine.stop_ids, stop_at_newline=options.stop_at_newline,
                        candidate_device=engine.candidate_device)
@@ -116,10 +116,10 @@ def _answer(
 ) -> DecodeResult:
     """The engine's drafts; with `plain`, superposed runs at a position share one plain run, verified per variant."""
     if options.method != "superposed" or plain is None:
-        return engine.complete(position.prefix, options)
+        return engine.complete(DecodeRequest(position.prefix, options))
     base = unverified(options)
     if repr(base) not in plain:  # options hold a dict: keyed by their text
-        plain[repr(base)] = engine.complete(position.prefix, base)
+        plain[repr(base)] = engine.complete(DecodeRequest(position.prefix, base))
     return verified(engine, position.prefix, options, plain[repr(base)]) if options.verify_rounds else plain[repr(base)]
 
 

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from ngram_db.indexer import IndexOptions, Indexer
 from ngram_db.store import NgramStore
-from spd_lsp.engine.model import tokenizer_identity
+from spd_lsp.tokens import tokenizer_identity
 
 # The base: the standard library without its tests and tooling, like `spd-lsp index --base`
 # but smaller, so building it once costs about a minute rather than several.

@@ -71,9 +71,10 @@ def _chunks(sizes: Sequence[int], target: int, minimum: int) -> list[slice]:
 
 
 def _read_sources(batch: dict, *, cache: str, max_file_bytes: int, make_encoder: Callable[[], EncodeBatch],
-                  fault_once: str | None) -> dict:
-    """Read, hash and (unless cached) tokenize one batch of sources."""
-    loaded = [item for item in (read_source(Path(p), max_file_bytes) for p in batch["paths"][0]) if item is not None]
+                  fault_once: str | None, secret_filter: bool = True) -> dict:
+    """Read, hash and (unless cached) tokenize one batch of sources (secret lines emptied, `read_source`)."""
+    loaded = [item for item in (read_source(Path(p), max_file_bytes, secret_filter=secret_filter)
+                                for p in batch["paths"][0]) if item is not None]
     missing = list({item.content_hash: item for item in loaded
                     if not os.path.exists(os.path.join(cache, f"{item.content_hash}.u32"))}.values())
     tokenized = {id(item) for item in missing}  # a content met twice is tokenized once
@@ -91,7 +92,8 @@ def _read_sources(batch: dict, *, cache: str, max_file_bytes: int, make_encoder:
             "size": np.array([i.size for i in loaded], dtype=np.int64),
             "tokens": np.array([os.path.getsize(os.path.join(cache, f"{i.content_hash}.u32")) // 4 for i in loaded],
                                dtype=np.int64),
-            "tokenized": np.array([id(i) in tokenized for i in loaded], dtype=bool)}
+            "tokenized": np.array([id(i) in tokenized for i in loaded], dtype=bool),
+            "secret_lines": np.array([",".join(map(str, i.secret_lines)) for i in loaded], dtype=object)}
 
 
 def _count_sources(batch: dict, *, cache: str, orders: Sequence[int], shards: int) -> dict:
@@ -166,11 +168,15 @@ def build_with_ray(root: Path, sources: Sequence[Path], make_encoder: Callable[[
                                        override_num_blocks=len(runs))
             read = read.map_batches(_read_sources, batch_size=1, batch_format="numpy", fn_kwargs={
                 "cache": str(cache), "max_file_bytes": options.max_file_bytes, "make_encoder": make_encoder,
-                "fault_once": os.environ.get(FAULT_ENV)}, **remote)
+                "fault_once": os.environ.get(FAULT_ENV), "secret_filter": options.secret_filter}, **remote)
             files = sorted(read.take_all(), key=lambda row: row["path"])
         tokens = sum(int(row["tokens"]) for row in files)
         tokenized = sum(bool(row["tokenized"]) for row in files)
         stage_seconds["read"] = time.perf_counter() - clock
+        secret_files = [(row["path"], str(row["secret_lines"])) for row in files if row["secret_lines"]]
+        if secret_files:
+            say(f"left out {sum(len(lines.split(',')) for _, lines in secret_files)} line(s) that carry a secret: "
+                + "; ".join(f"{path}: lines {lines}" for path, lines in secret_files[:20]))
         say(f"read: {len(files):,} files, {tokenized:,} tokenized, {len(files) - tokenized:,} from the cache, "
             f"{tokens:,} tokens in {stage_seconds['read']:.1f}s")
 

@@ -1,12 +1,30 @@
-"""Value types shared by every decoding method, the engine and its callers."""
+"""Value types shared by every layer: the request from the session to the engine, its result, the
+engine interface, and the registry of decoding methods. Plain values only (no torch)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable, Literal, get_args, get_origin, get_type_hints
+from typing import Any, Callable, Literal, Protocol, get_args, get_origin, get_type_hints
 
-Method = Literal["superposed", "greedy", "nucleus", "nucleus_batched", "beam"]
-METHODS: tuple[str, ...] = ("superposed", "greedy", "nucleus", "nucleus_batched", "beam")
+
+@dataclass(frozen=True)
+class Method:
+    """A decoding method as every layer sees it (the step states themselves: engine/decoding/methods.py)."""
+
+    name: str
+    batched: bool  # the engine's batch steps it together with other requests; else it runs alone
+    setting: bool = True  # a value of the `decoding` setting (and the CLI's --decoding)
+
+
+# The one registry of decoding methods: the engine, the batcher, the settings and the CLI read it.
+METHOD: dict[str, Method] = {m.name: m for m in (
+    Method("superposed", batched=True),  # one row per request: the superposition of its k drafts
+    Method("greedy", batched=True),
+    Method("nucleus", batched=False),  # k sequential samples, as in the paper's baseline
+    Method("nucleus_batched", batched=True, setting=False),  # k samples as k rows (benchmarks)
+    Method("beam", batched=True),
+)}
+METHODS: tuple[str, ...] = tuple(METHOD)
 
 # Paper / reference-code defaults (SPD_SPEC.md); retuned values live in DecodeOptions.
 PAPER_NGRAM_WEIGHTS: dict[int, float] = {2: 0.01, 3: 0.04, 4: 0.15, 5: 0.18, 6: 0.12}
@@ -152,7 +170,106 @@ class DecodeResult:
     prompt: dict[str, Any] = field(default_factory=dict)  # format and token counts per part (prompt/build.py)
 
 
+@dataclass(frozen=True)
+class PromptContext:
+    """What the prompt may hold besides the prefix, as plain values from the session."""
+
+    suffix: str = ""  # the text after the cursor, already cut to its budget
+    filename: str | None = None  # the current file's path relative to its workspace folder
+    snippets: tuple[tuple[str, str], ...] = ()  # (path, code) of other files, best first, within budget
+    language: str | None = None  # LSP language id of the current file (comment syntax)
+
+
+@dataclass(frozen=True)
+class DecodeRequest:
+    """One completion request, built once by the session and carried unchanged to the engine: through
+    `LocalEngine`, over the engine protocol (`to_dict`/`from_dict`) and through the batcher.
+
+    `ids`, where given, are the prefix's tokens (the caller tokenized it already). `prompt_format`
+    ("auto": the tokenizer's own family, engine/prompt/formats.py) lays `context` out around the prefix.
+    """
+
+    prefix: str
+    options: DecodeOptions = field(default_factory=lambda: DecodeOptions())
+    ids: tuple[int, ...] | None = None
+    context: PromptContext = PromptContext()
+    prompt_format: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.ids is not None and not isinstance(self.ids, tuple):
+            object.__setattr__(self, "ids", tuple(self.ids))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values for the engine protocol (its REQUEST, remote/protocol.py)."""
+        c = self.context
+        return {"prefix": self.prefix, "ids": None if self.ids is None else list(self.ids), "suffix": c.suffix,
+                "filename": c.filename, "snippets": [list(s) for s in c.snippets], "language": c.language,
+                "prompt_format": self.prompt_format, "options": self.options.to_dict()}
+
+    @classmethod
+    def from_dict(cls, values: Any) -> "DecodeRequest":
+        """The inverse of `to_dict`; missing keys but `prefix` take defaults; unknown keys or bad types raise ValueError."""
+        if not isinstance(values, dict):
+            raise ValueError("the request must be a map")
+        unknown = sorted(set(values) - set(REQUEST_FIELDS))
+        if unknown:
+            raise ValueError(f"unknown request fields: {', '.join(map(str, unknown))}")
+        if not isinstance(values.get("prefix"), str):
+            raise ValueError("the request needs a string 'prefix'")
+        for name, kinds in REQUEST_FIELDS.items():
+            if name in values and not isinstance(values[name], kinds):
+                raise ValueError(f"request field {name!r} has the wrong type")
+        ids, snippets = values.get("ids"), values.get("snippets") or []
+        if ids is not None and not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise ValueError("request field 'ids' must be a list of token ids")
+        if not all(isinstance(s, (list, tuple)) and len(s) == 2 and all(isinstance(p, str) for p in s) for s in snippets):
+            raise ValueError("request field 'snippets' must be a list of [path, code] pairs")
+        context = PromptContext(values.get("suffix") or "", values.get("filename"),
+                                tuple((path, code) for path, code in snippets), values.get("language"))
+        return cls(values["prefix"], DecodeOptions.from_dict(values.get("options") or {}),
+                   None if ids is None else tuple(ids), context, values.get("prompt_format") or "auto")
+
+
+# The wire fields of a request and the types each may hold (`DecodeRequest.from_dict`).
+REQUEST_FIELDS: dict[str, tuple[type, ...]] = {
+    "prefix": (str,), "ids": (list, type(None)), "suffix": (str,), "filename": (str, type(None)),
+    "snippets": (list,), "language": (str, type(None)), "prompt_format": (str,), "options": (dict,),
+}
+
+
+@dataclass
+class Loaded:
+    """An engine ready to answer, and what `spd.status` says of its model."""
+
+    engine: "EngineLike"
+    info: dict[str, Any]  # name, source, device, dtype, loadSeconds (a shared engine: its address, pid)
+    device_type: str
+
+
 CancelCheck = Callable[[], bool]
+
+
+class EngineLike(Protocol):
+    """What the session needs of an engine: `engine.local.LocalEngine` in process, `remote.client.RemoteEngine`
+    over a socket (and the fakes of tests)."""
+
+    tokenizer: Any
+
+    def complete(self, request: DecodeRequest, cancelled: CancelCheck | None = None) -> DecodeResult:
+        """Drafts for `request`; `result.prompt` says what went in."""
+
+    def warm(self, request: DecodeRequest, cancelled: CancelCheck | None = None) -> int:
+        """Prefill the prompt `complete` would run for `request` and draft nothing; the tokens run."""
+
+    def set_ngrams(self, ngrams: Any) -> None:
+        """The workspace's n-gram source (an `ngram_db.NgramSource`), or None."""
+
+    def close(self) -> None:
+        """Release what the engine holds for this session (a shared engine's connection)."""
+
+    def link(self) -> dict[str, Any]:
+        """For `spd.status`: the engine's address, whether its connection is up, and the requests answered
+        empty because it was gone (in process: no address, None, 0)."""
 
 
 def never_cancelled() -> bool:

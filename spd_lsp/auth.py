@@ -10,6 +10,7 @@ editors can send that without custom code. Plain values only: no pygls, no socke
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import os
 import secrets
 import stat
@@ -116,3 +117,10 @@ def without_token(options: Any) -> Any:
     if isinstance(options, dict) and TOKEN_KEY in options:
         return {key: value for key, value in options.items() if key != TOKEN_KEY}
     return options
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"

@@ -10,12 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from spd_lsp.api import PAPER_NGRAM_WEIGHTS, DecodeOptions
+from spd_lsp.api import METHOD, PAPER_NGRAM_WEIGHTS, DecodeOptions
 from spd_lsp.remote import address as engine_address
 from spd_lsp.engine.prompt.formats import PROMPT_FORMATS
-from spd_lsp.context.snippets import SOURCES
 
-DECODINGS: tuple[str, ...] = ("superposed", "greedy", "nucleus", "beam")
+DECODINGS: tuple[str, ...] = tuple(name for name, method in METHOD.items() if method.setting)
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
 QUANTIZE: tuple[str, ...] = ("none", "int8", "int4")  # int4: the fast path's, from float weights
@@ -23,6 +22,8 @@ QUANTIZE: tuple[str, ...] = ("none", "int8", "int4")  # int4: the fast path's, f
 # continued greedily by the model, or not verified (blends reach the editor).
 VERIFY: tuple[str, ...] = ("cut", "continue", "off")
 STORE_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6)
+# Where snippets come from (spd_lsp/context/): open documents, recently edited ranges, the workspace index.
+SOURCES: tuple[str, ...] = ("open", "edited", "workspace")
 # Prefill costs ~2.4 ms per token on a 2-core CPU, so the CPU budget keeps a cold
 # request near one second; accelerators can afford four times the context.
 CPU_PREFIX_TOKENS = 512
@@ -38,6 +39,7 @@ class NgramSettings:
     db: str | None = None  # store directory; None = per-workspace default in the user cache
     index: bool = True  # index workspace folders in the background and watch them
     exclude: tuple[str, ...] = ()  # extra gitignore-style globs
+    secret_filter: bool = True  # leave out lines that carry a secret (ngram_db/secrets.py); off: warned
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ def _choice(options: tuple[str, ...]) -> Check:
             raise _Invalid("expected one of " + ", ".join(repr(o) for o in options))
         return value
 
+    check.choices = options  # type: ignore[attr-defined]  # the command line offers them (commands/flags.py)
     return check
 
 
@@ -194,6 +197,7 @@ NGRAM_KEYS: dict[str, tuple[str, Check]] = {
     "db": ("db", _optional(_text)),
     "index": ("index", _boolean),
     "exclude": ("exclude", _globs),
+    "secretFilter": ("secret_filter", _boolean),
 }
 
 CONTEXT_KEYS: dict[str, tuple[str, Check]] = {
@@ -223,6 +227,10 @@ KEYS: dict[str, tuple[str, Check]] = {
     "engineCertificate": ("engine_certificate", _optional(_text)),
     "promptFormat": ("prompt_format", _choice(PROMPT_FORMATS)),
 }
+# Every setting: (section, its keys, its dataclass); "" is the top level.
+SCHEMA: tuple[tuple[str, Mapping[str, tuple[str, Check]], type], ...] = (
+    ("", KEYS, Settings), ("ngrams", NGRAM_KEYS, NgramSettings), ("context", CONTEXT_KEYS, ContextSettings),
+)
 
 
 def _parse_fields(raw: Any, keys: Mapping[str, tuple[str, Check]], where: str, warnings: list[str]) -> dict[str, Any]:

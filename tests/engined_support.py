@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from spd_lsp.engine.local import LocalEngine
-from spd_lsp.session.session import Loaded
+from spd_lsp.api import Loaded
 from tests.tiny_models import tiny_model
 
 REPO = Path(__file__).resolve().parent.parent

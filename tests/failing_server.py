@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from spd_lsp.lsp.server import build_server
-from spd_lsp.session.session import Loaded
+from spd_lsp.api import Loaded
 
 
 class CharTokenizer:
@@ -19,11 +19,20 @@ class CharTokenizer:
 class FailingEngine:
     tokenizer = CharTokenizer()
 
-    def complete(self, prefix: str, options: Any, cancelled: Any = None, **_: Any) -> Any:
+    def complete(self, request: Any, cancelled: Any = None) -> Any:
         raise RuntimeError("decode exploded")
+
+    def warm(self, request: Any, cancelled: Any = None) -> int:
+        return 0
 
     def set_ngrams(self, ngrams: Any) -> None:
         pass
+
+    def close(self) -> None:
+        pass
+
+    def link(self) -> dict[str, Any]:
+        return {"address": None, "connected": None, "failures": 0}
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 from spd_lsp.lsp.server import build_server
-from spd_lsp.session.session import Loaded, Session
+from spd_lsp.api import Loaded
+from spd_lsp.session.session import Session
 from tests.failing_server import FailingEngine
 
 CLOSE_S = 2.0

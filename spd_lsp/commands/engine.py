@@ -18,15 +18,16 @@ import os
 import ssl
 import sys
 from pathlib import Path
-from typing import Any
 
 from spd_lsp import auth
+from spd_lsp.api import Loaded
 from spd_lsp.settings import DEVICES, DTYPES, QUANTIZE, Settings
+from spd_lsp.engine.model import ModelLoadError
 from spd_lsp.remote import daemon
 from spd_lsp.remote.server import EngineServer, Listener
 
 log = logging.getLogger(__name__)
-LOADER_ENV = "SPD_LSP_ENGINE_LOADER"  # "module:function(settings) -> session.Loaded" (tests, embedding)
+LOADER_ENV = "SPD_LSP_ENGINE_LOADER"  # "module:function(settings) -> api.Loaded" (tests, embedding)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -57,18 +58,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def load(settings: Settings) -> Any:
+def load(settings: Settings) -> Loaded:
     spec = os.environ.get(LOADER_ENV)
     if spec:
         module, _, name = spec.partition(":")
         return getattr(importlib.import_module(module), name)(settings)
-    from spd_lsp.session.session import load_engine
+    from spd_lsp.engine.loading import load_local
 
-    return load_engine(settings)
+    return load_local(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path)
 
 
 def main(argv: list[str]) -> int:
-    from spd_lsp.commands.serve import configure_logging, is_loopback
+    from spd_lsp.auth import is_loopback
+    from spd_lsp.commands.logs import configure_logging
 
     args = parse_args(argv)
     configure_logging(args.log_file, args.log_level)
@@ -85,7 +87,7 @@ def main(argv: list[str]) -> int:
         else:
             listener = Listener(socket_path=args.socket or daemon.paths_for(daemon.model_args(settings)).socket)
         loaded = load(settings)
-    except (auth.TokenError, OSError, ssl.SSLError) as exc:
+    except (auth.TokenError, OSError, ssl.SSLError, ModelLoadError) as exc:
         print(f"spd-lsp engine: error: {exc}", file=sys.stderr)
         return 2
     _release_load_memory()

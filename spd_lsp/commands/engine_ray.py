@@ -36,7 +36,8 @@ def ray_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     from spd_lsp.commands import engine as engine_command
-    from spd_lsp.commands.serve import configure_logging, is_loopback
+    from spd_lsp.auth import is_loopback
+    from spd_lsp.commands.logs import configure_logging
 
     ours, rest = ray_parser().parse_known_args(argv)
     args = engine_command.parse_args(rest)

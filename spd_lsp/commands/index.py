@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="extra gitignore-style pattern to skip (repeatable)")
     parser.add_argument("--include-secrets", action="store_true",
                         help="also index files that look like secrets (.env, *.pem, id_rsa, ...); off by default")
+    parser.add_argument("--no-secret-filter", dest="secret_filter", action="store_false",
+                        help="also count lines that carry a secret (keys, tokens, passwords: detect-secrets); "
+                             "by default they are left out and listed (path and line, never the secret)")
     parser.add_argument("--max-files", type=int, default=IndexOptions.max_files,
                         help="refuse a tree with more indexable files than this (default: %(default)s)")
     parser.add_argument("--max-total-bytes", type=int, default=IndexOptions.max_total_bytes,
@@ -81,7 +84,8 @@ def main(argv: list[str]) -> int:
     if args.base and not args.roots:  # the standard library alone, not what pip installed under it
         exclude += ["site-packages/", "dist-packages/"]
 
-    from spd_lsp.engine.model import ModelLoadError, encode_texts, load_tokenizer, tokenizer_identity
+    from spd_lsp.engine.model import ModelLoadError, load_tokenizer
+    from spd_lsp.tokens import encode_texts, tokenizer_identity
 
     try:
         tokenizer = load_tokenizer(args.model)
@@ -99,9 +103,7 @@ def main(argv: list[str]) -> int:
         print(f"spd-lsp index: {error}", file=sys.stderr)
         return 2
     with store:
-        options = IndexOptions(max_file_bytes=args.max_file_bytes, exclude=exclude,
-                               include_secrets=args.include_secrets, max_files=args.max_files,
-                               max_total_bytes=args.max_total_bytes)
+        options = _options(args, exclude)
         indexer = Indexer(store, lambda text: encode_texts(tokenizer, [text])[0], roots, options,
                           encode_batch=lambda texts: encode_texts(tokenizer, texts))
         try:
@@ -111,6 +113,7 @@ def main(argv: list[str]) -> int:
                   f"{report.files_removed} removed, {report.tokens} tokens in {report.seconds:.1f}s; "
                   f"store: {stats.files} files, {stats.tokens} tokens, {stats.contexts} contexts, "
                   f"{stats.bytes / 1e6:.1f} MB")
+            _report_secrets(report.secret_lines)
             if args.watch:
                 return _watch(indexer)
         except StoreError as error:
@@ -121,6 +124,28 @@ def main(argv: list[str]) -> int:
                   file=sys.stderr)
             return 130
     return 0
+
+
+def _options(args: argparse.Namespace, exclude: list[str]) -> IndexOptions:
+    if not args.secret_filter:
+        print("spd-lsp index: WARNING: --no-secret-filter: lines that carry keys, tokens or passwords are counted "
+              "into the store and can come back as completions (to you, or to a team served from a base store)",
+              file=sys.stderr)
+    return IndexOptions(max_file_bytes=args.max_file_bytes, exclude=exclude, include_secrets=args.include_secrets,
+                        max_files=args.max_files, max_total_bytes=args.max_total_bytes,
+                        secret_filter=args.secret_filter)
+
+
+def _report_secrets(found: tuple[tuple[str, tuple[int, ...]], ...], shown: int = 50) -> None:
+    """How many lines were left out as secrets, and where (never what they hold)."""
+    if not found:
+        return
+    total = sum(len(lines) for _, lines in found)
+    print(f"left out {total} line(s) that carry a secret, in {len(found)} file(s):")
+    for path, lines in found[:shown]:
+        print(f"  {path}: line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}")
+    if len(found) > shown:
+        print(f"  ... and {len(found) - shown} more file(s)")
 
 
 def _watch(indexer: Indexer) -> int:
@@ -141,7 +166,8 @@ def _watch(indexer: Indexer) -> int:
 @functools.lru_cache(maxsize=4)
 def _encoder_for(spec: str | None):  # type: ignore[no-untyped-def]
     """The batch encoder of a model's tokenizer, loaded once per (Ray worker) process."""
-    from spd_lsp.engine.model import encode_texts, load_tokenizer
+    from spd_lsp.engine.model import load_tokenizer
+    from spd_lsp.tokens import encode_texts
 
     tokenizer = load_tokenizer(spec)
     return lambda texts: encode_texts(tokenizer, texts)
@@ -161,8 +187,7 @@ def _build_on_ray(args: argparse.Namespace, db: Path, roots: list[Path], exclude
         print(f"spd-lsp index: --engine ray needs the ray extra (pip install 'spd-lsp[ray]'): {error}",
               file=sys.stderr)
         return 2
-    options = IndexOptions(max_file_bytes=args.max_file_bytes, exclude=exclude, include_secrets=args.include_secrets,
-                           max_files=args.max_files, max_total_bytes=args.max_total_bytes)
+    options = _options(args, exclude)
     if args.quiet:
         logging.getLogger("ray").setLevel(logging.WARNING)
     say = (lambda line: None) if args.quiet else (lambda line: print(f"spd-lsp index: {line}", file=sys.stderr))

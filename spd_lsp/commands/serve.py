@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import os
 import sys
-from pathlib import Path
 
 from spd_lsp import __version__, auth
+from spd_lsp.auth import is_loopback
+from spd_lsp.commands.logs import configure_logging
 
 log = logging.getLogger(__name__)
 
@@ -40,16 +40,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def configure_logging(log_file: str | None, level: str) -> None:
-    if log_file:
-        Path(log_file).parent.mkdir(parents=True, exist_ok=True)  # an editor's log folder may not exist yet
-    handler = logging.FileHandler(log_file, encoding="utf-8") if log_file else logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler], force=True)
-    # pygls logs every message body at INFO; keep that for DEBUG runs only.
-    logging.getLogger("pygls").setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
-
-
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     configure_logging(args.log_file, args.log_level)
@@ -63,9 +53,10 @@ def main(argv: list[str]) -> int:
         if not is_loopback(args.host):
             log.warning("binding %s: other machines can connect, and the token crosses the network unencrypted "
                         "(prefer an SSH tunnel to a loopback port)", args.host)
+    from spd_lsp.commands.loading import load_engine
     from spd_lsp.lsp.server import build_server
 
-    server = build_server(max_message_bytes=int(args.max_message_mb * 1024 * 1024))
+    server = build_server(load_engine, max_message_bytes=int(args.max_message_mb * 1024 * 1024))
     if args.tcp:
         try:
             server.start_tcp(args.host, args.port, token=token.value)
@@ -76,10 +67,3 @@ def main(argv: list[str]) -> int:
     sys.stdout = sys.stderr  # a stray print (or a library's) must never corrupt the stream
     server.start_io(sys.stdin.buffer, protocol_out)
     return 0
-
-
-def is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"

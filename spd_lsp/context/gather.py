@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
+from spd_lsp.api import PromptContext
 from spd_lsp.settings import Settings
 from spd_lsp.cursor import Cursor, TokenSpans, fit_suffix
 from spd_lsp.context.snippets import (
@@ -29,7 +30,7 @@ from spd_lsp.context.snippets import (
     select,
     windows,
 )
-from spd_lsp.fit.syntax import language_of
+from spd_lsp.languages import language_of
 
 REGION_LINES = WINDOW_LINES  # the cursor may move this far and keep its snippets
 WORKSPACE_HITS = 16
@@ -110,20 +111,19 @@ class ContextGatherer:
         count_tokens: Callable[[str], int],
         roots: Sequence[Path],
         neighbours: Sequence[tuple[str, str]] = (),
-    ) -> dict[str, Any]:
-        """Keyword arguments for `LocalEngine.complete`: suffix, filename, snippets, language, prompt_format."""
+    ) -> PromptContext:
+        """The request's context: the suffix cut to its budget, the path (where shown), snippets, the language."""
         context = settings.context
         path = relative_path(key, roots)
         snippets: tuple[tuple[str, str], ...] = ()
         if context.snippets and context.tokens > 0:
             snippets = self._snippets(key, path, cursor, line, settings, count_tokens, roots, neighbours)
-        return {
-            "suffix": fit_suffix(cursor.text, spans, context.suffix_tokens, start=cursor.offset),
-            "filename": path if context.header or snippets else None,
-            "snippets": [list(s) for s in snippets],
-            "language": language_of(key),
-            "prompt_format": settings.prompt_format,
-        }
+        return PromptContext(
+            suffix=fit_suffix(cursor.text, spans, context.suffix_tokens, start=cursor.offset),
+            filename=path if context.header or snippets else None,
+            snippets=snippets,
+            language=language_of(key),
+        )
 
     def _snippets(
         self, key: str, path: str, cursor: Cursor, line: int, settings: Settings, count_tokens: Callable[[str], int],

@@ -20,7 +20,7 @@ from ngram_db.indexer import IndexOptions, SourceWalker
 from ngram_db.watcher import Watcher
 from spd_lsp.context.snippets import IDENTIFIER, Chunk, windows
 from spd_lsp.worker import KeyedWorker
-from spd_lsp.fit.syntax import language_of
+from spd_lsp.languages import language_of
 
 log = logging.getLogger(__name__)
 _PARTS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")

@@ -21,7 +21,6 @@ QUERY_LINES = 20  # lines before the cursor that make the query
 AROUND_LINES = 30  # lines before and after the cursor a chunk must not repeat
 REPEATED_SHARE = 0.5  # a chunk with at least this share of its lines already around the cursor is dropped
 MIN_SCORE = 0.05  # below this a chunk shares almost nothing with the query
-SOURCES: tuple[str, ...] = ("open", "edited", "workspace")
 
 
 @dataclass(frozen=True)
@@ -29,7 +28,7 @@ class Chunk:
     path: str  # workspace-relative where known, else the document's URI
     start_line: int
     text: str
-    source: str  # one of SOURCES
+    source: str  # one of `spd_lsp.settings.SOURCES`: "open", "edited", "workspace"
     score: float = 0.0
 
     @property

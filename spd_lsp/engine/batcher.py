@@ -13,9 +13,11 @@ prompts' key/values (`verify_together`). A request joining or leaving copies its
 rows only; the batch is re-gathered only when a request forks or reorders its rows
 (beam); steps write their column in place.
 
-Requests the batch cannot take run alone through `LocalEngine.complete` between steps:
-sequential nucleus, `reset_every`, extra prompt arguments, and models whose cache is not a plain
-per-layer key/value cache.
+Every request's prompt is built here as `LocalEngine.complete` builds it (its context laid out
+by its prompt format), so an editor's request, suffix, path and snippets included, joins the
+batch. Requests the batch cannot take run alone through `LocalEngine.complete` between steps:
+methods the registry does not batch (sequential nucleus, `spd_lsp.api.METHOD`), `reset_every`,
+and models whose cache is not a plain per-layer key/value cache.
 """
 
 from __future__ import annotations
@@ -33,13 +35,12 @@ from typing import Any
 import torch
 
 from ngram_db import NgramSource
-from spd_lsp.engine.decoding.drafts import to_drafts
 from spd_lsp.engine.decoding.lm import ModelRunner, common_prefix_length, prefill_together
 from spd_lsp.engine.decoding.padding import padded_cache, plain_cache
-from spd_lsp.engine.decoding.baselines import BeamState, IndependentState
+from spd_lsp.engine.decoding.methods import start_state
 from spd_lsp.engine.decoding.stepping import decode_step
-from spd_lsp.engine.decoding.superposed import SuperposedState
-from spd_lsp.api import Cancelled, DecodeOptions, DecodeResult, Timings, never_cancelled
+from spd_lsp.api import METHOD, Cancelled, DecodeOptions, DecodeRequest, DecodeResult, Timings, never_cancelled
+from spd_lsp.engine.prompt.build import Prompt
 from spd_lsp.engine.decoding.verify import Verdict, drive, packed_logits, row_logits, row_verdicts
 from spd_lsp.engine.decoding.slots import BatchCache
 
@@ -52,15 +53,16 @@ RUNNERS = 16  # prompt caches kept, one per affinity key (an editor's document),
 class BatchJob:
     """One `complete` request as the scheduler sees it; `future` gets a DecodeResult or an exception."""
 
-    prefix: str
-    options: DecodeOptions
+    request: DecodeRequest
     ngrams: NgramSource | None = None
-    ids: list[int] | None = None
-    args: dict[str, Any] = field(default_factory=dict)
     affinity: str = ""
     future: Future = field(default_factory=Future)
     cancel_event: threading.Event = field(default_factory=threading.Event)
     started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def options(self) -> DecodeOptions:
+        return self.request.options
 
     def cancel(self) -> None:
         self.cancel_event.set()
@@ -73,6 +75,7 @@ class BatchJob:
 class Member:
     job: BatchJob
     state: Any  # a stepping.StepState
+    built: Prompt  # its prompt as `LocalEngine.prompt` builds it
     prompt: list[int]
     remainder: str
     length: int  # real (unpadded) positions of each of its rows
@@ -85,35 +88,26 @@ class Joiner:
     """A request whose prompt is being prefilled, a chunk between two steps, before it joins."""
 
     job: BatchJob
-    prompt: list[int]
-    remainder: str
+    built: Prompt
     runner: ModelRunner
     reused: int | None = None  # prompt tokens its cache held before its first chunk
+
+    @property
+    def prompt(self) -> list[int]:
+        return self.built.healed.prompt_ids
+
+    @property
+    def remainder(self) -> str:
+        return self.built.healed.remainder
 
     def to_go(self) -> int:
         return len(self.prompt) - common_prefix_length(self.runner.cached_ids, self.prompt)
 
 
-BATCHED_METHODS = ("superposed", "greedy", "nucleus_batched", "beam")
-
-
 def batchable(job: BatchJob) -> bool:
+    """The batch steps this request with others: its method batches, and it never re-feeds a draft on its own."""
     options = job.options
-    return options.method in BATCHED_METHODS and not options.reset_every and not job.args
-
-
-def start_state(job: BatchJob, logits: torch.Tensor, prompt: list[int], remainder: str, rules: Any,
-                timings: Timings) -> Any:
-    """The step state of a batchable request (the methods of `LocalEngine._run`)."""
-    options = job.options
-    progress = {"cancelled": never_cancelled, "timings": timings, "logits": logits}  # the scheduler checks cancellation
-    if options.method == "superposed":
-        return SuperposedState(prompt, remainder, rules, options, job.ngrams, **progress)
-    if options.method == "beam":
-        return BeamState(remainder, rules, options, **progress)
-    sample = options.method == "nucleus_batched"
-    generator = torch.Generator(device=logits.device).manual_seed(options.seed) if options.seed is not None else None
-    return IndependentState(remainder, rules, options, options.k if sample else 1, sample, generator, **progress)
+    return METHOD[options.method].batched and not options.reset_every
 
 
 def _unwrapped(outcome: Any) -> Any:
@@ -231,15 +225,15 @@ class Batcher:
 
     def _start(self, job: BatchJob) -> None:
         try:
-            if not batchable(job):
+            if job.options.method not in METHOD or not batchable(job):
                 self.counts["alone"] += 1
-                self._finish(job, result=self.engine.complete(job.prefix, job.options, job.cancelled, ids=job.ids, **job.args))
+                self._finish(job, result=self.engine.complete(job.request, job.cancelled))
                 return
-            healed = self.engine.healed_prompt(job.prefix, healing=job.options.heal, ids=job.ids)
+            built = self.engine.prompt(job.request)
         except BaseException as exc:  # noqa: BLE001 - a bad request fails alone
             self._finish(job, error=exc)
             return
-        self._joining.append(Joiner(job, healed.prompt_ids, healed.remainder, self._runner(job.affinity)))
+        self._joining.append(Joiner(job, built, self._runner(job.affinity)))
 
     def _prefill_some(self) -> None:
         """Prefill joining requests between two steps, about one chunk's worth of tokens in all (padding
@@ -318,14 +312,17 @@ class Batcher:
         timings.prefill_s = time.perf_counter() - job.started
         if not plain_cache(runner.cache):
             self.counts["alone"] += 1
-            self._finish(job, result=self.engine.complete(job.prefix, job.options, job.cancelled, ids=job.ids))
+            self._finish(job, result=self.engine.complete(job.request, job.cancelled))
             return None
-        state = start_state(job, logits, prompt, joiner.remainder, self.engine.draft_rules(job.options), timings)
+        rules = self.engine.draft_rules(job.request, joiner.built)
+        # The batch checks cancellation between steps; a sampling request's generator is its own (seeded).
+        state = start_state(job.options, logits, prompt, joiner.remainder, rules, job.ngrams, cancelled=never_cancelled,
+                            timings=timings)
         # Views, not copies: a runner's cache is never written in place (a DynamicLayer appends by
         # concatenating into new tensors and crops by slicing), so these stay the prompt's key/values
         # while the runner serves the editor's next request; the batch and verification copy from them.
         rows = [(layer.keys[:, :, : len(prompt)], layer.values[:, :, : len(prompt)]) for layer in runner.cache.layers]
-        return Member(job, state, prompt, joiner.remainder, len(prompt), rows)
+        return Member(job, state, joiner.built, prompt, joiner.remainder, len(prompt), rows)
 
     def _runner(self, affinity: str) -> ModelRunner:
         runner = self._runners.pop(affinity, None)
@@ -408,11 +405,10 @@ class Batcher:
         return member.state.final(runner, cancelled=member.job.cancelled)
 
     def _answer(self, member: Member, final: list) -> None:
-        options = member.state.options
-        drafts = to_drafts(final, options.k, self.engine.table, member.prompt, member.remainder,
-                           stop_at_newline=options.stop_at_newline)
-        member.state.timings.total_s = time.perf_counter() - member.job.started
-        self._finish(member.job, result=DecodeResult(drafts, member.state.timings, options.method))
+        job = member.job
+        drafts = self.engine.drafts(final, job.request, member.built)
+        member.state.timings.total_s = time.perf_counter() - job.started
+        self._finish(job, result=DecodeResult(drafts, member.state.timings, job.options.method, member.built.info()))
 
     def _finish(self, job: BatchJob, *, result: DecodeResult | None = None, error: BaseException | None = None) -> None:
         if job.future.done():

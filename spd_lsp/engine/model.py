@@ -21,7 +21,6 @@ from typing import Any
 
 import platformdirs
 
-from ngram_db import TokenizerId
 from spd_lsp.engine.fast import use_compile_cache
 
 log = logging.getLogger(__name__)
@@ -130,6 +129,10 @@ def _dequantise_to_cache(source: ModelSource, target: Path) -> None:
         os.replace(staging, target)
     except FileExistsError:  # another process won the race; its copy is as good
         shutil.rmtree(staging, ignore_errors=True)
+    except OSError as exc:  # a full disk, say: one clear line instead of a traceback
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ModelLoadError(f"cannot write the model cache under {target.parent}: {exc.strerror or exc}; "
+                             f"free space there or point {CACHE_ENV} at another disk") from exc
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -187,28 +190,6 @@ def cpu_has_bf16(flags: frozenset[str] | None = None) -> bool:
     return bool((cpu_flags() if flags is None else flags) & BF16_CPU_FLAGS)
 
 
-CPU_PRESSURE = Path("/proc/pressure/cpu")
-# Above this share of the last 10 s with runnable tasks waiting for a CPU, the machine is
-# oversubscribed and torch's threads spend each parallel region waiting for a sibling that
-# is not scheduled: measured here at load ~20 on 2 cores, a 128-token prefill took 19 s with
-# 2 threads and 0.5 s with 1 (bench/bench_prefill.py --compare-threads 6).
-CONTENDED_PERCENT = 50.0
-
-
-def cpu_pressure(path: Path = CPU_PRESSURE) -> float | None:
-    """Linux PSI `some avg10` of the CPU, in percent; None where the system does not report it."""
-    try:
-        first = path.read_text().splitlines()[0]
-        return float(dict(field.split("=", 1) for field in first.split()[1:])["avg10"])
-    except (OSError, IndexError, KeyError, ValueError):
-        return None
-
-
-def intra_op_threads(default: int, pressure: float | None) -> int:
-    """torch's threads per forward: one on an oversubscribed CPU, else `default`."""
-    return 1 if pressure is not None and pressure >= CONTENDED_PERCENT else default
-
-
 def pick_dtype(device: Any, dtype: str = "auto", *, quantize: str | None = None) -> Any:
     """The setting's dtype, or on "auto": bf16 on CPUs with native bf16 (half the time, the
     same drafts within the quality harness's confidence intervals), fp32 on other CPUs and
@@ -235,19 +216,6 @@ def load_tokenizer(spec: str | None = None) -> Any:
         return AutoTokenizer.from_pretrained(directory, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure is one clear error for the user
         raise ModelLoadError(f"cannot load the tokenizer of {spec or 'the default model'} from {directory}: {exc}") from exc
-
-
-def encode_texts(tokenizer: Any, texts: list[str]) -> list[list[int]]:
-    """Batch-encode plain text (no BOS/EOS): what n-gram counts are made of. Batches run in parallel."""
-    return tokenizer(texts, add_special_tokens=False)["input_ids"]
-
-
-def tokenizer_identity(tokenizer: Any) -> TokenizerId:
-    """Name + a fingerprint of the whole vocabulary: n-gram stores are only valid for it."""
-    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
-    digest = hashlib.sha256("\n".join(f"{i}\t{t}" for t, i in vocab).encode()).hexdigest()[:24]
-    name = Path(str(getattr(tokenizer, "name_or_path", "") or "tokenizer")).name
-    return TokenizerId(name=name, fingerprint=digest)
 
 
 def quantize_int8(model: Any) -> Any:

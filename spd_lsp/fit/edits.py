@@ -10,9 +10,11 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
+from ngram_db.secrets import contains_secret
 from spd_lsp.cursor import EOL, Cursor, units
 from spd_lsp.fit.nesting import CLOSERS, QUOTES, Nesting, scan, states
-from spd_lsp.fit.syntax import SyntaxCheck, comment_marker
+from spd_lsp.fit.syntax import SyntaxCheck
+from spd_lsp.languages import comment_marker
 
 WORD = re.compile(r"\w")
 OPERATORS = frozenset("=+-*/<>!&|%^~@:.")
@@ -100,11 +102,12 @@ class Fit:
 
 
 def finalize(drafts: Iterable[str], fit: Callable[[str], str], k: int) -> list[str]:
-    """At most k distinct, non-blank fitted drafts, in the engine's rank order."""
+    """At most k distinct, non-blank fitted drafts, in the engine's rank order; never one that
+    carries a secret (a key, token or password the model or a store brought back)."""
     kept: list[str] = []
     for draft in drafts:
         text = fit(draft)
-        if text.strip() and text not in kept:
+        if text.strip() and text not in kept and not contains_secret(text):
             kept.append(text)
         if len(kept) == k:
             break

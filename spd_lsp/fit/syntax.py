@@ -13,39 +13,14 @@ import logging
 import warnings
 from dataclasses import dataclass
 from functools import cache
-from pathlib import PurePosixPath
 from typing import Any
-from urllib.parse import unquote, urlparse
+
 
 log = logging.getLogger(__name__)
 
 WHOLE_DOCUMENT_BYTES = 512 * 1024  # larger documents are checked on a window of lines
 LINES_BEFORE = 60  # at most; the window starts at the nearest unindented line
 LINES_AFTER = 15
-
-GRAMMARS = {
-    ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",
-    ".jsx": "javascript", ".ts": "typescript", ".tsx": "tsx", ".rs": "rust", ".go": "go", ".lua": "lua",
-    ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".java": "java",
-    ".sh": "bash", ".bash": "bash", ".rb": "ruby", ".php": "php", ".cs": "csharp", ".kt": "kotlin",
-    ".swift": "swift", ".scala": "scala", ".json": "json", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml",
-}  # fmt: skip
-LINE_COMMENTS = {
-    "python": "#", "bash": "#", "ruby": "#", "toml": "#", "yaml": "#", "lua": "--",
-    "javascript": "//", "typescript": "//", "tsx": "//", "rust": "//", "go": "//", "c": "//", "cpp": "//",
-    "java": "//", "php": "//", "csharp": "//", "kotlin": "//", "swift": "//", "scala": "//",
-}  # fmt: skip
-
-
-def language_of(uri: str) -> str | None:
-    """The grammar name for a document URI (or path), from its extension."""
-    path = unquote(urlparse(uri).path) if "://" in uri else uri
-    return GRAMMARS.get(PurePosixPath(path).suffix.lower())
-
-
-def comment_marker(language: str | None) -> str | None:
-    return LINE_COMMENTS.get(language or "")
-
 
 @cache
 def _parser(language: str) -> Any:

@@ -8,7 +8,10 @@ frame leaves the server deaf for good, and a huge N kills it. This reader:
 * recovers from a wrong length: a JSON body is self-delimiting, and a real header line
   (`Content-Length: N` ended by a newline byte) can never occur inside a JSON body (JSON
   strings cannot hold a raw newline), so the next header is a safe place to resynchronise;
-* turns what cannot be read into a `Frame` the caller answers or logs.
+* turns what cannot be read into a `Frame` the caller answers or logs, including JSON nested
+  deeper than `MAX_DEPTH` (the decoder would raise `RecursionError` past Python's stack
+  limit, and every later walk of the value, from pygls' structuring to a log line's repr,
+  recurses too).
 
 It knows nothing of pygls or LSP methods: bytes in, JSON values out.
 """
@@ -25,6 +28,8 @@ Read = Callable[[], Awaitable[bytes]]  # the next chunk of the stream; b"" at it
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # VS Code does not even sync files above 50 MB
 MAX_HEADER_BYTES = 8192
+MAX_DEPTH = 100  # arrays/objects inside each other; an LSP message needs about 10
+MAX_INT_DIGITS = 4000  # int() refuses more than 4300 digits (CVE-2020-10735): the body would read as "not JSON"
 STALL_S = 0.5  # a body shorter than its Content-Length is taken once the stream pauses this long
 HEADER = re.compile(rb"^[ \t]*([!#$%&'*+.^_`|~0-9A-Za-z-]+)[ \t]*:(.*)$")
 MARKER = re.compile(rb"content-length[ \t]*:[ \t]*[^\r\n]*\r?\n", re.IGNORECASE)
@@ -38,6 +43,16 @@ class Frame:
     message: Any = None
     problem: str | None = None  # what was wrong with the framing, for the log
     unparsable: bool = False  # a body came but held no JSON: the caller answers -32700
+    refused_id: Any = None  # a JSON request refused as too deep: the caller answers -32600 to this id
+
+
+class TooDeep(ValueError):
+    """JSON nested deeper than MAX_DEPTH (or than the decoder's stack allows)."""
+
+    def __init__(self, message: Any = None) -> None:
+        super().__init__(f"JSON nested deeper than {MAX_DEPTH} levels")
+        self.message = message  # the decoded value when the decoder managed it, else None
+        self.size: int | None = None  # the bytes the body spans, where known
 
 
 class FrameReader:
@@ -58,12 +73,16 @@ class FrameReader:
             if length is not None and length > self.max_bytes:
                 await self._skip(length)
                 return Frame(problem=f"a message of {length} bytes is over the {self.max_bytes}-byte limit: skipped")
-            frame = await (self._body(length) if length is not None else self._unsized())
+            try:
+                frame = await (self._body(length) if length is not None else self._unsized())
+            except TooDeep as exc:  # drop the body: all of it where its size is known, else to the next header
+                self._take(exc.size) if exc.size is not None else self._resync(len(self._buf))
+                frame = _too_deep(exc)
             if frame is None:
                 continue
             notes = [p for p in (f"skipped {skipped} bytes that were not a header" if skipped else None, problem,
                                  frame.problem) if p]
-            return Frame(frame.message, "; ".join(notes) or None, frame.unparsable)
+            return Frame(frame.message, "; ".join(notes) or None, frame.unparsable, frame.refused_id)
 
     # -- the stream -------------------------------------------------------------
     async def _fill(self, timeout: float | None = None) -> bool:
@@ -132,6 +151,9 @@ class FrameReader:
                     break
         try:
             message, problem = _loads(bytes(self._buf[:length]))
+        except TooDeep as exc:
+            exc.size = length
+            raise
         except ValueError:
             return await self._mislabelled(length)
         self._take(length)
@@ -232,18 +254,56 @@ def _decode(data: bytes | bytearray) -> tuple[Any, int, str | None] | None:
     start = len(text) - len(text.lstrip())
     try:
         _, end = _DECODER.raw_decode(text, start)
+    except RecursionError:
+        raise TooDeep from None
     except ValueError:
         return None
     size = len(text[:end].encode("utf-8", "surrogateescape"))
-    message, problem = _loads(bytes(data[:size]))
+    try:
+        message, problem = _loads(bytes(data[:size]))
+    except TooDeep as exc:
+        exc.size = size
+        raise
     return message, size, problem
 
 
 def _loads(data: bytes) -> tuple[Any, str | None]:
+    """The body's JSON value and a note on bad UTF-8; TooDeep past MAX_DEPTH, ValueError if not JSON."""
     try:
-        return json.loads(data), None
-    except UnicodeDecodeError:
-        return json.loads(data.decode("utf-8", "replace")), "invalid UTF-8 in the body, replaced by U+FFFD"
+        try:
+            message, problem = json.loads(data, parse_int=_integer), None
+        except UnicodeDecodeError:
+            message = json.loads(data.decode("utf-8", "replace"), parse_int=_integer)
+            problem = "invalid UTF-8 in the body, replaced by U+FFFD"
+    except RecursionError:
+        raise TooDeep from None
+    if _deeper_than(message, MAX_DEPTH):
+        raise TooDeep(message)
+    return message, problem
+
+
+def _integer(digits: str) -> int | float:
+    """A JSON integer; one too long for int() (Python's 4300-digit limit) is a float, infinite."""
+    return int(digits) if len(digits) <= MAX_INT_DIGITS else float(digits)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether arrays/objects nest more than `limit` deep (iteratively: the value may be deep)."""
+    stack = [(value, 1)] if isinstance(value, (dict, list)) else []
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def _too_deep(exc: TooDeep) -> Frame:
+    """A refused body: answered with its request's id when the decoder got as far as reading it."""
+    message = exc.message
+    msg_id = message.get("id") if isinstance(message, dict) and "method" in message else None
+    return Frame(problem=str(exc), unparsable=msg_id is None, refused_id=msg_id)
 
 
 def _join(*notes: str | None) -> str | None:

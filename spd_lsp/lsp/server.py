@@ -30,7 +30,7 @@ from spd_lsp.settings import parse_settings, settings_from_configuration
 from spd_lsp.cursor import EOL, locate
 from spd_lsp.api import Cancelled
 from spd_lsp.fit.edits import LineEdit
-from spd_lsp.session.session import Loader, Selection, Session, load_engine
+from spd_lsp.session.session import Loader, Selection, Session
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class LspClient:
 
 
 class SpdServer(LanguageServer):
-    def __init__(self, loader: Loader = load_engine, *, max_message_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(self, loader: Loader, *, max_message_bytes: int = DEFAULT_MAX_BYTES) -> None:
         super().__init__("spd-lsp", __version__, protocol_cls=SpdProtocol, converter_factory=strict_converter)
         self.client = LspClient(self)
         self.session = Session(self.client, loader)
@@ -299,7 +299,7 @@ def _roots(params: lsp.InitializeParams) -> list[Path]:
     return [Path(path) for uri in uris if (path := to_fs_path(uri))]
 
 
-def build_server(loader: Loader = load_engine, *, max_message_bytes: int = DEFAULT_MAX_BYTES) -> SpdServer:
+def build_server(loader: Loader, *, max_message_bytes: int = DEFAULT_MAX_BYTES) -> SpdServer:
     server = SpdServer(loader, max_message_bytes=max_message_bytes)
 
     @server.feature(lsp.INITIALIZE)

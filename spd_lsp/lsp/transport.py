@@ -71,6 +71,8 @@ def receive(protocol: JsonRPCProtocol, frame: Frame) -> None:
         log.warning("LSP input: %s", frame.problem)
     if frame.unparsable:
         reply_error(protocol, None, PARSE_ERROR, f"parse error: {frame.problem}")
+    elif frame.refused_id is not None:
+        reply_error(protocol, frame.refused_id, INVALID_REQUEST, f"refused: {frame.problem}")
     elif frame.problem is None or frame.message is not None:
         dispatch(protocol, frame.message)
 

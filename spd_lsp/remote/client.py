@@ -1,4 +1,4 @@
-"""The front end's side: `RemoteEngine`, the session's `EngineLike` over the engine protocol.
+"""The front end's side: `RemoteEngine`, the session's `spd_lsp.api.EngineLike` over the engine protocol.
 
 A request waits for its answer in short slices so the session's cancellation reaches
 the engine as `cancel`. If the connection dies the request is retried once on a fresh
@@ -19,13 +19,14 @@ import socket
 import ssl
 import threading
 from concurrent.futures import Future
+from dataclasses import replace
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Callable
 
 from ngram_db import NgramSource
 from ngram_db.guarded import GuardedNgrams
 from ngram_db.layered import LayeredNgrams
-from spd_lsp.api import CancelCheck, Cancelled, DecodeOptions, DecodeResult, Draft, Timings, never_cancelled
+from spd_lsp.api import CancelCheck, Cancelled, DecodeOptions, DecodeRequest, DecodeResult, Draft, Timings, never_cancelled
 from spd_lsp.remote import protocol
 from spd_lsp.remote.address import Address
 
@@ -40,6 +41,11 @@ RERANK_SPAN = 5
 
 class EngineGone(ConnectionError):
     """The engine closed the connection or could not be reached."""
+
+
+class EngineStarting(EngineGone):
+    """The engine is (re)starting and did not answer within the connect wait: no drafts this time,
+    and no retry (the retry would wait on the same load)."""
 
 
 class Connection:
@@ -156,16 +162,19 @@ class RemoteEngine:
         self._workspace = ngrams
         self._stores = store_layers(ngrams) if ngrams is not None else None
 
-    def complete(self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None, *,
-                 ids: list[int] | None = None, **prompt: Any) -> DecodeResult:
+    def complete(self, request: DecodeRequest, cancelled: CancelCheck | None = None) -> DecodeResult:
         cancelled = cancelled or never_cancelled
+        options, ids = request.options, request.ids
         if ids is None and not self.local and options.alpha > 0.0:  # the document n-grams and the re-rank need them
-            ids = self.tokenizer.encode(prefix, add_special_tokens=False)
-        message = protocol.complete_request(0, prefix, options.to_dict(), ids=ids, args=prompt,
-                                            ngrams=self._ngrams(ids, options), affinity=self.affinity)
+            request = replace(request, ids=tuple(self.tokenizer.encode(request.prefix, add_special_tokens=False)))
+            ids = request.ids
+        message = protocol.complete_request(0, request, ngrams=self._ngrams(ids, options), affinity=self.affinity)
         for attempt in range(2):
             try:
                 answer = self._ask(message, cancelled, restart=attempt > 0)
+            except EngineStarting as exc:
+                log.info("engine request answered with no drafts: %s", exc)
+                break
             except EngineGone as exc:
                 log.warning("engine request failed (%s)%s", exc, "; retrying once" if attempt == 0 else "")
                 continue
@@ -176,6 +185,11 @@ class RemoteEngine:
             return self._result(answer, options, ids)
         self.failures += 1
         return DecodeResult([], Timings(), options.method)
+
+    def warm(self, request: DecodeRequest, cancelled: CancelCheck | None = None) -> int:
+        """Nothing: the shared engine keeps one prompt cache per front end (its affinity key), filled by
+        the requests themselves; an idle prefill there would hold the batch's one model thread for others."""
+        return 0
 
     def close(self) -> None:
         self._drop()
@@ -230,7 +244,8 @@ class RemoteEngine:
                   for d in answer["drafts"]]
         if not self.local and self._workspace is not None and options.alpha > 0.0 and drafts:
             drafts = rerank(drafts, self._workspace, ids or [], options)
-        return DecodeResult(drafts, Timings.from_dict(answer.get("timings") or {}), answer.get("method", options.method))
+        return DecodeResult(drafts, Timings.from_dict(answer.get("timings") or {}), answer.get("method", options.method),
+                            answer.get("prompt") or {})
 
 
 def rerank(drafts: list[Draft], ngrams: NgramSource, prompt: list[int], options: DecodeOptions) -> list[Draft]:

@@ -1,4 +1,4 @@
-"""`load_engine` for the `engine` setting's other values: a `RemoteEngine` with the engine's
+"""`commands.loading.load_engine` for the `engine` setting's other values: a `RemoteEngine` with the engine's
 own tokenizer, reached over the per-user daemon ("auto") or an address."""
 
 from __future__ import annotations
@@ -9,29 +9,32 @@ from pathlib import Path
 from typing import Any
 
 from spd_lsp import auth
+from spd_lsp.api import Loaded
 from spd_lsp.remote import daemon, protocol
 from spd_lsp.remote import tokenizer as tokenizer_wire
 from spd_lsp.remote.address import AUTO, Address, parse
-from spd_lsp.remote.client import Connection, EngineGone, RemoteEngine
+from spd_lsp.remote.client import Connection, EngineGone, EngineStarting, RemoteEngine
 
 
 HELLO_ATTEMPTS = 3  # hellos to an engine that was just (re)started, before the request answers nothing
 HELLO_BACKOFF_S = 0.5
+RECONNECT_WAIT_S = 2.0  # after the first load: a request waits this long for a (re)starting engine, then
+# answers no drafts; the engine goes on loading and the next keystroke connects once it answers
 
 
-def load_remote(settings: Any) -> Any:
-    """A `session.Loaded` whose engine is a `RemoteEngine`."""
-    from spd_lsp.session.session import Loaded
-
+def load_remote(settings: Any) -> Loaded:
+    """A `Loaded` whose engine is a `RemoteEngine`."""
     if settings.engine == AUTO:
         flags = daemon.model_args(settings)
 
-        def connect(*, restart: bool = False) -> Connection:
+        def connect(*, restart: bool = False, wait: float = RECONNECT_WAIT_S) -> Connection:
             attempts = HELLO_ATTEMPTS if restart else 1
             for attempt in range(1, attempts + 1):
                 try:
-                    sock = daemon.ensure(flags)
-                except (RuntimeError, TimeoutError, OSError) as exc:  # it could not start: the request answers nothing
+                    sock = daemon.ensure(flags, start_timeout=wait)
+                except TimeoutError as exc:  # loading still: this request answers nothing, the next one may not
+                    raise EngineStarting(str(exc)) from exc
+                except (RuntimeError, OSError) as exc:  # it could not start: the request answers nothing
                     raise EngineGone(str(exc)) from exc
                 try:
                     return Connection(Address("unix", path=str(sock)))
@@ -46,10 +49,10 @@ def load_remote(settings: Any) -> Any:
         address = parse(settings.engine)
         token = _token(settings) if address.kind != "unix" else None
 
-        def connect(*, restart: bool = False) -> Connection:
+        def connect(*, restart: bool = False, wait: float = RECONNECT_WAIT_S) -> Connection:
             return Connection(address, token=token, cafile=settings.engine_certificate)
 
-    connection = connect()
+    connection = connect(wait=daemon.START_TIMEOUT_S)  # the first load: the session is loading, not typing
     try:
         _, future = connection.request({"op": protocol.TOKENIZER})
         reply = future.result(timeout=60)

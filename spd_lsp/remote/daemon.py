@@ -10,6 +10,7 @@ starts it again.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import socket
 import stat
@@ -23,6 +24,9 @@ from typing import Any
 import fasteners
 import platformdirs
 
+from spd_lsp.remote import protocol
+
+log = logging.getLogger(__name__)
 IDLE_TIMEOUT_S = 600.0
 _started: list[subprocess.Popen] = []  # engines this process started: reaped once they exit
 START_TIMEOUT_S = 180.0  # loading the model from a cold disk
@@ -33,6 +37,7 @@ class Paths:
     socket: Path
     lock: Path
     log: Path
+    pid: Path  # the engine last started for this socket: while it loads, nobody starts another
 
 
 def model_args(settings: Any) -> list[str]:
@@ -54,10 +59,12 @@ def runtime_dir() -> Path:
 
 
 def paths_for(model_args: list[str]) -> Paths:
-    """One engine per user, machine and model setting."""
-    key = hashlib.sha256("\0".join(model_args).encode()).hexdigest()[:12]
+    """One engine per user, machine, model setting and protocol version (a front end never finds an
+    engine of another version at its socket: an upgrade starts its own, the old one idles out)."""
+    key = hashlib.sha256("\0".join([f"protocol {protocol.VERSION}", *model_args]).encode()).hexdigest()[:12]
     root = runtime_dir()
-    return Paths(root / f"engine-{key}.sock", root / f"engine-{key}.lock", root / f"engine-{key}.log")
+    return Paths(root / f"engine-{key}.sock", root / f"engine-{key}.lock", root / f"engine-{key}.log",
+                 root / f"engine-{key}.pid")
 
 
 def answering(path: Path) -> bool:
@@ -74,7 +81,12 @@ def answering(path: Path) -> bool:
 
 def ensure(model_args: list[str], *, idle_timeout: float = IDLE_TIMEOUT_S,
            start_timeout: float = START_TIMEOUT_S) -> Path:
-    """The socket of this user's engine for `model_args`, started (once) if none answers."""
+    """The socket of this user's engine for `model_args`, started (once) if none answers.
+
+    Waits at most `start_timeout` for it to answer (TimeoutError): a front end whose engine
+    was killed waits a few seconds and answers no drafts meanwhile, while the engine it
+    started goes on loading; the next call waits for that one instead of starting another.
+    """
     _started[:] = [process for process in _started if process.poll() is None]
     paths = paths_for(model_args)
     if answering(paths.socket):
@@ -82,19 +94,48 @@ def ensure(model_args: list[str], *, idle_timeout: float = IDLE_TIMEOUT_S,
     with fasteners.InterProcessLock(str(paths.lock)):
         if answering(paths.socket):  # another front end started it while we waited
             return paths.socket
-        paths.socket.unlink(missing_ok=True)  # a dead engine's socket
-        command = [sys.executable, "-m", "spd_lsp.cli", "engine", "--socket", str(paths.socket),
-                   "--idle-timeout", str(idle_timeout), *model_args]
-        with open(paths.log, "ab") as log:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                       start_new_session=True)  # outlives the front end that started it
-        _started.append(process)
-        deadline = time.monotonic() + start_timeout
-        while not answering(paths.socket):
-            if process.poll() is not None:
-                raise RuntimeError(f"the engine exited with {process.returncode} while starting; see {paths.log}")
-            if time.monotonic() > deadline:
-                process.kill()
-                raise TimeoutError(f"the engine did not start within {start_timeout:.0f} s; see {paths.log}")
-            time.sleep(0.05)
+        if not (_loading(paths) or _ours_loading(paths)):
+            paths.socket.unlink(missing_ok=True)  # a dead engine's socket
+            command = [sys.executable, "-m", "spd_lsp.cli", "engine", "--socket", str(paths.socket),
+                       "--idle-timeout", str(idle_timeout), *model_args]
+            with open(paths.log, "ab") as out:
+                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                           start_new_session=True)  # outlives the front end that started it
+            _started.append(process)
+            try:
+                paths.pid.write_text(str(process.pid))
+            except OSError as exc:  # a full disk: this process still knows it started one (_ours_loading)
+                log.warning("could not write %s: %s", paths.pid, exc)
+    deadline = time.monotonic() + start_timeout
+    while not answering(paths.socket):
+        mine = next((p for p in _started if str(paths.socket) in p.args), None)
+        if mine is not None and mine.poll() is not None:
+            raise RuntimeError(f"the engine exited with {mine.returncode} while starting; see {paths.log}")
+        if time.monotonic() > deadline:
+            if not (_loading(paths) or _ours_loading(paths)):
+                raise TimeoutError(f"no engine is loading for {paths.socket}; see {paths.log}")
+            raise TimeoutError(f"the engine is still starting after {start_timeout:.0f} s; see {paths.log}")
+        time.sleep(0.05)
     return paths.socket
+
+
+def _ours_loading(paths: Paths) -> bool:
+    return any(str(paths.socket) in process.args and process.poll() is None for process in _started)
+
+
+def _loading(paths: Paths) -> bool:
+    """Whether the engine last started for `paths.socket` is alive (so it is loading, or serving)."""
+    try:
+        pid = int(paths.pid.read_text())
+    except (OSError, ValueError):
+        return False
+    try:
+        return str(paths.socket).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()  # not a reused pid
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc (macOS): alive is the best we know
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False

@@ -1,4 +1,4 @@
-"""The engine's wire protocol: length-prefixed msgpack frames (version 1).
+"""The engine's wire protocol: length-prefixed msgpack frames (version 2).
 
 One engine process holds the model; front ends (`spd-lsp --stdio`), benchmarks and
 the Ray Serve ingress talk to it over a Unix socket or TCP (optionally TLS).
@@ -12,28 +12,33 @@ Framing
     length cannot be resynchronised). A connection closed mid-frame is `EOFError`.
 
 Messages (client -> engine)
-    {"op": "hello", "version": 1, "token": str | None}
+    {"op": "hello", "version": 2, "token": str | None}
         Must be the first frame. Unix sockets (owner-only) accept any token; TCP
         compares the token in constant time (`spd_lsp.auth`). Answer:
-        {"op": "hello", "ok": True, "version": 1, "engine": {model info}}, or
+        {"op": "hello", "ok": True, "version": 2, "engine": {model info}}, or
         {"op": "error", "id": None, "code": "unauthorized" | "version", "message": str}
         and the connection is closed. Any other first frame: `unauthorized`, closed.
-    {"op": "complete", "id": int, "prompt": PROMPT, "options": OPTIONS, "ngrams": NGRAMS, "affinity": str}
+    {"op": "complete", "id": int, "request": REQUEST, "ngrams": NGRAMS, "affinity": str}
         `affinity` (optional): whose prompt cache this is (e.g. "<front end>/<document>"); the
         engine keeps one prompt cache per affinity key and routers may route by it.
-        PROMPT  = {"prefix": str, "ids": [int] | None, "args": {str: plain value}}
-                  `ids` are the prefix's tokens where the caller has them; `args` are the
-                  keyword prompt arguments the session passes to `LocalEngine.complete`.
+        REQUEST = `spd_lsp.api.DecodeRequest.to_dict()`, the session's request unchanged:
+                  {"prefix": str, "ids": [int] | None (the prefix's tokens where the caller has them),
+                   "suffix": str, "filename": str | None, "snippets": [[path, code]],
+                   "language": str | None, "prompt_format": str, "options": OPTIONS}
+                  missing fields but `prefix` take their defaults; unknown fields are `bad_request`.
         OPTIONS = `DecodeOptions.to_dict()` (ngram_weights keyed by order as a string);
                   missing keys take their defaults, unknown keys are `bad_request`.
+        Version 1's `prompt` (with its keyword `args`) and top-level `options` are refused
+        (`bad_request`, saying so).
         NGRAMS  = {"stores": [{"path": str, "weight": float}],   # opened read-only, same machine
                    "document": {"sequences": [[int]], "weight": float} | None}  # sent inline
                   or None (no n-grams). A remote engine opens its own base store when
                   started with one (`--base-store`) and mixes the inline document n-grams in;
                   the front end re-ranks the drafts with its local workspace store.
-        Answer: {"op": "result", "id": int, "drafts": [DRAFT], "timings": TIMINGS, "method": str}
+        Answer: {"op": "result", "id": int, "drafts": [DRAFT], "timings": TIMINGS, "method": str, "prompt": PROMPT}
                 DRAFT = {"text": str, "token_ids": [int], "score": float, "finished": bool}
                 TIMINGS = `Timings.to_dict()` (seconds and counts)
+                PROMPT = `DecodeResult.prompt`: the prompt's format and token counts per part
         or      {"op": "error", "id": int, "code": CODE, "message": str}
     {"op": "cancel", "id": int}
         Cancels a running or queued `complete`; it answers `error` with code `cancelled`
@@ -58,7 +63,9 @@ from typing import Any
 
 import msgpack
 
-VERSION = 1
+from spd_lsp.api import DecodeRequest, DecodeResult
+
+VERSION = 2  # 2: one typed `request` (was: `prompt` with keyword `args`, and `options`)
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 
@@ -121,6 +128,12 @@ def hello(token: str | None) -> dict[str, Any]:
     return {"op": HELLO, "version": VERSION, "token": token}
 
 
+def echo_id(message: dict[str, Any]) -> int | None:
+    """The id to answer with: the client's, where it is one an answer can carry (an integer)."""
+    value = message.get("id")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def request_id(message: dict[str, Any]) -> int:
     value = message.get("id")
     if not isinstance(value, int) or isinstance(value, bool):
@@ -166,15 +179,28 @@ async def read(reader: Any, *, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, An
 
 # -- the values inside frames ------------------------------------------------------
 def complete_request(
-    request_id: int, prefix: str, options: dict[str, Any], *, ids: list[int] | None = None,
-    args: dict[str, Any] | None = None, ngrams: dict[str, Any] | None = None, affinity: str | None = None,
+    request_id: int, request: DecodeRequest | dict[str, Any], *, ngrams: dict[str, Any] | None = None,
+    affinity: str | None = None,
 ) -> dict[str, Any]:
-    return {"op": COMPLETE, "id": request_id, "prompt": {"prefix": prefix, "ids": ids, "args": args or {}},
-            "options": options, "ngrams": ngrams, "affinity": affinity}
+    """`request`: a `DecodeRequest`, or a wire form as it is (benchmarks and tests of refusals)."""
+    wire = request if isinstance(request, dict) else request.to_dict()
+    return {"op": COMPLETE, "id": request_id, "request": wire, "ngrams": ngrams, "affinity": affinity}
 
 
-def result(request_id: int, drafts: list[Any], timings: dict[str, Any], method: str) -> dict[str, Any]:
-    """`drafts`: `spd_lsp.api.Draft` values."""
-    return {"op": RESULT, "id": request_id, "method": method, "timings": timings,
+def read_request(message: dict[str, Any]) -> DecodeRequest:
+    """The `DecodeRequest` of a `complete` frame; `ProtocolError(bad_request)` for a malformed one,
+    or one in version 1's form."""
+    if "prompt" in message or "options" in message:
+        raise ProtocolError(BAD_REQUEST, f"protocol version 1's 'prompt' and 'options' are gone: this engine speaks "
+                            f"version {VERSION}, one typed 'request' (spd_lsp/remote/protocol.py)")
+    try:
+        return DecodeRequest.from_dict(message.get("request"))
+    except (ValueError, TypeError) as exc:
+        raise ProtocolError(BAD_REQUEST, str(exc)) from exc
+
+
+def result(request_id: int, result: DecodeResult) -> dict[str, Any]:
+    return {"op": RESULT, "id": request_id, "method": result.method, "timings": result.timings.to_dict(),
+            "prompt": result.prompt,
             "drafts": [{"text": d.text, "token_ids": list(d.token_ids), "score": float(d.score),
-                        "finished": bool(d.finished)} for d in drafts]}
+                        "finished": bool(d.finished)} for d in result.drafts]}

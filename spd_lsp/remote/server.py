@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import math
 import os
 import ssl
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +26,7 @@ from ngram_db.guarded import GuardedNgrams
 from ngram_db.layered import LayeredNgrams
 from ngram_db.memory import MemoryNgrams
 from ngram_db.store import NgramStore
-from spd_lsp.api import Cancelled, DecodeOptions
+from spd_lsp.api import Cancelled
 from spd_lsp.remote import protocol
 from spd_lsp.remote import tokenizer as tokenizer_wire
 from spd_lsp.engine.batcher import BatchJob, Batcher
@@ -32,6 +34,13 @@ from spd_lsp.engine.batcher import BatchJob, Batcher
 log = logging.getLogger(__name__)
 DOCUMENT_ORDERS = (2, 3, 4, 5, 6)
 MAX_DOCUMENT_TOKENS = 1 << 20
+# What one client may ask of the shared engine: a request past these would hold a batch row for
+# minutes or fail deep inside the model (k=-1, k=10**4), so it is refused as `bad_request` up front.
+# The front end's own settings stay well inside (k <= 16, maxTokens <= 256).
+OPTION_LIMITS: dict[str, tuple[int, int]] = {
+    "k": (1, 32), "max_tokens": (1, 2048), "candidate_pool": (1, 512), "reset_every": (1, 2048),
+    "verify_rounds": (0, 8), "verify_top": (1, 1024), "seed": (0, 2**63 - 1),
+}
 
 
 @dataclass
@@ -94,6 +103,27 @@ class Stores:
             store.close()
 
 
+def announce(line: str) -> None:
+    """One line on stdout for whoever started the engine; a full disk under its log (stdout goes
+    to a file in "auto" mode) must not stop it: the socket answering is the readiness signal."""
+    try:
+        print(line, flush=True)
+    except OSError as exc:
+        log.error("could not write %r to stdout: %s; stdout is dropped from here on", line, exc)
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the unwritten line stays out of the exit's flush
+
+
+def _check_limits(options: DecodeOptions) -> None:
+    """Refuse options no front end sends: out of `OPTION_LIMITS`, or numbers that are not finite."""
+    for name, value in options.to_dict().items():
+        if name in OPTION_LIMITS and value is not None and not OPTION_LIMITS[name][0] <= value <= OPTION_LIMITS[name][1]:
+            low, high = OPTION_LIMITS[name]
+            raise protocol.ProtocolError(protocol.BAD_REQUEST, f"decode option {name}={value!r} is outside {low}..{high}")
+        numbers = value.values() if isinstance(value, dict) else [value]
+        if any(isinstance(n, float) and not math.isfinite(n) for n in numbers):
+            raise protocol.ProtocolError(protocol.BAD_REQUEST, f"decode option {name}={value!r} is not finite")
+
+
 def _entry(entry: Any, key: str, kind: type) -> tuple[Any, float]:
     if not isinstance(entry, dict) or not isinstance(entry.get(key), kind):
         raise protocol.ProtocolError(protocol.BAD_REQUEST, f"n-gram entry needs a {kind.__name__} {key!r}")
@@ -106,7 +136,7 @@ def _entry(entry: Any, key: str, kind: type) -> tuple[Any, float]:
 class EngineServer:
     def __init__(self, engine: Any, info: dict[str, Any], listener: Listener, *, idle_timeout: float | None = None,
                  base_store: Path | None = None, max_batch: int = 32) -> None:
-        from spd_lsp.engine.model import tokenizer_identity
+        from spd_lsp.tokens import tokenizer_identity
 
         self.engine = engine
         self.info = info
@@ -135,7 +165,7 @@ class EngineServer:
             where = f"{'tls' if listener.tls else 'tcp'}://{listener.host}:{port}"
             listener.port = port
         log.info("engine serving %s", where)
-        print(f"spd-lsp engine: listening on {where}", flush=True)
+        announce(f"spd-lsp engine: listening on {where}")
         async with server:
             watcher = asyncio.create_task(self._watch_idle())
             await self._stop.wait()
@@ -243,42 +273,31 @@ class EngineServer:
                     if (job := jobs.get(protocol.request_id(message))) is not None:
                         job.cancel()
                 elif op == protocol.STATUS:
-                    await self._send(writer, {"op": op, "id": message.get("id"), "status": self.status()})
+                    await self._send(writer, {"op": op, "id": protocol.echo_id(message), "status": self.status()})
                 elif op == protocol.TOKENIZER:
-                    await self._send(writer, {"op": op, "id": message.get("id"), "tokenizer": self.tokenizer_description()})
+                    await self._send(writer, {"op": op, "id": protocol.echo_id(message), "tokenizer": self.tokenizer_description()})
                 else:
                     raise protocol.ProtocolError(protocol.BAD_REQUEST, f"unknown op {op!r}")
             except protocol.ProtocolError as exc:
-                await self._send(writer, protocol.error(message.get("id"), exc.code, str(exc)))
+                await self._send(writer, protocol.error(protocol.echo_id(message), exc.code, str(exc)))
 
     def job(self, message: dict[str, Any]) -> BatchJob:
-        prompt = message.get("prompt")
-        if not isinstance(prompt, dict) or not isinstance(prompt.get("prefix"), str):
-            raise protocol.ProtocolError(protocol.BAD_REQUEST, "'prompt' needs a string 'prefix'")
-        ids, args = prompt.get("ids"), prompt.get("args") or {}
-        if ids is not None and not (isinstance(ids, list) and all(isinstance(i, int) for i in ids)):
-            raise protocol.ProtocolError(protocol.BAD_REQUEST, "'prompt.ids' must be a list of token ids")
-        if not isinstance(args, dict):
-            raise protocol.ProtocolError(protocol.BAD_REQUEST, "'prompt.args' must be a map")
+        request = protocol.read_request(message)
         vocab = len(self.engine.table.texts)
-        if ids is not None and any(not 0 <= i < vocab for i in ids):
-            raise protocol.ProtocolError(protocol.BAD_REQUEST, "'prompt.ids' holds ids outside the vocabulary")
-        try:
-            options = DecodeOptions.from_dict(message.get("options") or {})
-        except (ValueError, TypeError) as exc:
-            raise protocol.ProtocolError(protocol.BAD_REQUEST, str(exc)) from exc
+        if request.ids is not None and any(not 0 <= i < vocab for i in request.ids):
+            raise protocol.ProtocolError(protocol.BAD_REQUEST, "'request.ids' holds ids outside the vocabulary")
+        _check_limits(request.options)
         local = self.listener.socket_path is not None
         ngrams = self.stores.source(message.get("ngrams"), local=local)
         affinity = message.get("affinity")
-        return BatchJob(prompt["prefix"], options, ngrams=ngrams, ids=ids, args=args,
-                   affinity=str(affinity) if affinity is not None else str(id(message)))
+        return BatchJob(request, ngrams=ngrams, affinity=str(affinity) if affinity is not None else str(id(message)))
 
     async def _answer(self, writer: asyncio.StreamWriter, job_id: int, job: BatchJob, jobs: dict[int, BatchJob]) -> None:
         self.counts["requests"] += 1
         self._running += 1
         try:
             result = await asyncio.wrap_future(self.scheduler.submit(job))
-            answer = protocol.result(job_id, result.drafts, result.timings.to_dict(), result.method)
+            answer = protocol.result(job_id, result)
         except Cancelled:
             answer = protocol.error(job_id, protocol.CANCELLED, "cancelled")
         except (ValueError, TypeError) as exc:

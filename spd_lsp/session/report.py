@@ -18,7 +18,7 @@ def engine_link(setting: str, engine: Any) -> dict[str, Any]:
     if setting == IN_PROCESS:
         return {"kind": "in-process", "address": None, "connected": None, "failures": 0}
     kind = "shared" if setting == AUTO or parse(setting).kind == "unix" else "remote"
-    link = engine.link() if hasattr(engine, "link") else {}
+    link = engine.link() if engine is not None else {}  # not loaded (yet)
     return {
         "kind": kind,
         "address": link.get("address") or (None if setting == AUTO else str(parse(setting))),

@@ -23,7 +23,7 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Sequence
 
 from spd_lsp.settings import Settings
 from spd_lsp.cursor import (
@@ -41,11 +41,11 @@ from spd_lsp.cursor import (
     offset_of,
     with_selection,
 )
-from spd_lsp.api import CancelCheck, Timings
+from spd_lsp.api import CancelCheck, DecodeRequest, Loaded, Timings
 from spd_lsp.fit.edits import Fit, LineEdit, Shown, finalize, line_edits
 from spd_lsp.context.gather import ContextGatherer
 from spd_lsp.worker import Job, KeyedWorker
-from spd_lsp.fit.syntax import language_of
+from spd_lsp.languages import language_of
 from spd_lsp.session import report
 from spd_lsp.session.stores import Client, WorkspaceStores
 
@@ -61,54 +61,7 @@ GIL_SWITCH_S = 0.001
 BACKGROUND_DELAY_S = 0.05
 
 
-class EngineLike(Protocol):
-    """What the session needs of `spd_lsp.engine.local.LocalEngine` (lets tests use a fake)."""
-
-    tokenizer: Any
-
-    def complete(
-        self, prefix: str, options: Any, cancelled: CancelCheck | None = None, *, ids: list[int] | None = None,
-        **context: Any,
-    ) -> Any: ...
-
-    def warm(
-        self, prefix: str, options: Any, cancelled: CancelCheck | None = None, *, ids: list[int] | None = None,
-        **context: Any,
-    ) -> int: ...
-
-    def set_ngrams(self, ngrams: Any) -> None: ...
-
-
-@dataclass
-class Loaded:
-    engine: EngineLike
-    info: dict[str, Any]  # name, source, device, dtype, load_s
-    device_type: str
-
-
-Loader = Callable[[Settings], Loaded]
-
-
-def load_engine(settings: Settings) -> Loaded:
-    """The real model and engine, imported lazily so the server answers `initialize` at once;
-    or, with the `engine` setting, a client of the shared engine process (spd_lsp/remote)."""
-    if settings.engine != "in-process":
-        from spd_lsp.remote.connect import load_remote
-
-        return load_remote(settings)
-    from spd_lsp.engine.local import LocalEngine
-    from spd_lsp.engine.model import load_model
-
-    loaded = load_model(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path)
-    engine = LocalEngine(loaded)  # its warm-up compiles the fast path's step
-    # The fast path's own status dict (fastPath, weights, compiled, compileReason, compileSeconds), so that it stays
-    # current should a later step fall back to eager; transformers' forward says why it runs.
-    info = loaded.fast if loaded.fast is not None else {"fastPath": False, "reason": "fastPath off or int8"}
-    if not info["fastPath"]:
-        info.update(compiled=False, compileReason=f"transformers' forward: {info['reason']}")
-    info.update(name=loaded.name, source=loaded.source, device=str(loaded.device),
-                dtype=str(loaded.dtype).removeprefix("torch."), loadSeconds=round(loaded.load_s, 3))
-    return Loaded(engine, info, loaded.device.type)
+Loader = Callable[[Settings], Loaded]  # the engine for the settings: injected by `commands/` (loading.py)
 
 
 @dataclass(frozen=True)
@@ -279,8 +232,8 @@ def token_ids(tokenizer: Any) -> Encode:
 
 
 class Session:
-    def __init__(self, client: Client, loader: Loader = load_engine, *, anticipate: bool = True) -> None:
-        """`anticipate`: precompute the drafts after the top draft while idle (off: only on request)."""
+    def __init__(self, client: Client, loader: Loader, *, anticipate: bool = True) -> None:
+        """`loader`: the engine for the settings (in process, or a shared one). `anticipate`: precompute the drafts after the top draft while idle (off: only on request)."""
         self.client = client
         self.anticipate = anticipate
         self.loader = loader
@@ -328,7 +281,7 @@ class Session:
                                  on_ready=self._loaded.engine.set_ngrams)
 
     def _load(self, settings: Settings) -> None:
-        if self._loaded is not None and hasattr(self._loaded.engine, "close"):
+        if self._loaded is not None:
             self._loaded.engine.close()  # a shared engine's connection (spd_lsp/remote)
         self._loaded, self._loaded_key = None, settings.model_key()
         try:
@@ -411,31 +364,22 @@ class Session:
         neighbours: Sequence[tuple[str, str]] = (),
     ) -> tuple[list[str], Timings | None]:
         """Drafts from the model, the prompt cut to its budget by the document's window."""
-        prompt = self._prompt(key, settings, loaded, cursor, neighbours)
-        if prompt is None:
+        request = self._request(key, settings, loaded, cursor, neighbours)
+        if request is None:
             return [], None
-        prefix, window, context = prompt
-        result = loaded.engine.complete(prefix, settings.decode_options(), cancelled, ids=window.ids, **context)
-        if getattr(result, "prompt", None):
+        result = loaded.engine.complete(request, cancelled)
+        if result.prompt:
             self.stats.prompted(result.prompt)
         drafts = finalize((d.text for d in result.drafts), Fit(cursor, language_of(key), multiline=settings.multiline), settings.k)
         return drafts, result.timings
 
-    def _prompt(
+    def _request(
         self, key: str, settings: Settings, loaded: Loaded, cursor: Cursor, neighbours: Sequence[tuple[str, str]]
-    ) -> tuple[str, Window, dict[str, Any]] | None:
-        """What the engine gets for a request at `cursor`: the prefix in its window, the window, and
-        the context (suffix, path, snippets); None when the window holds only blanks."""
+    ) -> DecodeRequest | None:
+        """What the engine gets for a request at `cursor`, its prompt in the document's window."""
         window = self._fit(key, settings, loaded, cursor.prefix)
-        prefix = cursor.prefix[window.start :]
-        if not prefix.strip():
-            return None
-        tokenizer = loaded.engine.tokenizer
-        context = self.context.gather(
-            key, cursor, eol_count(cursor.text, cursor.offset), settings, spans=token_spans(tokenizer),
-            count_tokens=lambda text: len(token_ids(tokenizer)(text)), roots=self.roots, neighbours=neighbours,
-        )
-        return prefix, window, context
+        return decode_request(key, cursor, window, settings, loaded.engine.tokenizer, self.context, self.roots,
+                              neighbours)
 
     def _fit(self, key: str, settings: Settings, loaded: Loaded, prefix: str) -> Window:
         """The window for `prefix`: one of the document's recent windows where it still fits."""
@@ -483,15 +427,14 @@ class Session:
     ) -> Job:
         def work(cancelled: CancelCheck) -> None:
             loaded = self._loaded
-            if loaded is None or not hasattr(loaded.engine, "warm"):  # a shared engine's client has no cache here
+            if loaded is None:
                 return
             found = where(loaded)
             if found is None or found[1] is None:
                 return
             key, cursor, neighbours = found
-            if (prompt := self._prompt(key, settings, loaded, cursor, neighbours)) is not None:
-                prefix, window, context = prompt
-                loaded.engine.warm(prefix, settings.decode_options(), cancelled, ids=window.ids, **context)
+            if (request := self._request(key, settings, loaded, cursor, neighbours)) is not None:
+                loaded.engine.warm(request, cancelled)
 
         return self.scheduler.submit(WARM_UP, work, background=True)
 
@@ -573,6 +516,23 @@ class Session:
         self.scheduler.close()
         self.workspace.close()
         self.context.close()
+
+
+def decode_request(
+    key: str, cursor: Cursor, window: Window, settings: Settings, tokenizer: Any, gatherer: ContextGatherer,
+    roots: Sequence[Path], neighbours: Sequence[tuple[str, str]] = (),
+) -> DecodeRequest | None:
+    """The request for `cursor` in document `key`: the prefix in its `window` (and its tokens), the context
+    (suffix, path, snippets, language), the format and options; None when the window holds only blanks.
+    The session builds every request here, and so does `spd-lsp complete`."""
+    prefix = cursor.prefix[window.start :]
+    if not prefix.strip():
+        return None
+    context = gatherer.gather(
+        key, cursor, eol_count(cursor.text, cursor.offset), settings, spans=token_spans(tokenizer),
+        count_tokens=lambda text: len(token_ids(tokenizer)(text)), roots=roots, neighbours=neighbours,
+    )
+    return DecodeRequest(prefix, settings.decode_options(), window.ids, context, settings.prompt_format)
 
 
 def opening(text: str, spans: TokenSpans, budget: int) -> str:

@@ -30,7 +30,7 @@ from ngram_db.shards import ShardedStore, open_readonly
 from ngram_db.store import NgramStore
 from ngram_db.watcher import Watcher
 from spd_lsp.settings import NgramSettings
-from spd_lsp.engine.model import encode_texts, tokenizer_identity
+from spd_lsp.tokens import encode_texts, tokenizer_identity
 from spd_lsp.worker import KeyedWorker
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,8 @@ class WorkspaceStores:
         what the engine should read (None while the stores change, then the new source).
         """
         identity = tokenizer_identity(tokenizer) if settings.enabled else None
-        key = (tuple(roots), identity, settings.enabled, settings.db, settings.index, settings.exclude)
+        key = (tuple(roots), identity, settings.enabled, settings.db, settings.index, settings.exclude,
+               settings.secret_filter)
         if key == self._key:
             on_ready(self.ngrams())
             done: Future[None] = Future()
@@ -101,7 +102,12 @@ class WorkspaceStores:
         self._close_stores()  # on this thread, after any index job: nothing is using them
         if identity is None:
             return
-        options = replace(self.options, exclude=list(settings.exclude))
+        options = replace(self.options, exclude=list(settings.exclude), secret_filter=settings.secret_filter)
+        if not settings.secret_filter:
+            log.warning("ngrams.secretFilter is off: lines that carry keys, tokens or passwords are counted into "
+                        "the workspace store and can come back as completions")
+            self.client.show("warning", "spd-lsp: ngrams.secretFilter is off: secrets in this workspace's files "
+                                        "are indexed and can be suggested back")
         opened: list[RootStore] = []
         for root in roots:
             try:
@@ -178,7 +184,11 @@ class WorkspaceStores:
 
         try:
             report_ = root_store.indexer.index(progress=report, cancelled=cancelled)
-            progress.end(f"{report_.files_indexed} files, {report_.tokens} tokens in {report_.seconds:.1f} s")
+            left_out = f"; {report_.secret_line_count} secret line(s) left out" if report_.secret_lines else ""
+            progress.end(f"{report_.files_indexed} files, {report_.tokens} tokens in {report_.seconds:.1f} s{left_out}")
+            if report_.secret_lines:
+                log.warning("left out %d line(s) that carry a secret: %s", report_.secret_line_count,
+                            "; ".join(f"{path}: {', '.join(map(str, lines))}" for path, lines in report_.secret_lines))
         except IndexCancelled:
             progress.end("indexing stopped")
         except Exception as exc:  # noqa: BLE001 - indexing failure must not take the server down

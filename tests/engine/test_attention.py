@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from spd_lsp.api import DecodeRequest
 import types
 
 import pytest
@@ -176,7 +177,7 @@ def test_the_bundled_models_float32_drafts_are_sdpas(monkeypatch) -> None:
     for implementation in ("sdpa", NAME):
         engine.loaded.model.set_attn_implementation(implementation)
         engine.runner.rewind(0)
-        drafts[implementation] = [[d.text for d in engine.complete(p, DecodeOptions(max_tokens=10, k=3)).drafts]
+        drafts[implementation] = [[d.text for d in engine.complete(DecodeRequest(p, DecodeOptions(max_tokens=10, k=3))).drafts]
                                   for p in prefixes]
     assert calls  # the kernel ran (verification, prompt chunks)
     assert drafts[NAME] == drafts["sdpa"]

@@ -8,7 +8,7 @@ import torch
 
 from spd_lsp.engine.decoding.continuation import RaggedRows, continue_greedily
 from spd_lsp.engine.decoding.drafts import DraftRules, Hypothesis
-from spd_lsp.api import Cancelled, DecodeOptions, Timings
+from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest, Timings
 from spd_lsp.engine.decoding.verify import replay, run_rows, verify
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.batcher import BatchJob, Batcher
@@ -165,14 +165,14 @@ def test_continuation_respects_cancellation(engine: LocalEngine) -> None:
 def test_superposed_method_continues_alone_and_in_the_engine_batch(engine: LocalEngine) -> None:
     options = DecodeOptions(k=3, max_tokens=MAX_TOKENS, stop_at_newline=False, verify_repair="continue",
                             verify_top=2, verify_log_ratio=-1.0)
-    alone = engine.complete(PREFIX, options)
-    plain = engine.complete(PREFIX, DecodeOptions(k=3, max_tokens=MAX_TOKENS, stop_at_newline=False, verify_rounds=0))
+    alone = engine.complete(DecodeRequest(PREFIX, options))
+    plain = engine.complete(DecodeRequest(PREFIX, DecodeOptions(k=3, max_tokens=MAX_TOKENS, stop_at_newline=False, verify_rounds=0)))
     assert alone.timings.verify_s > 0
     # with a top-2 rule some random-model draft must have been repaired; continuation keeps it long
     assert [d.token_ids for d in alone.drafts] != [d.token_ids for d in plain.drafts]
     scheduler = Batcher(engine)
     try:
-        batched = scheduler.submit(BatchJob(PREFIX, options, affinity="editor")).result(timeout=120)
+        batched = scheduler.submit(BatchJob(DecodeRequest(PREFIX, options), affinity="editor")).result(timeout=120)
     finally:
         scheduler.close()
     assert [(d.text, round(d.score, 4)) for d in batched.drafts] == [(d.text, round(d.score, 4)) for d in alone.drafts]
@@ -193,7 +193,7 @@ def test_a_batched_request_cancelled_while_continuing_is_cancelled(
 
     options = DecodeOptions(k=3, max_tokens=MAX_TOKENS, stop_at_newline=False, verify_repair="continue",
                             verify_top=2, verify_log_ratio=-1.0)
-    job = BatchJob(PREFIX, options, affinity="editor")
+    job = BatchJob(DecodeRequest(PREFIX, options), affinity="editor")
     real = verify_module.continue_greedily
 
     def cancel_then_continue(*args, **kwargs):

@@ -18,7 +18,7 @@ from spd_lsp.engine.decoding.healing import TokenTable, advance, heal
 from spd_lsp.engine.decoding.interpolate import interpolate
 from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.decoding.superposed import superposed_embedding, superposition_weights
-from spd_lsp.api import METHODS, Cancelled, DecodeOptions
+from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest, METHODS
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import LoadedModel
 from tests.tiny_models import WITH_FAST, tiny_model
@@ -33,8 +33,8 @@ def engine(request) -> LocalEngine:
 
 
 def test_spd_with_one_draft_and_no_ngrams_is_greedy(engine: LocalEngine) -> None:
-    greedy = engine.complete(PREFIX, DecodeOptions(method="greedy", k=1, **RAW))
-    spd = engine.complete(PREFIX, DecodeOptions(method="superposed", k=1, alpha=0.0, **RAW))
+    greedy = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="greedy", k=1, **RAW)))
+    spd = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="superposed", k=1, alpha=0.0, **RAW)))
     assert spd.drafts[0].token_ids == greedy.drafts[0].token_ids
     assert len(greedy.drafts[0].token_ids) == 10
 
@@ -69,7 +69,7 @@ def test_shared_last_tokens_add_their_weights(engine: LocalEngine) -> None:
 
 @pytest.mark.parametrize("method", ["superposed", "beam", "nucleus", "nucleus_batched"])
 def test_k_distinct_drafts_ranked_by_score(engine: LocalEngine, method: str) -> None:
-    result = engine.complete(PREFIX, DecodeOptions(method=method, k=3, seed=3, **RAW))
+    result = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method=method, k=3, seed=3, **RAW)))
     texts = [d.text for d in result.drafts]
     assert len(texts) == 3 and len(set(texts)) == 3
     scores = [d.score for d in result.drafts]
@@ -77,11 +77,11 @@ def test_k_distinct_drafts_ranked_by_score(engine: LocalEngine, method: str) -> 
 
 
 def test_stop_token_ends_draft(engine: LocalEngine, monkeypatch: pytest.MonkeyPatch) -> None:
-    free = engine.complete(PREFIX, DecodeOptions(method="greedy", k=1, **RAW)).drafts[0]
+    free = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="greedy", k=1, **RAW))).drafts[0]
     stop = free.token_ids[2]
     monkeypatch.setattr(engine, "stop_ids", frozenset({stop}))  # restores the engine's own set afterwards
     for method in ("greedy", "superposed"):
-        stopped = engine.complete(PREFIX, DecodeOptions(method=method, k=1, alpha=0.0, **RAW)).drafts[0]
+        stopped = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method=method, k=1, alpha=0.0, **RAW))).drafts[0]
         assert stopped.finished
         assert stopped.token_ids == free.token_ids[: free.token_ids.index(stop) + 1]
 
@@ -117,13 +117,11 @@ class TableNgrams:
 
 
 def test_ngram_source_steers_drafts(engine: LocalEngine) -> None:
-    plain = engine.complete(PREFIX, DecodeOptions(method="superposed", k=3, **RAW))
-    favourite = engine.complete(PREFIX, DecodeOptions(method="greedy", k=1, **RAW)).drafts[0].token_ids[0]
+    plain = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="superposed", k=3, **RAW)))
+    favourite = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="greedy", k=1, **RAW))).drafts[0].token_ids[0]
     engine.set_ngrams(TableNgrams(favourite))
     try:
-        steered = engine.complete(
-            PREFIX, DecodeOptions(method="superposed", k=3, alpha=0.9, drop_unsupported=True, **RAW)
-        )
+        steered = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="superposed", k=3, alpha=0.9, drop_unsupported=True, **RAW)))
     finally:
         engine.set_ngrams(None)
     assert all(d.token_ids[0] == favourite for d in steered.drafts)
@@ -136,7 +134,7 @@ def test_healing_backs_up_last_token_and_drafts_reproduce_it(engine: LocalEngine
     assert healed.prompt_ids == ids[:-1]
     assert PREFIX.endswith(healed.remainder) and healed.remainder
     for method in ("superposed", "greedy", "beam"):
-        result = engine.complete(PREFIX, DecodeOptions(method=method, k=3, stop_at_newline=False))
+        result = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method=method, k=3, stop_at_newline=False)))
         for draft in result.drafts:
             full = engine.table.decode(draft.token_ids, healed.prompt_ids)
             assert full.startswith(healed.remainder)
@@ -156,9 +154,9 @@ def test_healing_tokens_cover_part_or_all_of_the_remainder(engine: LocalEngine) 
 def test_prefix_cache_is_reused_and_exact(engine: LocalEngine) -> None:
     options = DecodeOptions(method="superposed", k=3, **RAW)
     engine.runner.rewind(0)
-    cold = engine.complete(PREFIX + " in", options)
-    warm_first = engine.complete(PREFIX, options)
-    warm = engine.complete(PREFIX + " in", options)
+    cold = engine.complete(DecodeRequest(PREFIX + " in", options))
+    warm_first = engine.complete(DecodeRequest(PREFIX, options))
+    warm = engine.complete(DecodeRequest(PREFIX + " in", options))
     assert warm.timings.reused_tokens > 0 and warm_first.timings.reused_tokens > 0
     assert [d.token_ids for d in warm.drafts] == [d.token_ids for d in cold.drafts]
     assert [d.score for d in warm.drafts] == pytest.approx([d.score for d in cold.drafts], abs=1e-4)
@@ -166,11 +164,11 @@ def test_prefix_cache_is_reused_and_exact(engine: LocalEngine) -> None:
 
 def test_cancellation_stops_decoding_and_leaves_the_cache_usable(engine: LocalEngine) -> None:
     options = DecodeOptions(method="superposed", k=3, **RAW)
-    before = engine.complete(PREFIX, options)
+    before = engine.complete(DecodeRequest(PREFIX, options))
     calls = iter([False, False, True])
     with pytest.raises(Cancelled):
-        engine.complete(PREFIX, options, cancelled=lambda: next(calls))
-    after = engine.complete(PREFIX, options)
+        engine.complete(DecodeRequest(PREFIX, options), cancelled=lambda: next(calls))
+    after = engine.complete(DecodeRequest(PREFIX, options))
     assert [d.token_ids for d in after.drafts] == [d.token_ids for d in before.drafts]
 
 
@@ -179,7 +177,7 @@ def test_resets_refeed_the_best_draft_and_keep_k_drafts(engine: LocalEngine, mon
     prefill = engine.runner.prefill
     monkeypatch.setattr(engine.runner, "prefill", lambda ids, *rest: prefills.append(list(ids)) or prefill(ids, *rest))
     options = DecodeOptions(method="superposed", k=3, max_tokens=12, reset_every=4, **RAW)
-    result = engine.complete(PREFIX, options)
+    result = engine.complete(DecodeRequest(PREFIX, options))
     prompt = prefills[0]
     # The prompt, then a reset after steps 4 and 8 (none after the last step), each the prompt + a draft so far.
     assert [len(ids) - len(prompt) for ids in prefills] == [0, 4, 8]
@@ -187,19 +185,19 @@ def test_resets_refeed_the_best_draft_and_keep_k_drafts(engine: LocalEngine, mon
     assert len(result.drafts) == 3
     assert all(len(d.token_ids) == 12 for d in result.drafts)
     # With one draft, superposition is the token itself: resets must not change what greedy picks.
-    one = engine.complete(PREFIX, DecodeOptions(method="superposed", k=1, max_tokens=12, reset_every=4, alpha=0.0, **RAW))
-    greedy = engine.complete(PREFIX, DecodeOptions(method="greedy", k=1, max_tokens=12, **RAW))
+    one = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="superposed", k=1, max_tokens=12, reset_every=4, alpha=0.0, **RAW)))
+    greedy = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="greedy", k=1, max_tokens=12, **RAW)))
     assert one.drafts[0].token_ids == greedy.drafts[0].token_ids
 
 
 def test_timings_are_reported(engine: LocalEngine) -> None:
-    t = engine.complete(PREFIX, DecodeOptions(method="superposed", k=3, **RAW)).timings
+    t = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="superposed", k=3, **RAW))).timings
     assert t.steps == 9 and t.prefill_s > 0 and t.model_s > 0 and t.total_s >= t.prefill_s + t.model_s
 
 
 def test_unknown_method_is_a_clear_error(engine: LocalEngine) -> None:
     with pytest.raises(ValueError, match="unknown decoding method"):
-        engine.complete(PREFIX, DecodeOptions(method="sampling"))
+        engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="sampling")))
 
 
 def test_draft_ends_before_a_character_cut_short_by_the_token_limit(engine: LocalEngine) -> None:
@@ -273,8 +271,8 @@ def test_drafts_never_contain_special_tokens(special_engine: LocalEngine, method
         # candidates are what this checks.
         options = DecodeOptions(method=method, k=3, alpha=1.0, seed=0, stop_at_newline=False, heal=heal_prefix,
                                 verify_rounds=0)
-        drafts = special_engine.complete(PREFIX, options).drafts
-        verified = special_engine.complete(PREFIX, replace(options, verify_rounds=1)).drafts
+        drafts = special_engine.complete(DecodeRequest(PREFIX, options)).drafts
+        verified = special_engine.complete(DecodeRequest(PREFIX, replace(options, verify_rounds=1))).drafts
     finally:
         special_engine.set_ngrams(None)
     assert drafts

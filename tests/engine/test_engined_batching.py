@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ngram_db.memory import MemoryNgrams
-from spd_lsp.api import Cancelled, DecodeOptions
+from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest, PromptContext
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.batcher import BatchJob, Batcher
 from tests.tiny_models import CORPUS, LLAMA_BACKENDS, tiny_model, tiny_tokenizer
@@ -51,11 +51,11 @@ def test_batched_answers_equal_single_answers_and_leavers_verify_in_one_forward(
     alone = []
     for prefix in PREFIXES:
         engine.set_ngrams(ngrams)
-        alone.append(_texts(engine.complete(prefix, options)))
+        alone.append(_texts(engine.complete(DecodeRequest(prefix, options))))
     scheduler = Batcher(engine)
     try:  # a request that runs alone holds the model thread while the others queue: they join in one step
-        blocker = scheduler.submit(BatchJob(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
-        jobs = [BatchJob(prefix, options, ngrams=ngrams, affinity=f"editor{i}") for i, prefix in enumerate(PREFIXES)]
+        blocker = scheduler.submit(BatchJob(DecodeRequest(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1))))
+        jobs = [BatchJob(DecodeRequest(prefix, options), ngrams=ngrams, affinity=f"editor{i}") for i, prefix in enumerate(PREFIXES)]
         futures = [scheduler.submit(job) for job in jobs]
         blocker.result(timeout=60)
         together = [_texts(f.result(timeout=60)) for f in futures]
@@ -72,11 +72,11 @@ def test_requests_with_other_pools_and_temperatures_select_in_one_batch_as_alone
     variants = [replace(OPTIONS, alpha=0.0, **v) for v in
                 ({}, {"candidate_pool": 4}, {"temperature": 0.7}, {}, {"candidate_pool": 4}, {"temperature": 0.7})]
     jobs = [(PREFIXES[i % len(PREFIXES)] + " " * (i // len(PREFIXES)), o) for i, o in enumerate(variants)]
-    alone = [_texts(engine.complete(prefix, options)) for prefix, options in jobs]
+    alone = [_texts(engine.complete(DecodeRequest(prefix, options))) for prefix, options in jobs]
     scheduler = Batcher(engine)
     try:
-        blocker = scheduler.submit(BatchJob(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
-        futures = [scheduler.submit(BatchJob(prefix, options, affinity=str(i))) for i, (prefix, options) in enumerate(jobs)]
+        blocker = scheduler.submit(BatchJob(DecodeRequest(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1))))
+        futures = [scheduler.submit(BatchJob(DecodeRequest(prefix, options), affinity=str(i))) for i, (prefix, options) in enumerate(jobs)]
         blocker.result(timeout=60)
         together = [_texts(f.result(timeout=60)) for f in futures]
         assert scheduler.counts["maxBatched"] == len(jobs)
@@ -87,18 +87,18 @@ def test_requests_with_other_pools_and_temperatures_select_in_one_batch_as_alone
 
 def test_joining_and_cancelled_requests_disturb_no_other(engine: LocalEngine) -> None:
     long = DecodeOptions(k=3, max_tokens=30, stop_at_newline=False, alpha=0.0)
-    expected = _texts(engine.complete(PREFIXES[0], long))
-    late_expected = _texts(engine.complete(PREFIXES[1], OPTIONS))
+    expected = _texts(engine.complete(DecodeRequest(PREFIXES[0], long)))
+    late_expected = _texts(engine.complete(DecodeRequest(PREFIXES[1], OPTIONS)))
     scheduler = Batcher(engine)
     try:
-        victim = BatchJob(PREFIXES[2], long, affinity="victim")
-        first = BatchJob(PREFIXES[0], long, affinity="first")
+        victim = BatchJob(DecodeRequest(PREFIXES[2], long), affinity="victim")
+        first = BatchJob(DecodeRequest(PREFIXES[0], long), affinity="first")
         scheduler.submit(victim)
         scheduler.submit(first)
         while scheduler.counts["steps"] < 3:  # both are decoding
             threading.Event().wait(0.005)
         victim.cancel()
-        late = BatchJob(PREFIXES[1], OPTIONS, affinity="late")  # joins a batch already at step >= 3
+        late = BatchJob(DecodeRequest(PREFIXES[1], OPTIONS), affinity="late")  # joins a batch already at step >= 3
         scheduler.submit(late)
         with pytest.raises(Cancelled):
             victim.future.result(timeout=60)
@@ -127,15 +127,15 @@ def test_a_cold_prompt_is_prefilled_a_chunk_between_steps_with_its_single_answer
     cold = "\n".join(PREFIXES * 3)
     chunk, engine.runner.chunk_tokens = engine.runner.chunk_tokens, 8
     try:
-        expected = [_texts(engine.complete(PREFIXES[0], long)), _texts(engine.complete(cold, OPTIONS))]
+        expected = [_texts(engine.complete(DecodeRequest(PREFIXES[0], long))), _texts(engine.complete(DecodeRequest(cold, OPTIONS)))]
         assert len(engine.encode(cold)) > 5 * 8  # several chunks
         scheduler = Batcher(engine)
         try:
-            first = BatchJob(PREFIXES[0], long, affinity="first")
+            first = BatchJob(DecodeRequest(PREFIXES[0], long), affinity="first")
             scheduler.submit(first)
             while scheduler.counts["steps"] < 2:  # it is decoding
                 threading.Event().wait(0.005)
-            joining = WatchedJob(cold, OPTIONS, affinity="cold", scheduler=scheduler)
+            joining = WatchedJob(DecodeRequest(cold, OPTIONS), affinity="cold", scheduler=scheduler)
             scheduler.submit(joining)
             got = [_texts(first.future.result(timeout=60)), _texts(joining.future.result(timeout=60))]
         finally:
@@ -149,13 +149,13 @@ def test_a_cold_prompt_is_prefilled_a_chunk_between_steps_with_its_single_answer
 @pytest.mark.parametrize("method", ["beam", "nucleus_batched", "greedy"])
 def test_batched_baselines_keep_k_rows_and_their_answers(engine: LocalEngine, method: str) -> None:
     options = DecodeOptions(method=method, k=3, max_tokens=6, stop_at_newline=False, seed=11)
-    alone = [_texts(engine.complete(prefix, options)) for prefix in PREFIXES]
+    alone = [_texts(engine.complete(DecodeRequest(prefix, options))) for prefix in PREFIXES]
     mixed = DecodeOptions(k=3, max_tokens=9, stop_at_newline=False, alpha=0.0)  # SPD rows in the same batch
-    spd_alone = _texts(engine.complete(PREFIXES[0], mixed))
+    spd_alone = _texts(engine.complete(DecodeRequest(PREFIXES[0], mixed)))
     scheduler = Batcher(engine)
     try:
-        spd = scheduler.submit(BatchJob(PREFIXES[0], mixed, affinity="spd"))
-        futures = [scheduler.submit(BatchJob(p, options, affinity=str(i))) for i, p in enumerate(PREFIXES)]
+        spd = scheduler.submit(BatchJob(DecodeRequest(PREFIXES[0], mixed), affinity="spd"))
+        futures = [scheduler.submit(BatchJob(DecodeRequest(p, options), affinity=str(i))) for i, p in enumerate(PREFIXES)]
         together = [_texts(f.result(timeout=60)) for f in futures]
         assert _texts(spd.result(timeout=60)) == spd_alone
     finally:
@@ -165,10 +165,10 @@ def test_batched_baselines_keep_k_rows_and_their_answers(engine: LocalEngine, me
 
 def test_unbatchable_requests_run_alone_with_the_same_answer(engine: LocalEngine) -> None:
     options = DecodeOptions(method="nucleus", k=2, max_tokens=6, stop_at_newline=False, seed=3)
-    expected = _texts(engine.complete(PREFIXES[0], options))
+    expected = _texts(engine.complete(DecodeRequest(PREFIXES[0], options)))
     scheduler = Batcher(engine)
     try:
-        got = scheduler.submit(BatchJob(PREFIXES[0], options)).result(timeout=60)
+        got = scheduler.submit(BatchJob(DecodeRequest(PREFIXES[0], options))).result(timeout=60)
     finally:
         scheduler.close()
     assert _texts(got) == expected and scheduler.counts["alone"] == 1
@@ -176,14 +176,14 @@ def test_unbatchable_requests_run_alone_with_the_same_answer(engine: LocalEngine
 
 def test_editors_typing_join_in_one_prefill_forward_with_their_single_answers(engine: LocalEngine) -> None:
     typed = ["s:", " a + b", "))", "(self"]
-    expected = [_texts(engine.complete(prefix + more, OPTIONS)) for prefix, more in zip(PREFIXES, typed)]
+    expected = [_texts(engine.complete(DecodeRequest(prefix + more, OPTIONS))) for prefix, more in zip(PREFIXES, typed)]
     scheduler = Batcher(engine)
     try:
         for i, prefix in enumerate(PREFIXES):  # each editor's first request: its prompt cache, cold
-            scheduler.submit(BatchJob(prefix, OPTIONS, affinity=f"editor{i}")).result(timeout=60)
+            scheduler.submit(BatchJob(DecodeRequest(prefix, OPTIONS), affinity=f"editor{i}")).result(timeout=60)
         before = scheduler.counts["prefillForwards"]
-        blocker = scheduler.submit(BatchJob(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1)))
-        futures = [scheduler.submit(BatchJob(prefix + more, OPTIONS, affinity=f"editor{i}"))
+        blocker = scheduler.submit(BatchJob(DecodeRequest(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1))))
+        futures = [scheduler.submit(BatchJob(DecodeRequest(prefix + more, OPTIONS), affinity=f"editor{i}"))
                    for i, (prefix, more) in enumerate(zip(PREFIXES, typed))]
         blocker.result(timeout=60)
         together = [_texts(f.result(timeout=60)) for f in futures]
@@ -192,3 +192,29 @@ def test_editors_typing_join_in_one_prefill_forward_with_their_single_answers(en
         scheduler.close()
     assert together == expected
     assert counts["maxBatched"] == len(PREFIXES) and counts["prefillForwards"] - before == 1  # all joined in ONE
+
+
+def test_editor_requests_with_their_context_batch_and_answer_as_alone() -> None:
+    """Issue 22: an editor's request carries its suffix, path and language (and a fill-in-the-middle
+    format lays the suffix out, with its end tokens stopping drafts); such requests used to run alone.
+    Now they join the batch, and answer what each would alone, prompt description included."""
+    from tests.engine.test_prompt_formats import family_engine
+
+    torch.set_num_threads(1)  # the same float summation order alone and batched
+    engine = family_engine("qwen")
+    requests = [DecodeRequest(prefix, OPTIONS, context=PromptContext(suffix=f"\nprint({i})\n", filename=f"pkg/m{i}.py",
+                                                                     language="python"))
+                for i, prefix in enumerate(PREFIXES)]
+    alone = [engine.complete(request) for request in requests]
+    scheduler = Batcher(engine)
+    try:
+        blocker = scheduler.submit(BatchJob(DecodeRequest(PREFIXES[0], DecodeOptions(method="nucleus", k=2, seed=1))))
+        futures = [scheduler.submit(BatchJob(request, affinity=f"editor{i}")) for i, request in enumerate(requests)]
+        blocker.result(timeout=60)
+        together = [f.result(timeout=60) for f in futures]
+        counts = dict(scheduler.counts)
+    finally:
+        scheduler.close()
+    assert [_texts(r) for r in together] == [_texts(r) for r in alone]
+    assert [r.prompt for r in together] == [r.prompt for r in alone] and alone[0].prompt["suffixTokens"] > 0
+    assert counts["alone"] == 1 and counts["maxBatched"] == len(requests)  # only the sequential nucleus ran alone

@@ -3,6 +3,7 @@ request's own cache answers, and a membership change copies the changed rows onl
 
 from __future__ import annotations
 
+from spd_lsp.api import DecodeRequest
 import copy
 import threading
 from dataclasses import dataclass, field
@@ -125,7 +126,7 @@ def test_an_idle_engine_frees_its_batch_buffers(monkeypatch) -> None:
     monkeypatch.setattr(batching, "IDLE_RELEASE_S", 2.0)
     scheduler = batching.Batcher(LocalEngine(tiny_model("llama")))
     try:
-        scheduler.submit(batching.BatchJob("def add(a, b):\n    return", DecodeOptions(k=2, max_tokens=4))).result(timeout=60)
+        scheduler.submit(batching.BatchJob(DecodeRequest("def add(a, b):\n    return", DecodeOptions(k=2, max_tokens=4)))).result(timeout=60)
         assert scheduler._batch.layers  # its rows' buffers, kept for the next request
         for _ in range(1000):
             if not scheduler._batch.layers:

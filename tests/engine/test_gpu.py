@@ -18,7 +18,7 @@ import torch
 from lsprotocol import types as lsp
 from pygls.lsp.client import LanguageClient
 
-from spd_lsp.api import METHODS, DecodeOptions
+from spd_lsp.api import DecodeOptions, DecodeRequest, METHODS
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import LoadedModel, ModelLoadError, load_model, pick_device, resolve_source
 from tests.tiny_models import ARCHITECTURES, tiny_model
@@ -48,11 +48,11 @@ def test_a_device_that_is_not_here_is_one_clear_error() -> None:
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
 def test_tiny_engine_on_the_device_gives_the_cpus_greedy_draft(architecture: str) -> None:
     options = DecodeOptions(method="greedy", k=1, stop_at_newline=False)
-    on_cpu = LocalEngine(tiny_model(architecture)).complete(PREFIX, options).drafts
+    on_cpu = LocalEngine(tiny_model(architecture)).complete(DecodeRequest(PREFIX, options)).drafts
     engine = LocalEngine(on_device(tiny_model(architecture)))
-    assert engine.complete(PREFIX, options).drafts[0].token_ids == on_cpu[0].token_ids
+    assert engine.complete(DecodeRequest(PREFIX, options)).drafts[0].token_ids == on_cpu[0].token_ids
     for method in METHODS:
-        drafts = engine.complete(PREFIX, DecodeOptions(method=method, k=3, seed=0)).drafts
+        drafts = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method=method, k=3, seed=0))).drafts
         assert drafts and all(d.text.strip() for d in drafts), method
 
 
@@ -68,13 +68,13 @@ def test_the_engine_batch_on_the_device_answers_as_each_request_alone() -> None:
     prefixes = [PREFIX, CODE, PREFIX + " ==", CODE + " and"]
     options = [DecodeOptions(k=3, max_tokens=8, stop_at_newline=False, alpha=0.0),
                DecodeOptions(method="nucleus_batched", k=3, max_tokens=6, stop_at_newline=False, seed=5)]
-    alone = [[d.text for d in engine.complete(p, o).drafts] for p in prefixes for o in options]
+    alone = [[d.text for d in engine.complete(DecodeRequest(p, o)).drafts] for p in prefixes for o in options]
     scheduler = Batcher(engine)
     try:
         for p in prefixes:  # each editor's prompt cached first, so the typed requests join together
-            scheduler.submit(BatchJob(p[:-3], options[0], affinity=p)).result(timeout=TIMEOUT_S)
+            scheduler.submit(BatchJob(DecodeRequest(p[:-3], options[0]), affinity=p)).result(timeout=TIMEOUT_S)
         primed = scheduler.counts["prefillForwards"]
-        futures = [scheduler.submit(BatchJob(p, o, affinity=p if o is options[0] else p + "nucleus"))
+        futures = [scheduler.submit(BatchJob(DecodeRequest(p, o), affinity=p if o is options[0] else p + "nucleus"))
                    for p in prefixes for o in options]
         together = [[d.text for d in f.result(timeout=TIMEOUT_S).drafts] for f in futures]
     finally:
@@ -90,9 +90,9 @@ def test_the_engine_batch_on_the_device_answers_as_each_request_alone() -> None:
 def test_both_candidate_placements_give_the_same_drafts() -> None:
     engine = LocalEngine(on_device(tiny_model("llama")))
     options = DecodeOptions(method="superposed", k=3, stop_at_newline=False)
-    moved = engine.complete(PREFIX, options).drafts  # candidates come to the CPU each step
+    moved = engine.complete(DecodeRequest(PREFIX, options)).drafts  # candidates come to the CPU each step
     engine.candidate_device = None  # candidates stay on the model's device
-    kept = engine.complete(PREFIX, options).drafts
+    kept = engine.complete(DecodeRequest(PREFIX, options)).drafts
     assert [d.token_ids for d in kept] == [d.token_ids for d in moved]
 
 
@@ -111,7 +111,7 @@ def test_real_model_on_the_device_drafts_code(model_spec: str | None) -> None:
     assert next(loaded.model.parameters()).device.type == DEVICE.type
     engine = LocalEngine(loaded)
     for method in METHODS:
-        result = engine.complete(CODE, DecodeOptions(method=method, k=3, seed=0))
+        result = engine.complete(DecodeRequest(CODE, DecodeOptions(method=method, k=3, seed=0)))
         assert result.drafts and all(d.text.strip() for d in result.drafts), method
         assert result.timings.steps > 0
 

@@ -33,18 +33,35 @@ def test_complete_returns_k_distinct_drafts_for_code() -> None:
     assert timings["prefill_s"] > 0 and timings["steps"] >= 1
 
 
+def test_complete_prints_each_draft_its_own_score_with_the_server_settings(tmp_path: Path) -> None:
+    """Issue 22: the demo printed one score for all three drafts (the verified ranking's rank-order
+    scores). The CLI takes the server's settings (--verify, --prompt-format, the context) and the
+    suffix after the cursor, and each draft shows its own mean log-probability."""
+    verified = complete("--file", "examples/demo_prefix.py", "-k", "3", "--max-tokens", "10")
+    scores = [d["score"] for d in verified["drafts"]]
+    assert len(scores) == 3 and len(set(scores)) == 3
+    for draft in verified["drafts"]:  # the draft's own score: its tokens' mean log p, not its rank's
+        assert -20 < draft["score"] < 0
+    source = tmp_path / "walk.py"
+    source.write_text("def total(values):\n    result = \n    return result\n")
+    plain = complete("--file", str(source), "--line", "1", "--character", "13", "--verify", "off",
+                     "--prompt-format", "prefix", "--context-suffix-tokens", "32", "--decoding", "greedy", "-k", "1")
+    assert plain["method"] == "greedy" and plain["prompt"]["format"] == "prefix"
+    assert plain["drafts"] and "return result" not in plain["drafts"][0]["text"]
+
+
 def test_complete_reads_the_prefix_at_a_file_position() -> None:
     # Cursor after "    result = " on line 5: drafts continue that line.
-    result = complete("--file", "examples/demo_prefix.py", "--line", "5", "--character", "13", "--method", "greedy")
+    result = complete("--file", "examples/demo_prefix.py", "--line", "5", "--character", "13", "--decoding", "greedy")
     assert result["drafts"] and result["drafts"][0]["text"].strip()
 
 
 def test_second_start_uses_the_dequantised_cache(tmp_path: Path) -> None:
     env = {**os.environ, "SPD_LSP_MODEL_CACHE": str(tmp_path)}
-    first = complete("--prefix", "def add(a, b):\n    return", "--method", "greedy", env=env)
+    first = complete("--prefix", "def add(a, b):\n    return", "--decoding", "greedy", env=env)
     cached = list(tmp_path.glob("models/*/model.safetensors"))
     assert len(cached) == 1
-    second = complete("--prefix", "def add(a, b):\n    return", "--method", "greedy", env=env)
+    second = complete("--prefix", "def add(a, b):\n    return", "--decoding", "greedy", env=env)
     assert second["load_s"] < first["load_s"] / 2
     assert second["drafts"][0]["text"] == first["drafts"][0]["text"]
 

@@ -10,12 +10,11 @@ from transformers import PreTrainedTokenizerFast
 
 from spd_lsp.engine.decoding.healing import TokenTable
 from spd_lsp.engine.decoding.lm import common_prefix_length
-from spd_lsp.api import DecodeOptions
+from spd_lsp.api import DecodeOptions, DecodeRequest, PromptContext
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import LoadedModel
 from spd_lsp.engine.prompt.build import stop_ids
 from spd_lsp.engine.prompt.formats import detect, resolve
-from spd_lsp.engine.prompt.layout import Context
 from tests.tiny_models import tiny_model, tiny_tokenizer
 
 # Each family's control tokens as its tokenizer declares them (a subset is enough to be recognised).
@@ -35,7 +34,7 @@ FAMILIES: dict[str, list[str]] = {
     "prefix": ["<|im_start|>", "<|im_end|>"],
 }
 
-CONTEXT = Context(suffix=")\nprint(y)\n", filename="pkg/a.py", snippets=(("pkg/b.py", "def g(n):\n    return n\n"),),
+CONTEXT = PromptContext(suffix=")\nprint(y)\n", filename="pkg/a.py", snippets=(("pkg/b.py", "def g(n):\n    return n\n"),),
                   language="python")
 PREFIX = "y = g("
 OTHER = "pkg/b.py\ndef g(n):\n    return n\n"
@@ -91,7 +90,7 @@ def test_the_format_is_recognised_from_the_tokenizer_tokens(family: str) -> None
 def test_each_family_gets_its_exact_template(family: str) -> None:
     engine = prompt_engine(family)
     tokenizer = engine.tokenizer
-    prompt = engine.prompt(PREFIX, healing=False, context=CONTEXT)
+    prompt = engine.prompt(DecodeRequest(PREFIX, DecodeOptions(heal=False), context=CONTEXT))
     assert prompt.format == family
     assert tokenizer.decode(prompt.healed.prompt_ids) == EXPECTED[family]
 
@@ -101,7 +100,7 @@ def test_healing_backs_up_the_prefix_last_token_wherever_the_prefix_sits(family:
     """Prefix-suffix-middle: the boundary token leaves the prefix section and the middle must start with it."""
     engine = prompt_engine(family)
     tokenizer = engine.tokenizer
-    healed = engine.prompt(PREFIX, context=CONTEXT).healed
+    healed = engine.prompt(DecodeRequest(PREFIX, context=CONTEXT)).healed
     text = tokenizer.decode(healed.prompt_ids)
     assert healed.remainder == "("
     assert text.endswith(tail)
@@ -121,7 +120,8 @@ def test_the_suffix_reaches_the_model_only_with_fill_in_the_middle(family: str, 
     """A real (tiny) model and runner: the cached prompt holds the suffix's tokens or not."""
     engine = family_engine(family)
     suffix = "\nresult = compute(total)\n"
-    engine.complete("def add(a, b):\n    return ", DecodeOptions(k=2, max_tokens=2), suffix=suffix, filename="a.py")
+    engine.complete(DecodeRequest("def add(a, b):\n    return ", DecodeOptions(k=2, max_tokens=2),
+                                 context=PromptContext(suffix=suffix, filename="a.py")))
     fed = engine.tokenizer.decode(engine.runner.cached_ids)
     assert ("result = compute(total)" in fed) is reaches
 
@@ -139,8 +139,8 @@ def test_a_draft_ends_at_the_format_end_tokens_instead_of_never_using_them(famil
 def test_end_tokens_stop_drafts_only_when_the_prompt_holds_the_format_tokens() -> None:
     """After the bare prefix `<file_sep>` stays banned, as before context existed."""
     engine = prompt_engine("file_sep")
-    assert engine.prompt(PREFIX).structured is False
-    assert engine.prompt(PREFIX, context=CONTEXT).structured is True
+    assert engine.prompt(DecodeRequest(PREFIX)).structured is False
+    assert engine.prompt(DecodeRequest(PREFIX, context=CONTEXT)).structured is True
 
 
 @pytest.mark.parametrize("family", ["file_sep", "filename", "codestral"])
@@ -148,7 +148,7 @@ def test_a_keystroke_re_prefills_only_the_prompt_tail_with_context_before_the_pr
     """Stable context first: typing keeps the snippets', path's and suffix-first cache (lm.py reuses the common prefix)."""
     engine = prompt_engine(family)
     before = "def add(a, b):\n    total = a + b\n    return t"
-    now = engine.prompt(before, context=CONTEXT).healed.prompt_ids
-    typed = engine.prompt(before + "o", context=CONTEXT).healed.prompt_ids
+    now = engine.prompt(DecodeRequest(before, context=CONTEXT)).healed.prompt_ids
+    typed = engine.prompt(DecodeRequest(before + "o", context=CONTEXT)).healed.prompt_ids
     assert len(typed) - common_prefix_length(now, typed) <= 1
     assert common_prefix_length(now, typed) > len(engine.encode(CONTEXT.snippets[0][1]))

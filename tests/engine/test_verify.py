@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from spd_lsp.engine.decoding.drafts import DraftRules, Hypothesis
-from spd_lsp.api import DecodeOptions, Timings
-from spd_lsp.engine.decoding.verify import judge, replay, verify
+from spd_lsp.api import DecodeOptions, DecodeRequest, Timings
+from spd_lsp.engine.decoding.verify import judge, ranked, replay, verify
 from spd_lsp.engine.local import LocalEngine
 from tests.tiny_models import LLAMA_BACKENDS, tiny_model
 
@@ -105,15 +105,15 @@ def test_gate_returns_fewer_drafts_than_one_the_model_rates_far_below(engine: Lo
 
 def test_superposed_method_verifies_and_times_it(engine: LocalEngine) -> None:
     options = DecodeOptions(k=3, max_tokens=5, verify_rounds=2, verify_top=3, verify_log_ratio=-50.0)
-    result = engine.complete(PREFIX, options)
+    result = engine.complete(DecodeRequest(PREFIX, options))
     assert result.timings.verify_s > 0
     assert 1 <= len(result.drafts) <= 3
-    plain = engine.complete(PREFIX, DecodeOptions(k=3, max_tokens=5, verify_rounds=0))
+    plain = engine.complete(DecodeRequest(PREFIX, DecodeOptions(k=3, max_tokens=5, verify_rounds=0)))
     assert plain.timings.verify_s == 0
 
 
 def test_healed_first_tokens_are_judged_among_the_tokens_consistent_with_the_healed_text(engine: LocalEngine) -> None:
-    healed = engine.healed_prompt("for name in names:\n    if name.endsw")
+    healed = engine.prompt(DecodeRequest("for name in names:\n    if name.endsw")).healed
     assert healed.remainder
     prompt = healed.prompt_ids
     logits, _ = engine.runner.prefill(prompt)
@@ -186,3 +186,15 @@ def test_drafts_the_model_finds_implausible_from_their_first_token_are_not_shown
     assert _verify(engine, junk, **cut) == []
     shown_before = _verify(engine, junk, **cut, verify_empty="top")
     assert [h.tokens for h in shown_before][:1] == [tuple(junk[0])]
+
+
+def test_ranked_drafts_keep_their_own_scores_and_their_order() -> None:
+    """Issue 22: the CLI printed one score for every draft: ranking re-scored each draft below the one
+    before it (a short draft's better total became the head's mean minus 1e-6). Each keeps its own now."""
+    head = Hypothesis(tokens=(1, 2, 3, 4), score=-4.0)  # SPD's top draft: stays first
+    short = Hypothesis(tokens=(5,), score=-0.5)  # a better total than the head's
+    other = Hypothesis(tokens=(6, 7), score=-3.0)
+    out = ranked([head, other, short], DecodeOptions(verify_gate=None, verify_score="total"), lead=1)
+    assert [h.tokens for h in out] == [head.tokens, short.tokens, other.tokens]
+    assert [h.score for h in out] == [-4.0, -0.5, -3.0]
+    assert [h.rank for h in out] == [0, 1, 2]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ngram_db.memory import MemoryNgrams
-from spd_lsp.api import DecodeOptions
+from spd_lsp.api import DecodeOptions, DecodeRequest
 from spd_lsp.engine.local import LocalEngine
 from evaluation.__main__ import main
 from evaluation.corpus import split_files
@@ -145,7 +145,7 @@ def test_blend_metric_flags_a_token_outside_the_models_top_m() -> None:
     engine = LocalEngine(tiny_model("llama"))
     prefix = "for name in names:\n    if name"
     options = DecodeOptions(heal=False, max_tokens=3)
-    prompt = engine.healed_prompt(prefix, healing=False).prompt_ids
+    prompt = engine.prompt(DecodeRequest(prefix, DecodeOptions(heal=False))).healed.prompt_ids
     with torch.inference_mode():
         logits = engine.loaded.model(input_ids=torch.tensor([prompt])).logits[0, -1]
     order = torch.argsort(logits, descending=True).tolist()
@@ -188,10 +188,10 @@ def test_study_verifies_the_plain_spd_run_as_the_decoding_hook_would() -> None:
     for first, repair in itertools.product(("rank", "keep", "cut"), ("jacobi", "continue")):
         options = DecodeOptions(k=3, max_tokens=5, verify_rounds=2, verify_top=3, verify_log_ratio=-2.0,
                                 verify_first=first, verify_score="total", verify_repair=repair)
-        plain = engine.complete(prefix, unverified(options))
+        plain = engine.complete(DecodeRequest(prefix, unverified(options)))
         assert plain.timings.verify_s == 0
         derived = verified(engine, prefix, options, plain)
-        hooked = engine.complete(prefix, options)
+        hooked = engine.complete(DecodeRequest(prefix, options))
         assert [(d.text, d.token_ids) for d in derived.drafts] == [(d.text, d.token_ids) for d in hooked.drafts]
         assert derived.timings.verify_s > 0
         assert derived.timings.total_s == pytest.approx(plain.timings.total_s + derived.timings.verify_s)

@@ -10,7 +10,8 @@ from spd_lsp.cursor import Cursor
 from evaluation.accept import Case, Verdict, judge
 from spd_lsp.fit.nesting import scan
 from spd_lsp.fit.edits import Fit, finalize, glues
-from spd_lsp.fit.syntax import SyntaxCheck, language_of, window
+from spd_lsp.fit.syntax import SyntaxCheck, window
+from spd_lsp.languages import language_of
 
 BEFORE = "class Shop:\n    def report(self, m, L, values):\n"
 AFTER = "\n        return None\n"

@@ -235,3 +235,31 @@ def test_shutdown_does_not_block_the_event_loop(tmp_path: Path) -> None:
     assert raw.response("down", timeout=30)["result"] is None
     raw.send({"jsonrpc": "2.0", "method": "exit"})
     assert raw.process.wait(20) == 0
+
+
+def test_deeply_nested_json_is_answered_and_the_server_keeps_serving(server: RawServer) -> None:
+    """Issue 24, item 1: 50,000 nested `[` (a correct Content-Length) made json.loads raise
+    RecursionError, uncaught: `spd-lsp --stdio` exited 1."""
+    body = b"[" * 50_000
+    server.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    assert server.response(None, timeout=20)["error"]["code"] == -32700  # no id can be known
+    nested = json.dumps({"jsonrpc": "2.0", "id": "deep", "method": "workspace/executeCommand",
+                         "params": {**STATUS_PARAMS, "arguments": "@@"}}).encode()
+    server.write(frame_bytes(nested.replace(b'"@@"', b"[" * 500 + b"]" * 500)))
+    assert server.response("deep", timeout=20)["error"]["code"] == -32600  # parsed, refused, answered by id
+    server.send({"jsonrpc": "2.0", "id": "after", "method": "workspace/executeCommand", "params": STATUS_PARAMS})
+    assert "requests" in server.response("after", timeout=20)["result"]
+    assert server.process.poll() is None
+
+
+def frame_bytes(body: bytes) -> bytes:
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def test_an_integer_past_pythons_digit_limit_is_still_answered_by_id(server: RawServer) -> None:
+    """Fuzzer finding (issue 24): int() refuses > 4300 digits, so the whole body read as "not JSON"
+    and the request was answered -32700 with id null: its client waited forever."""
+    body = json.dumps({"jsonrpc": "2.0", "id": "big", "method": "workspace/executeCommand",
+                       "params": {**STATUS_PARAMS, "arguments": ["@@"]}}).encode().replace(b'"@@"', b"9" * 5000)
+    server.write(frame_bytes(body))
+    assert "requests" in server.response("big", timeout=20)["result"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from spd_lsp.api import DecodeRequest
 import threading
 
 import pytest
@@ -68,6 +69,6 @@ def test_a_store_closed_under_the_engine_still_gives_drafts(tmp_path) -> None:
     with pytest.raises(StoreError):
         store.p_ngram([[1, 2]], [[3]], {2: 1.0})
     engine.set_ngrams(GuardedNgrams(store))
-    result = engine.complete("def add(a, b):\n    return", DecodeOptions(method="superposed", k=3, alpha=0.5,
-                                                                        max_tokens=4))
+    result = engine.complete(DecodeRequest("def add(a, b):\n    return", DecodeOptions(method="superposed", k=3, alpha=0.5,
+                                                                        max_tokens=4)))
     assert result.drafts and all(d.token_ids for d in result.drafts)  # an answer, not an exception

@@ -113,7 +113,8 @@ def test_index_command_with_the_real_tokenizer(tmp_path):
 
 
 def test_index_rebuild_empties_in_place_under_an_open_store_and_refuses_broad_roots(tmp_path):
-    from spd_lsp.engine.model import load_tokenizer, tokenizer_identity
+    from spd_lsp.engine.model import load_tokenizer
+    from spd_lsp.tokens import tokenizer_identity
 
     root = tmp_path / "ws"
     write(root, {"hello.py": "def hello():\n    return 'world'\n"})

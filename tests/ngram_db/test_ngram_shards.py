@@ -300,7 +300,8 @@ def test_index_base_engine_ray_from_the_command_line_equals_the_local_index(tmp_
     assert "published" in sharded.stdout and "40 files" in sharded.stdout
     single = subprocess.run(command + ["--db", str(tmp_path / "single")], capture_output=True, text=True, timeout=300)
     assert single.returncode == 0, single.stderr[-3000:]
-    from spd_lsp.engine.model import load_tokenizer, tokenizer_identity
+    from spd_lsp.engine.model import load_tokenizer
+    from spd_lsp.tokens import tokenizer_identity
 
     identity = tokenizer_identity(load_tokenizer(None))
     with NgramStore.open(tmp_path / "single", identity, readonly=True) as one, \

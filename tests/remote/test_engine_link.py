@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from spd_lsp.commands.loading import load_engine
 from spd_lsp.session.session import Session
 from spd_lsp.settings import parse_settings
 from tests.engined_support import engine_env, start_engine
@@ -30,7 +31,7 @@ def runtime() -> Path:
 def test_status_reports_the_engine_connected_then_not_connected_once_it_died(runtime: Path) -> None:
     socket = runtime / "engine.sock"
     process, _ = start_engine(["--socket", str(socket)], engine_env(runtime))
-    session = Session(RecordingClient(), anticipate=False)
+    session = Session(RecordingClient(), load_engine, anticipate=False)
     try:
         settings = parse_settings({"engine": f"unix:{socket}", "ngrams": {"enabled": False}, "k": 2, "maxTokens": 3})[0]
         session.configure(settings, roots=[]).future.result(60)

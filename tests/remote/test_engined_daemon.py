@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from spd_lsp.settings import Settings
-from spd_lsp.api import Cancelled, DecodeOptions
+from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.remote import daemon
 from spd_lsp.remote.client import REQUEST_TIMEOUT_S
@@ -72,16 +72,31 @@ def test_two_front_ends_starting_at_once_start_one_engine(runtime: Path) -> None
 
 
 def test_auto_engine_answers_as_in_process_and_survives_being_killed(runtime: Path) -> None:
-    expected = [d.text for d in LocalEngine(tiny_model("llama")).complete(PREFIX, OPTIONS).drafts]
+    expected = [d.text for d in LocalEngine(tiny_model("llama")).complete(DecodeRequest(PREFIX, OPTIONS)).drafts]
     loaded = load_remote(Settings(engine="auto", device="cpu"))
     engine = loaded.engine
-    assert [d.text for d in engine.complete(PREFIX, OPTIONS).drafts] == expected
+    assert [d.text for d in engine.complete(DecodeRequest(PREFIX, OPTIONS)).drafts] == expected
     first = loaded.info["pid"]
     os.kill(first, signal.SIGKILL)
     assert wait_gone(first)
-    assert [d.text for d in _answered(engine.complete, PREFIX, OPTIONS).drafts] == expected  # on a new engine
-    assert _listening(runtime) == 2 and engine.failures == 0
+    assert [d.text for d in _drafts_again(engine, expected).drafts] == expected  # on a new engine
+    assert _listening(runtime) == 2  # one restart, however many requests came while it loaded
     engine.close()
+
+
+def _drafts_again(engine, expected: list[str], within: float = 120.0):
+    """Requests after a kill: each answered within RECONNECT_WAIT_S + a margin (no drafts while the
+    new engine loads, issue 24), until one has `expected`'s drafts."""
+    from spd_lsp.remote.connect import RECONNECT_WAIT_S
+
+    deadline = time.monotonic() + within
+    while True:
+        started = time.monotonic()
+        result = _answered(engine.complete, DecodeRequest(PREFIX, OPTIONS))
+        assert time.monotonic() - started < 2 * RECONNECT_WAIT_S + 10  # never the whole load
+        if [d.text for d in result.drafts] == expected or time.monotonic() > deadline:
+            return result
+        time.sleep(0.2)
 
 
 def test_an_engine_that_cannot_restart_answers_nothing_quickly(runtime: Path, monkeypatch) -> None:
@@ -89,15 +104,15 @@ def test_an_engine_that_cannot_restart_answers_nothing_quickly(runtime: Path, mo
     monkeypatch.setenv("SPD_TEST_ENGINE_BROKEN", "1")  # the restart fails
     os.kill(loaded.info["pid"], signal.SIGKILL)
     assert wait_gone(loaded.info["pid"])
-    result = _answered(loaded.engine.complete, PREFIX, OPTIONS)
+    result = _answered(loaded.engine.complete, DecodeRequest(PREFIX, OPTIONS))
     assert result.drafts == [] and loaded.engine.failures == 1
 
 
 def test_cancel_reaches_the_engine(runtime: Path) -> None:
     loaded = load_remote(Settings(engine="auto", device="cpu"))
     with pytest.raises(Cancelled):
-        loaded.engine.complete(PREFIX, DecodeOptions(max_tokens=200, stop_at_newline=False), lambda: True)
-    assert [d.text for d in loaded.engine.complete(PREFIX, OPTIONS).drafts]  # the connection still works
+        loaded.engine.complete(DecodeRequest(PREFIX, DecodeOptions(max_tokens=200, stop_at_newline=False)), lambda: True)
+    assert [d.text for d in loaded.engine.complete(DecodeRequest(PREFIX, OPTIONS)).drafts]  # the connection still works
     loaded.engine.close()
 
 
@@ -115,7 +130,7 @@ def test_a_restarted_engine_that_drops_the_first_hello_still_answers(runtime: Pa
     the first hello ("did not answer hello: Connection reset by peer") and the request answered nothing."""
     from spd_lsp.remote import connect as remote
 
-    expected = [d.text for d in LocalEngine(tiny_model("llama")).complete(PREFIX, OPTIONS).drafts]
+    expected = [d.text for d in LocalEngine(tiny_model("llama")).complete(DecodeRequest(PREFIX, OPTIONS)).drafts]
     loaded = load_remote(Settings(engine="auto", device="cpu"))
     real, dropped = remote.Connection, []
 
@@ -128,6 +143,15 @@ def test_a_restarted_engine_that_drops_the_first_hello_still_answers(runtime: Pa
     os.kill(loaded.info["pid"], signal.SIGKILL)
     assert wait_gone(loaded.info["pid"])
     monkeypatch.setattr(remote, "Connection", first_hello_dropped)
-    assert [d.text for d in _answered(loaded.engine.complete, PREFIX, OPTIONS).drafts] == expected
-    assert len(dropped) == 2 and loaded.engine.failures == 0
+    assert [d.text for d in _drafts_again(loaded.engine, expected).drafts] == expected
+    assert len(dropped) == 2
     loaded.engine.close()
+
+
+def test_another_protocol_version_gets_its_own_engine_socket(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A front end after an upgrade (protocol 2: the typed request) must not find an engine of protocol 1
+    at its socket: that one would refuse its hello until it idled out."""
+    flags = daemon.model_args(Settings())
+    now = daemon.paths_for(flags).socket
+    monkeypatch.setattr(daemon.protocol, "VERSION", daemon.protocol.VERSION - 1)
+    assert daemon.paths_for(flags).socket != now

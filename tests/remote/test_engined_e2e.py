@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -76,3 +77,35 @@ async def test_two_front_ends_complete_through_one_engine(clients: list[Any]) ->
     models = [(await status(client))["model"] for client in clients]
     assert models[0]["engine"] == "auto" and models[0]["pid"] == models[1]["pid"]  # one engine
     assert all(model["pid"] != os.getpid() for model in models)
+
+
+def engine_status(runtime: Path) -> dict[str, Any]:
+    """The shared engine's own status (its batcher's counters), asked over its socket."""
+    from spd_lsp.remote.address import Address
+    from spd_lsp.remote.client import Connection
+
+    (sock,) = (runtime / "spd-lsp").glob("engine-*.sock")
+    connection = Connection(Address("unix", path=str(sock)))
+    try:
+        return connection.request({"op": "status"})[1].result(timeout=30)["status"]["scheduler"]
+    finally:
+        connection.close()
+
+
+async def test_two_typing_front_ends_share_batch_forwards(clients: list[Any], runtime: Path) -> None:
+    """Both editors type at once: their requests (each with its suffix, path and language, as a real
+    front end sends them) decode as rows of the same batch, none alone."""
+    before = engine_status(runtime)
+    lines = ["            total", "            if not", "            yield", "            for child"]
+    for step, line in enumerate(lines):
+        texts = [WALK_HEAD + line + "\n\nprint(walk)\n", WALK_HEAD + line + "  # editor two\n"]
+        uris = [f"file:///virtual/typing{step}-{i}.py" for i in range(len(clients))]
+        for client, uri, text in zip(clients, uris, texts):
+            open_doc(client, uri, text)
+        at = end_of(WALK_HEAD + line)
+        answers = await asyncio.gather(*(inline(client, uri, at) for client, uri in zip(clients, uris)))
+        assert all(answers)
+    after = engine_status(runtime)
+    assert after["alone"] == before["alone"]  # every request a batch member
+    assert after["batched"] - before["batched"] >= 2 * len(lines)
+    assert after["maxBatched"] >= 2  # two requests in one batch: their steps shared one forward

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import struct
 
 import msgpack
 import pytest
 
-from spd_lsp.api import DecodeOptions, Draft, Timings
+from spd_lsp.api import DecodeOptions, DecodeRequest, DecodeResult, Draft, PromptContext, Timings
 from spd_lsp.remote import protocol
 
 
@@ -20,17 +21,32 @@ def _pair() -> tuple[socket.socket, socket.socket]:
 def test_round_trip_over_a_socket() -> None:
     a, b = _pair()
     options = DecodeOptions(k=4, seed=7, ngram_weights={2: 0.5, 4: 0.25})
-    message = protocol.complete_request(3, "def f(", options.to_dict(), ids=[1, 2], args={"suffix": "):"},
-                                        ngrams={"stores": [{"path": "/x", "weight": 1.0}], "document": None})
+    request = DecodeRequest("def f(", options, ids=(1, 2), context=PromptContext(suffix="):", filename="f.py",
+                            snippets=(("g.py", "def g(): pass\n"),), language="python"), prompt_format="fim")
+    message = protocol.complete_request(3, request, ngrams={"stores": [{"path": "/x", "weight": 1.0}], "document": None})
     protocol.send(a, message)
     got = protocol.receive(b)
     assert got == message
-    assert DecodeOptions.from_dict(got["options"]) == options
+    assert protocol.read_request(got) == request  # the session's request, unchanged
+
+
+@pytest.mark.parametrize("frame, complaint", [
+    ({"prompt": {"prefix": "x", "ids": None, "args": {"suffix": ")"}}, "options": {}}, "version 1"),
+    ({"request": {"prefix": "x", "args": {}}}, "unknown request fields: args"),
+    ({"request": {"ids": [1]}}, "string 'prefix'"),
+    ({"request": {"prefix": "x", "ids": ["a"]}}, "token ids"),
+    ({"request": {"prefix": "x", "snippets": [["a.py"]]}}, "[path, code]"),
+    ({"request": {"prefix": "x", "options": {"k": "three"}}}, "wrong type"),
+])
+def test_a_malformed_or_version_1_request_is_refused_saying_why(frame: dict, complaint: str) -> None:
+    with pytest.raises(protocol.ProtocolError, match=re.escape(complaint)) as refused:
+        protocol.read_request({"op": protocol.COMPLETE, "id": 1, **frame})
+    assert refused.value.code == protocol.BAD_REQUEST
 
 
 def test_result_and_timings_round_trip() -> None:
     timings = Timings(prefill_s=0.5, steps=3)
-    message = protocol.result(1, [Draft("x)", [5, 6], -0.25, finished=True)], timings.to_dict(), "superposed")
+    message = protocol.result(1, DecodeResult([Draft("x)", [5, 6], -0.25, finished=True)], timings, "superposed"))
     got = protocol.decode_body(protocol.encode(message)[4:])
     assert got["drafts"] == [{"text": "x)", "token_ids": [5, 6], "score": -0.25, "finished": True}]
     assert Timings.from_dict({**got["timings"], "future_phase_s": 1.0}) == timings
@@ -71,7 +87,7 @@ def test_asyncio_reader_matches_the_blocking_one() -> None:
         reader = asyncio.StreamReader()
         reader.feed_data(protocol.encode(protocol.hello("t" * 20)) + struct.pack(">I", 0))
         reader.feed_eof()
-        assert await protocol.read(reader) == {"op": "hello", "version": 1, "token": "t" * 20}
+        assert await protocol.read(reader) == {"op": "hello", "version": 2, "token": "t" * 20}
         with pytest.raises(protocol.FrameError):
             await protocol.read(reader)
 
@@ -87,7 +103,7 @@ def test_bad_decode_options_name_the_problem() -> None:
 
 def test_the_engines_tokenizer_travels_and_tokenizes_alike() -> None:
     from spd_lsp.remote.tokenizer import from_wire, to_wire
-    from spd_lsp.engine.model import encode_texts, tokenizer_identity
+    from spd_lsp.tokens import encode_texts, tokenizer_identity
     from tests.tiny_models import CORPUS, tiny_tokenizer
 
     original = tiny_tokenizer()

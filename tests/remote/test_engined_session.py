@@ -4,7 +4,8 @@ engine's connection is closed (an open one would keep the shared engine from idl
 from __future__ import annotations
 
 from spd_lsp.settings import parse_settings
-from spd_lsp.session.session import Loaded, Session
+from spd_lsp.api import Loaded
+from spd_lsp.session.session import Session
 from tests.session.test_server_session import FakeEngine, RecordingClient
 
 

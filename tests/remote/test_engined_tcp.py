@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spd_lsp.settings import Settings
-from spd_lsp.api import DecodeOptions
+from spd_lsp.api import DecodeOptions, DecodeRequest
 from spd_lsp.remote import protocol
 from spd_lsp.remote.address import parse
 from spd_lsp.remote.client import Connection
@@ -92,8 +92,8 @@ def test_binds_loopback_unless_told(plain: str) -> None:
 
 
 @pytest.mark.parametrize("first", [
-    protocol.hello(None), protocol.hello("wrong-token-" + "y" * 20), {"op": "hello", "version": 1, "token": 5},
-    protocol.complete_request(1, PREFIX, {}),
+    protocol.hello(None), protocol.hello("wrong-token-" + "y" * 20), {"op": "hello", "version": protocol.VERSION, "token": 5},
+    protocol.complete_request(1, DecodeRequest(PREFIX)),
 ])
 def test_unauthenticated_gets_an_error_and_is_closed(plain: str, first: dict) -> None:
     with _raw(plain) as sock:
@@ -111,7 +111,7 @@ def test_wrong_version_is_refused(plain: str) -> None:
 
 def test_token_admits_and_answers(plain: str) -> None:
     connection = Connection(parse(plain), token=TOKEN)
-    _, future = connection.request(protocol.complete_request(0, PREFIX, DecodeOptions(max_tokens=4).to_dict()))
+    _, future = connection.request(protocol.complete_request(0, DecodeRequest(PREFIX, DecodeOptions(max_tokens=4))))
     answer = future.result(timeout=30)
     assert answer["op"] == "result" and len(answer["drafts"]) >= 1
     connection.close()
@@ -120,7 +120,7 @@ def test_token_admits_and_answers(plain: str) -> None:
 def test_remote_engine_over_tls_with_document_ngrams(tls: str, files: dict[str, Path], monkeypatch) -> None:
     monkeypatch.setenv("SPD_LSP_TOKEN", TOKEN)
     loaded = load_remote(Settings(engine=tls, engine_certificate=str(files["cert"])))
-    result = loaded.engine.complete(PREFIX, DecodeOptions(max_tokens=4, stop_at_newline=False))
+    result = loaded.engine.complete(DecodeRequest(PREFIX, DecodeOptions(max_tokens=4, stop_at_newline=False)))
     assert result.drafts and result.timings.steps > 0
     loaded.engine.close()
 
@@ -142,7 +142,7 @@ def test_untrusted_certificate_is_refused(tls: str) -> None:
 
 def test_remote_clients_cannot_name_store_paths(plain: str) -> None:
     connection = Connection(parse(plain), token=TOKEN)
-    message = protocol.complete_request(0, PREFIX, {}, ngrams={"stores": [{"path": "/etc", "weight": 1.0}]})
+    message = protocol.complete_request(0, DecodeRequest(PREFIX), ngrams={"stores": [{"path": "/etc", "weight": 1.0}]})
     _, future = connection.request(message)
     answer = future.result(timeout=30)
     assert answer["code"] == "bad_request" and "cannot read the client's stores" in answer["message"]

@@ -19,7 +19,7 @@ import pytest
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
-from spd_lsp.api import DecodeOptions  # noqa: E402
+from spd_lsp.api import DecodeOptions, DecodeRequest  # noqa: E402
 from spd_lsp.remote import protocol  # noqa: E402
 from spd_lsp.remote.server import Listener  # noqa: E402
 from spd_lsp.remote.ray.client import ServeEngine, affinity_key  # noqa: E402
@@ -43,7 +43,7 @@ def run(coroutine, timeout: float = 60.0):
 
 
 def ask(engine: ServeEngine, prefix: str, options: DecodeOptions, *, key: str):
-    return run(engine.complete(protocol.complete_request(0, prefix, options.to_dict(), affinity=key)))
+    return run(engine.complete(protocol.complete_request(0, DecodeRequest(prefix, options), affinity=key)))
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,7 @@ def test_answers_equal_single_process_decoding(cluster, model_settings):
     prefixes = [PREFIX, "for name in names:\n    if ", "import os\nimport "]
     for options in (OPTIONS, DecodeOptions(method="beam", k=2, max_tokens=5)):
         for prefix in prefixes:
-            local = engine.complete(prefix, options)
+            local = engine.complete(DecodeRequest(prefix, options))
             remote = ask(cluster, prefix, options, key=prefix).result
             assert [(d.text, d.token_ids) for d in remote.drafts] == [(d.text, d.token_ids) for d in local.drafts]
             assert [d.score for d in remote.drafts] == pytest.approx([d.score for d in local.drafts], abs=1e-5)
@@ -107,7 +107,7 @@ def test_a_killed_replica_fails_over_and_is_replaced(cluster):
     key = "bob:file:///c.py"
     before = ask(cluster, PREFIX, OPTIONS, key=key)
     slow = DecodeOptions(k=3, max_tokens=1500, stop_at_newline=False, heal=False)  # ~2 ms a step: seconds, no early end
-    long = protocol.complete_request(0, PREFIX, slow.to_dict(), affinity=key)
+    long = protocol.complete_request(0, DecodeRequest(PREFIX, slow), affinity=key)
 
     async def killed_mid_request():
         running = [asyncio.create_task(cluster.complete(long)) for _ in range(4)]
@@ -154,7 +154,7 @@ def closed(sock: socket.socket) -> bool:
 @pytest.mark.parametrize("first", [
     protocol.hello(None),
     protocol.hello("wrong-token-0123456789abcdef"),
-    protocol.complete_request(1, PREFIX, {}),
+    protocol.complete_request(1, DecodeRequest(PREFIX)),
 ])
 def test_the_ingress_turns_away_a_client_without_the_token(ingress, first):
     with connect(ingress) as sock:
@@ -178,8 +178,8 @@ def test_the_ingress_answers_like_the_deployment(ingress, cluster):
     with connect(ingress) as sock:
         protocol.send(sock, protocol.hello(TOKEN))
         assert protocol.receive(sock)["ok"] is True
-        protocol.send(sock, protocol.complete_request(7, PREFIX, OPTIONS.to_dict()))
-        protocol.send(sock, protocol.complete_request(8, PREFIX, {"k": "three"}))
+        protocol.send(sock, protocol.complete_request(7, DecodeRequest(PREFIX, OPTIONS)))
+        protocol.send(sock, protocol.complete_request(8, {"prefix": PREFIX, "options": {"k": "three"}}))
         answers = {message["id"]: message for message in (protocol.receive(sock), protocol.receive(sock))}
     direct = ask(cluster, PREFIX, OPTIONS, key="direct").result
     assert [d["text"] for d in answers[7]["drafts"]] == [d.text for d in direct.drafts]
@@ -195,9 +195,9 @@ def test_a_front_end_uses_the_ingress_as_its_engine(ingress, cluster, monkeypatc
     loaded = load_remote(Settings(engine=f"tcp://{host}:{port}"))
     try:
         plain = replace(OPTIONS, alpha=0.0)  # no n-grams: the same request as `ask`'s
-        drafts = loaded.engine.complete(PREFIX, plain).drafts
+        drafts = loaded.engine.complete(DecodeRequest(PREFIX, plain)).drafts
         assert [d.text for d in drafts] == [d.text for d in ask(cluster, PREFIX, plain, key="x").result.drafts]
-        with_document = loaded.engine.complete(PREFIX, OPTIONS)  # the document's n-grams go inline to the replica
+        with_document = loaded.engine.complete(DecodeRequest(PREFIX, OPTIONS))  # the document's n-grams go inline to the replica
         assert with_document.drafts and loaded.engine.failures == 0
     finally:
         loaded.engine.close()
@@ -217,11 +217,11 @@ def test_autoscaling_follows_queue_length_between_the_given_bounds():
 
 
 def test_the_affinity_key_is_the_front_ends_else_the_prompts_head():
-    frame = protocol.complete_request(0, "x" * 300 + "tail", {}, affinity="editor-1/file:///a.py")
+    frame = protocol.complete_request(0, DecodeRequest("x" * 300 + "tail"), affinity="editor-1/file:///a.py")
     assert affinity_key(frame) == "editor-1/file:///a.py"
-    head = protocol.complete_request(0, "x" * 300 + "tail", {})
-    typed_on = protocol.complete_request(0, "x" * 300 + "tail and more", {})
-    other = protocol.complete_request(0, "y" + "x" * 300, {})
+    head = protocol.complete_request(0, DecodeRequest("x" * 300 + "tail"))
+    typed_on = protocol.complete_request(0, DecodeRequest("x" * 300 + "tail and more"))
+    other = protocol.complete_request(0, DecodeRequest("y" + "x" * 300))
     assert affinity_key(head) == affinity_key(typed_on) != affinity_key(other)
 
 
@@ -243,9 +243,9 @@ def test_a_cancel_on_the_ingress_answers_cancelled(ingress):
         protocol.send(sock, protocol.hello(TOKEN))
         protocol.receive(sock)
         # One write: the cancel is read before the request is forwarded.
-        sock.sendall(protocol.encode(protocol.complete_request(3, PREFIX, OPTIONS.to_dict()))
+        sock.sendall(protocol.encode(protocol.complete_request(3, DecodeRequest(PREFIX, OPTIONS)))
                      + protocol.encode({"op": protocol.CANCEL, "id": 3}))
         answer = protocol.receive(sock)
         assert (answer["op"], answer["id"], answer["code"]) == (protocol.ERROR, 3, protocol.CANCELLED)
-        protocol.send(sock, protocol.complete_request(4, PREFIX, OPTIONS.to_dict()))  # the connection goes on
+        protocol.send(sock, protocol.complete_request(4, DecodeRequest(PREFIX, OPTIONS)))  # the connection goes on
         assert protocol.receive(sock)["op"] == protocol.RESULT

@@ -156,17 +156,17 @@ def test_snippets_stay_while_typing_in_a_region_and_are_chosen_again_elsewhere()
     gatherer = ContextGatherer()
     others = [("file:///w/helpers.py", OTHER_FILE)]
     first = gather(gatherer, "total = widget_count + helper_3(", 40, others)
-    assert first["filename"] == "main.py" and first["prompt_format"] == "file_sep"
-    assert first["snippets"] and all(path == "helpers.py" for path, _ in first["snippets"])
-    assert sum(len(word_spans(code)) for _, code in first["snippets"]) <= 256
+    assert first.filename == "main.py"
+    assert first.snippets and all(path == "helpers.py" for path, _ in first.snippets)
+    assert sum(len(word_spans(code)) for _, code in first.snippets) <= 256
     edited = [("file:///w/helpers.py", "def unrelated():\n    pass\n")]
-    assert gather(gatherer, "total = widget_count + helper_3(w", 41, edited)["snippets"] == first["snippets"]
+    assert gather(gatherer, "total = widget_count + helper_3(w", 41, edited).snippets == first.snippets
     opened = [*edited, ("file:///w/totals.py", "def total_of(widget_count, helper_3):\n    return total\n")]
-    assert [p for p, _ in gather(gatherer, "total = widget_count + helper_3(wi", 42, opened)["snippets"]] == ["totals.py"]
+    assert [p for p, _ in gather(gatherer, "total = widget_count + helper_3(wi", 42, opened).snippets] == ["totals.py"]
     moved = gather(gatherer, "total = widget_count + helper_3(", 40 + 200, edited)
-    assert moved["snippets"] == []  # another region: chosen again, from what the files hold now
+    assert moved.snippets == ()  # another region: chosen again, from what the files hold now
 
 
 def test_snippets_off_send_no_path_and_no_snippets() -> None:
     sent = gather(ContextGatherer(), "x = helper_1(", 3, [("file:///w/helpers.py", OTHER_FILE)], snippets=False)
-    assert sent["snippets"] == [] and sent["filename"] is None
+    assert sent.snippets == () and sent.filename is None

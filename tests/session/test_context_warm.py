@@ -6,6 +6,7 @@ path come before the prefix; assertions are on the prefill token counts the engi
 
 from __future__ import annotations
 
+from spd_lsp.api import DecodeRequest, Loaded
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from spd_lsp.settings import parse_settings
-from spd_lsp.session.session import Loaded, Session
+from spd_lsp.session.session import Session
 from tests.engine.test_prompt_formats import family_engine
 from tests.session.test_server_session import RecordingClient
 
@@ -86,9 +87,9 @@ def test_a_changed_snippet_set_is_prefilled_while_idle(workspace: Path) -> None:
     warmed: list[list[str]] = []
     warm = engine.warm
 
-    def spy(*args: Any, **kwargs: Any) -> int:
-        ran = warm(*args, **kwargs)
-        warmed.append([path for path, _ in kwargs.get("snippets", ())])
+    def spy(request: DecodeRequest, cancelled: Any = None) -> int:
+        ran = warm(request, cancelled)
+        warmed.append([path for path, _ in request.context.snippets])
         return ran
 
     engine.warm = spy
@@ -132,7 +133,7 @@ def test_a_verified_request_leaves_a_cache_without_autograd_history() -> None:
     engine = family_engine("file_sep")
     options = DecodeOptions(k=2, max_tokens=3)
     assert options.verify_rounds > 0
-    engine.complete("items = load()\n" * 10, options)
+    engine.complete(DecodeRequest("items = load()\n" * 10, options))
     assert not any(t.requires_grad for layer in engine.runner.cache.layers for t in (layer.keys, layer.values))
 
 

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from spd_lsp import cursor as context
 from spd_lsp.engine import model
-from spd_lsp.engine.decoding import lm
+from spd_lsp.engine.decoding import lm, threads
 from spd_lsp.engine.decoding.lm import ModelRunner
-from spd_lsp.api import Cancelled, DecodeOptions
+from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.worker import KeyedWorker
 from spd_lsp.session.session import Request, extends
@@ -67,11 +67,11 @@ def test_next_request_after_a_cancelled_prefill_equals_an_uncancelled_run(loaded
     engine.runner.chunk_tokens = 16
     calls = iter(range(1000))
     with pytest.raises(Cancelled):
-        engine.complete(prefix, OPTIONS, lambda: next(calls) >= 3)
+        engine.complete(DecodeRequest(prefix, OPTIONS), lambda: next(calls) >= 3)
     assert 0 < len(engine.runner.cached_ids) < len(engine.encode(prefix))
-    after_cancel = engine.complete(prefix, OPTIONS)
+    after_cancel = engine.complete(DecodeRequest(prefix, OPTIONS))
     assert after_cancel.timings.reused_tokens == 48
-    reference = LocalEngine(loaded).complete(prefix, OPTIONS)
+    reference = LocalEngine(loaded).complete(DecodeRequest(prefix, OPTIONS))
     assert [d.text for d in after_cancel.drafts] == [d.text for d in reference.drafts]
 
 
@@ -469,11 +469,11 @@ def test_an_oversubscribed_cpu_runs_one_thread(tmp_path: Any) -> None:
     pressure = tmp_path / "cpu"
     pressure.write_text("some avg10=99.86 avg60=99.88 avg300=99.80 total=8676683195\n"
                         "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
-    assert model.cpu_pressure(pressure) == 99.86
-    assert model.intra_op_threads(2, model.cpu_pressure(pressure)) == 1
+    assert threads.cpu_pressure(pressure) == 99.86
+    assert threads.intra_op_threads(2, threads.cpu_pressure(pressure)) == 1
     pressure.write_text("some avg10=3.10 avg60=1.00 avg300=0.50 total=1\n")
-    assert model.intra_op_threads(2, model.cpu_pressure(pressure)) == 2
-    assert model.cpu_pressure(tmp_path / "missing") is None and model.intra_op_threads(2, None) == 2
+    assert threads.intra_op_threads(2, threads.cpu_pressure(pressure)) == 2
+    assert threads.cpu_pressure(tmp_path / "missing") is None and threads.intra_op_threads(2, None) == 2
 
 
 def test_the_runner_sets_threads_from_the_cpu_pressure(loaded: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from spd_lsp.settings import Settings, parse_settings
-from spd_lsp.api import CancelCheck, Cancelled, DecodeOptions, DecodeResult, Draft, Timings
+from spd_lsp.api import CancelCheck, Cancelled, DecodeRequest, DecodeResult, Draft, Loaded, Timings
 from spd_lsp.worker import KeyedWorker
-from spd_lsp.session.session import Loaded, Selection, Session, Stats
+from spd_lsp.session.session import Selection, Session, Stats
 
 
 class FakeTokenizer:
@@ -38,10 +38,9 @@ class FakeEngine:
     def set_ngrams(self, ngrams: Any) -> None:
         self.ngrams = ngrams
 
-    def complete(
-        self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None, **_: Any
-    ) -> DecodeResult:
-        self.prefixes.append(prefix)
+    def complete(self, request: DecodeRequest, cancelled: CancelCheck | None = None) -> DecodeResult:
+        self.prefixes.append(request.prefix)
+        options = request.options
         for _ in range(self.steps):
             if cancelled and cancelled():
                 raise Cancelled()
@@ -50,9 +49,15 @@ class FakeEngine:
         drafts = [Draft(text, [], -float(i)) for i, text in enumerate(self.drafts[: options.k])]
         return DecodeResult(drafts, Timings(total_s=self.steps * self.step_s), options.method)
 
-    def warm(self, prefix: str, options: DecodeOptions, cancelled: CancelCheck | None = None, **_: Any) -> int:
-        self.warmed.append(prefix)
+    def warm(self, request: DecodeRequest, cancelled: CancelCheck | None = None) -> int:
+        self.warmed.append(request.prefix)
         return 0
+
+    def close(self) -> None:
+        pass
+
+    def link(self) -> dict[str, Any]:
+        return {"address": "fake", "connected": True, "failures": 0}
 
 
 class RecordingClient:

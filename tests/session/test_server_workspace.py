@@ -15,7 +15,7 @@ from ngram_db.paths import base_store_path
 from ngram_db.store import NgramStore
 from ngram_db.watcher import Watcher
 from spd_lsp.settings import NgramSettings
-from spd_lsp.engine.model import tokenizer_identity
+from spd_lsp.tokens import tokenizer_identity
 from spd_lsp.session.stores import WorkspaceStores
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from spd_lsp.api import DecodeOptions, DecodeResult, Timings
+from spd_lsp.api import DecodeRequest, DecodeResult, Loaded, Timings
 from spd_lsp.session.report import engine_link, summary
-from spd_lsp.session.session import Loaded, Session
+from spd_lsp.session.session import Session
 from spd_lsp.settings import parse_settings
 from tests.session.test_server_session import FakeEngine, RecordingClient, make_session
 
@@ -17,8 +17,8 @@ TEXT = "first line\nvalue = ca"
 class TimedEngine(FakeEngine):
     """Drafts with every phase timed, as the local engine reports them."""
 
-    def complete(self, prefix: str, options: DecodeOptions, cancelled: Any = None, **context: Any) -> DecodeResult:
-        result = super().complete(prefix, options, cancelled, **context)
+    def complete(self, request: DecodeRequest, cancelled: Any = None) -> DecodeResult:
+        result = super().complete(request, cancelled)
         timings = Timings(prefill_s=0.012, model_s=0.034, ngram_s=0.005, verify_s=0.002, total_s=0.06, steps=7,
                           prefill_tokens=40)
         return DecodeResult(result.drafts, timings, result.method)

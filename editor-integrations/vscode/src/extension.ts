@@ -23,7 +23,18 @@ import { ServerLifecycle } from "./lifecycle";
 import { SpdLanguageClient } from "./spdClient";
 import { notFoundMessage, resolveServerPath } from "./serverPath";
 import { configurationChange, toServerSettings } from "./settings";
-import { applyProgress, formatStatus, initialState, recordLatency, StatusState, statusView, WorkDoneValue, withPhase } from "./status";
+import {
+  applyProgress,
+  formatStatus,
+  initialState,
+  modelOf,
+  recordLatency,
+  StatusState,
+  statusView,
+  WorkDoneValue,
+  withModel,
+  withPhase,
+} from "./status";
 
 const OPEN_SETTINGS = "Open Settings";
 
@@ -70,6 +81,7 @@ function createClient(command: string): LanguageClient {
         const result = await next(document, position, context, token);
         if (!token.isCancellationRequested) {
           setState(recordLatency(state, Date.now() - started));
+          void refreshModel();
         }
         return result;
       },
@@ -157,6 +169,21 @@ async function serverCommand(command: string): Promise<unknown> {
   return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [] });
 }
 
+/** Shows the model and device in the status item once the server has loaded them (its first answer). */
+async function refreshModel(): Promise<void> {
+  if (state.model !== undefined) {
+    return;
+  }
+  try {
+    const model = modelOf(await serverCommand(SERVER_COMMANDS.status));
+    if (model !== undefined) {
+      setState(withModel(state, model));
+    }
+  } catch (error) {
+    output.appendLine(`SPD: reading the model from spd.status failed: ${error}`);
+  }
+}
+
 async function indexWorkspace(): Promise<void> {
   indexWatch.expect();
   try {
@@ -184,6 +211,9 @@ async function showStatus(): Promise<void> {
 
 async function onConfigurationChanged(event: vscode.ConfigurationChangeEvent): Promise<void> {
   const client = lifecycle.client;
+  if (event.affectsConfiguration("spd")) {
+    setState(withModel(state, undefined)); // a model or device setting loads another; the next answer says which
+  }
   if (event.affectsConfiguration("spd.serverPath")) {
     await lifecycle.restart();
   } else if (event.affectsConfiguration("spd") && client?.isRunning()) {

@@ -10,6 +10,13 @@ export interface StatusState {
   progress?: { title: string; message?: string; percentage?: number };
   lastLatencyMs?: number;
   error?: string;
+  /** The loaded model, from `spd.status` (the server loads it on the first request). */
+  model?: ModelInfo;
+}
+
+export interface ModelInfo {
+  name: string;
+  device: string;
 }
 
 export interface StatusView {
@@ -50,6 +57,16 @@ export function recordLatency(state: StatusState, ms: number): StatusState {
   return { ...state, lastLatencyMs: ms };
 }
 
+/** The model and device of a `spd.status` result, once the server has loaded one. */
+export function modelOf(status: unknown): ModelInfo | undefined {
+  const model = (status as { model?: { name?: unknown; device?: unknown } | null } | null)?.model;
+  return typeof model?.name === "string" && typeof model.device === "string" ? { name: model.name, device: model.device } : undefined;
+}
+
+export function withModel(state: StatusState, model: ModelInfo | undefined): StatusState {
+  return { ...state, model };
+}
+
 export function withPhase(state: StatusState, phase: Phase, error?: string): StatusState {
   return { ...state, phase, error, progress: phase === "indexing" ? state.progress : undefined };
 }
@@ -70,10 +87,10 @@ export function statusView(state: StatusState): StatusView {
     }
     case "ready": {
       const latency = state.lastLatencyMs === undefined ? "" : ` ${Math.round(state.lastLatencyMs)} ms`;
-      return {
-        text: `$(sparkle) SPD${latency}`,
-        tooltip: state.lastLatencyMs === undefined ? "SPD: ready" : `SPD: last completion took ${Math.round(state.lastLatencyMs)} ms`,
-      };
+      const model = state.model === undefined ? "" : ` ${state.model.name} · ${state.model.device}`;
+      const took = state.lastLatencyMs === undefined ? "ready" : `last completion took ${Math.round(state.lastLatencyMs)} ms`;
+      const on = state.model === undefined ? "" : ` (${state.model.name} on ${state.model.device})`;
+      return { text: `$(sparkle) SPD${model}${latency}`, tooltip: `SPD: ${took}${on}` };
     }
   }
 }

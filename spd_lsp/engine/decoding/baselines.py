@@ -13,8 +13,8 @@ import torch
 
 from spd_lsp.engine.decoding.drafts import DraftRules, FinishedPool, Hypothesis, extension_totals, select
 from spd_lsp.engine.decoding.lm import ModelRunner
-from spd_lsp.engine.decoding.stepping import Progress, run_alone
-from spd_lsp.api import CancelCheck, DecodeOptions, Timings
+from spd_lsp.engine.decoding.stepping import Progress
+from spd_lsp.api import DecodeOptions
 
 
 def nucleus_filter(logp: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -136,38 +136,3 @@ class BeamState(Progress):
 
     def drafts(self) -> list[Hypothesis]:
         return list(self.finished.by_text.values()) + self.hyps
-
-
-def independent_decode(
-    runner: ModelRunner,
-    logits: torch.Tensor,
-    remainder: str,
-    rules: DraftRules,
-    options: DecodeOptions,
-    *,
-    batch: int,
-    sample: bool,
-    generator: torch.Generator | None,
-    cancelled: CancelCheck,
-    timings: Timings,
-) -> list[Hypothesis]:
-    """`batch` independent drafts (greedy or nucleus), one token per row per step."""
-    state = IndependentState(remainder, rules, options, batch, sample, generator, cancelled=cancelled,
-                             timings=timings, logits=logits)
-    run_alone(runner, state)
-    return state.drafts()
-
-
-def beam_decode(
-    runner: ModelRunner,
-    logits: torch.Tensor,
-    remainder: str,
-    rules: DraftRules,
-    options: DecodeOptions,
-    cancelled: CancelCheck,
-    timings: Timings,
-) -> list[Hypothesis]:
-    """Beam search with k beams over one batch-k cache, reordered to follow the kept parents."""
-    state = BeamState(remainder, rules, options, cancelled=cancelled, timings=timings, logits=logits)
-    run_alone(runner, state)
-    return state.drafts()

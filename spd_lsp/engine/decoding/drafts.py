@@ -20,6 +20,7 @@ class Hypothesis:
     remainder: str = ""  # healed text this draft has yet to reproduce
     text: str = ""  # text beyond the healed part, cut at a stop
     finished: bool = False
+    rank: int | None = None  # its place in a verified ranking (verify.ranked); None: by normalised score
 
     @property
     def normalised(self) -> float:
@@ -142,13 +143,14 @@ def select(
 def to_drafts(
     hyps: list[Hypothesis], k: int, table: TokenTable, anchor: list[int], healed: str, *, stop_at_newline: bool
 ) -> list[Draft]:
-    """Final drafts: decoded text without the healed part, distinct, best normalised score first."""
+    """Final drafts: decoded text without the healed part, distinct, in verification's order where it ranked
+    them, else best normalised score first; each with its own normalised score."""
     best: dict[str, Hypothesis] = {}
     for hyp in hyps:
         text = _final_text(hyp, table, anchor, healed, stop_at_newline=stop_at_newline)
         if text.strip() and (text not in best or hyp.normalised > best[text].normalised):
             best[text] = replace(hyp, text=text)
-    ranked = sorted(best.values(), key=lambda h: h.normalised, reverse=True)[:k]
+    ranked = sorted(best.values(), key=lambda h: (h.rank if h.rank is not None else len(hyps), -h.normalised))[:k]
     return [Draft(h.text, list(h.tokens), h.normalised, h.finished) for h in ranked]
 
 

@@ -19,8 +19,8 @@ from transformers import DynamicCache
 from spd_lsp.engine.decoding.padding import key_values, left_padded_mask, padded_cache, plain_cache
 from spd_lsp.engine.decoding.placement import device_sync
 from spd_lsp.api import CancelCheck, Cancelled, never_cancelled
+from spd_lsp.engine.decoding.threads import cpu_pressure, intra_op_threads
 from spd_lsp.engine.fast import attached
-from spd_lsp.engine.model import cpu_pressure, intra_op_threads
 
 log = logging.getLogger(__name__)
 

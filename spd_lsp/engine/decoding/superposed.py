@@ -17,8 +17,8 @@ from spd_lsp.engine.decoding.drafts import DraftRules, FinishedPool, Hypothesis,
 from spd_lsp.engine.decoding.interpolate import interpolate
 from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.decoding.placement import CPU, move_pair
-from spd_lsp.engine.decoding.stepping import Progress, run_alone
-from spd_lsp.api import CancelCheck, DecodeOptions, Timings
+from spd_lsp.engine.decoding.stepping import Progress
+from spd_lsp.api import CancelCheck, DecodeOptions
 from spd_lsp.engine.decoding.verify import Verification, verification, verify
 
 
@@ -162,23 +162,6 @@ class SuperposedState(Progress):
     def own_forward(self, runner: ModelRunner) -> torch.Tensor | None:
         return reset_to_best(runner, self.prompt_ids, self.hyps) if self.resets else None
 
-
-def superposed_decode(
-    runner: ModelRunner,
-    logits: torch.Tensor,
-    prompt_ids: list[int],
-    remainder: str,
-    rules: DraftRules,
-    options: DecodeOptions,
-    ngrams: NgramSource | None,
-    cancelled: CancelCheck,
-    timings: Timings,
-) -> list[Hypothesis]:
-    """Run SPD from the prompt's last logits; returns finished and live drafts (unranked)."""
-    state = SuperposedState(prompt_ids, remainder, rules, options, ngrams, cancelled=cancelled, timings=timings,
-                            logits=logits)
-    run_alone(runner, state)
-    return state.final(runner)
 
 
 def reset_to_best(runner: ModelRunner, prompt_ids: list[int], hyps: list[Hypothesis]) -> torch.Tensor:

@@ -444,19 +444,13 @@ def _continued(
 
 
 def ranked(hyps: list[Hypothesis], options: DecodeOptions, *, lead: int) -> list[Hypothesis]:
-    """The first `lead` drafts stay in front; the rest by exact score (total or mean), gated, then
-    re-scored so that the engine's sort by normalised score keeps this order."""
+    """The first `lead` drafts stay in front; the rest by exact score (total or mean), gated; each keeps
+    its own exact score and carries its place (`rank`), which the engine's final sort keeps."""
     head, rest = hyps[:lead], hyps[lead:]
     by_total = options.verify_score == "total"
     rest = sorted(rest, key=lambda h: h.score if by_total else h.normalised, reverse=True)
     out = gate(head + rest, options.verify_gate, against=head[0] if head else None)
-    ordered: list[Hypothesis] = []
-    for hyp in out:
-        value = hyp.score if by_total else hyp.normalised
-        if ordered:
-            value = min(value, ordered[-1].normalised - 1e-6)
-        ordered.append(replace(hyp, score=value * max(1, len(hyp.tokens))))
-    return ordered
+    return [replace(hyp, rank=place) for place, hyp in enumerate(out)]
 
 
 def _first_bad(verdict: Verdict, options: DecodeOptions) -> int | None:

@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 from spd_lsp.engine.decoding.healing import HealedPrompt, TokenTable, heal
 from spd_lsp.engine.prompt.formats import PromptFormat
-from spd_lsp.engine.prompt.layout import Context, Piece, encode_pieces, layout
+from spd_lsp.api import PromptContext
+from spd_lsp.engine.prompt.layout import Piece, encode_pieces, layout
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def _counts(pieces: list[Piece], encode: Callable[[Piece], list[int]]) -> tuple[
 
 def build_prompt(
     fmt: PromptFormat,
-    context: Context,
+    context: PromptContext,
     prefix_ids: list[int],
     *,
     tokenizer: Any,

@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from spd_lsp.api import PromptContext
 from spd_lsp.engine.prompt.formats import PromptFormat
-from spd_lsp.fit.syntax import comment_marker
+from spd_lsp.languages import comment_marker
 
 
 @dataclass(frozen=True)
@@ -22,16 +23,6 @@ class Piece:
     text: str
     special: bool = False  # a control token, placed by id, never tokenized as text
     part: str = "header"  # what it counts towards in the status: header, snippet:<path>, suffix
-
-
-@dataclass(frozen=True)
-class Context:
-    """Plain values from the session (or the engine daemon): what the prompt may hold besides the prefix."""
-
-    suffix: str = ""  # the text after the cursor, already cut to its budget
-    filename: str | None = None  # the current file's path relative to its workspace folder
-    snippets: Sequence[tuple[str, str]] = ()  # (path, code) of other files, best first, within budget
-    language: str | None = None  # LSP language id of the current file (comment syntax)
 
 
 @dataclass
@@ -52,7 +43,7 @@ def _ended(code: str) -> str:
     return code if code.endswith("\n") else code + "\n"
 
 
-def _commented(context: Context) -> list[Piece]:
+def _commented(context: PromptContext) -> list[Piece]:
     """Other files and the current path as `# path` blocks, for families without file tokens."""
     marker = comment_marker(context.language)
     if marker is None:
@@ -63,7 +54,7 @@ def _commented(context: Context) -> list[Piece]:
     return pieces
 
 
-def _files(fmt: PromptFormat, context: Context) -> list[Piece]:
+def _files(fmt: PromptFormat, context: PromptContext) -> list[Piece]:
     """Other files, then the opening of the current one, outside any FIM token."""
     if not fmt.file_sep or not (context.snippets or context.filename):
         return []
@@ -74,7 +65,7 @@ def _files(fmt: PromptFormat, context: Context) -> list[Piece]:
     return pieces
 
 
-def layout(fmt: PromptFormat, context: Context) -> Layout:
+def layout(fmt: PromptFormat, context: PromptContext) -> Layout:
     """The pieces before and after the prefix for `fmt`."""
     if fmt.fim is None:
         if fmt.header and context.filename:

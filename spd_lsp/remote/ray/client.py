@@ -34,8 +34,8 @@ def affinity_key(frame: dict[str, Any]) -> str:
     explicit = frame.get("affinity")
     if isinstance(explicit, str) and explicit:
         return explicit
-    prompt = frame.get("prompt")
-    prefix = prompt.get("prefix") if isinstance(prompt, dict) else None
+    request = frame.get("request")
+    prefix = request.get("prefix") if isinstance(request, dict) else None
     head = prefix[:AFFINITY_HEAD_CHARS] if isinstance(prefix, str) else ""
     return hashlib.blake2b(head.encode(), digest_size=12).hexdigest()
 

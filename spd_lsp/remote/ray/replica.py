@@ -45,12 +45,10 @@ class Answer:
 
 class EngineReplica:
     def __init__(self, settings: ModelSettings):
-        from spd_lsp.settings import Settings
+        from spd_lsp.engine.loading import load_local
         from spd_lsp.remote.server import EngineServer, Listener
-        from spd_lsp.session.session import load_engine
 
-        loaded = load_engine(Settings(model=settings.model, device=settings.device, dtype=settings.dtype,
-                                      quantize=settings.quantize))
+        loaded = load_local(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path)
         self.name = serve.get_replica_context().replica_id.to_full_id_str()
         self.info = {**loaded.info, "replica": self.name}
         # Never listens: the daemon's request reading, stores and scheduler, with the rules of a

@@ -1,0 +1,26 @@
+"""How many threads torch runs a forward with: one on an oversubscribed CPU (`ModelRunner` asks per forward)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CPU_PRESSURE = Path("/proc/pressure/cpu")
+# Above this share of the last 10 s with runnable tasks waiting for a CPU, the machine is
+# oversubscribed and torch's threads spend each parallel region waiting for a sibling that
+# is not scheduled: measured here at load ~20 on 2 cores, a 128-token prefill took 19 s with
+# 2 threads and 0.5 s with 1 (bench/bench_prefill.py --compare-threads 6).
+CONTENDED_PERCENT = 50.0
+
+
+def cpu_pressure(path: Path = CPU_PRESSURE) -> float | None:
+    """Linux PSI `some avg10` of the CPU, in percent; None where the system does not report it."""
+    try:
+        first = path.read_text().splitlines()[0]
+        return float(dict(field.split("=", 1) for field in first.split()[1:])["avg10"])
+    except (OSError, IndexError, KeyError, ValueError):
+        return None
+
+
+def intra_op_threads(default: int, pressure: float | None) -> int:
+    """torch's threads per forward: one on an oversubscribed CPU, else `default`."""
+    return 1 if pressure is not None and pressure >= CONTENDED_PERCENT else default

@@ -1,0 +1,175 @@
+"""The packaged VS Code extension in a real VS Code, against the real `spd-lsp`.
+
+code-server (VS Code's workbench in headless Chromium, the extension host in
+Node) with `editor-integrations/vscode/spd-lsp.vsix` installed and the real
+server with the bundled model; a user's keys, and asserts on what the screen's
+DOM shows. One VS Code for the module, the tests in order: the model loads once
+(~10 s on a 2-core CPU), each request then takes about a second. Each step's
+screenshot goes to test-artifacts/vscode/.
+
+Needs `scripts/install-vscode-e2e.sh` (from `make setup`) and the `.vsix` from
+`scripts/test-vscode.sh`; `make test` runs both first and sets
+SPD_REQUIRE_VSCODE_E2E=1, so there a missing piece fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.common.keys import Keys
+
+from tests.code_samples import WALK_HEAD
+from tests.editors.vscode_driver import REPO, VSCode, missing
+
+SERVER = REPO / ".venv" / "bin" / "spd-lsp"
+ARTIFACTS = REPO / "test-artifacts" / "vscode"
+PREFIX = WALK_HEAD + "            if name.end"
+K = 3
+
+_missing = missing() + ([] if SERVER.exists() else [f"spd-lsp ({SERVER})"])
+if _missing and os.environ.get("SPD_REQUIRE_VSCODE_E2E") == "1":
+    raise RuntimeError(f"the VS Code end-to-end test cannot run: missing {', '.join(_missing)}")
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.e2e,
+    pytest.mark.timeout(240),
+    pytest.mark.skipif(bool(_missing), reason=f"missing {', '.join(_missing)} (scripts/install-vscode-e2e.sh, scripts/test-vscode.sh)"),
+]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("workspace")
+    (root / ".git").mkdir()
+    (root / "walk.py").write_text(PREFIX)  # no newline at the end: Ctrl+End lands after `name.end`
+    return root
+
+
+@pytest.fixture(scope="module")
+def code(workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VSCode]:
+    settings = {
+        "spd.serverPath": str(SERVER),
+        "spd.engine": "in-process",  # no shared engine process outliving the test
+        "spd.device": "cpu",  # what the status item is asserted to show, on any machine
+        "spd.k": K,
+        "spd.maxTokens": 8,
+        "spd.ngrams.db": str(tmp_path_factory.mktemp("store")),
+    }
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)  # this run's screenshots only
+    session = VSCode(
+        workspace, settings, home=tmp_path_factory.mktemp("vscode"), artifacts=ARTIFACTS,
+        env={"PYTHONPATH": str(REPO)},  # the server imports this checkout, as the other e2e tests do
+    )
+    try:
+        # Inline completions are asked for only once the client has registered its provider,
+        # which it does when the server answers `initialize`: type before that and nothing asks.
+        session.wait_for(lambda: session.status_icon("SPD") == "sparkle", "the server to be running", timeout=60)
+        session.open("walk.py")
+        yield session
+    finally:
+        session.close()
+
+
+def saved_lines(code: VSCode, workspace: Path) -> list[str]:
+    """Saves the editor (Ctrl+S) and reads the file: the document itself, without ghost text."""
+    before = (workspace / "walk.py").stat().st_mtime_ns
+    code.chord(Keys.CONTROL, key="s")
+    code.wait_for(lambda: (workspace / "walk.py").stat().st_mtime_ns != before, "the file to be saved")
+    return (workspace / "walk.py").read_text().split("\n")
+
+
+def cycle(code: VSCode, first: str, count: int) -> list[str]:
+    """The drafts `Alt+]` shows after `first`, until it comes back to `first` (at most `count` + 1 presses)."""
+    drafts = [first]
+    for _ in range(count):
+        code.chord(Keys.ALT, key="]")
+        shown = code.wait_ghost(unlike=drafts[-1])
+        if shown == first:
+            return drafts
+        drafts.append(shown)
+    raise AssertionError(f"Alt+] did not come back to the first draft after {count} presses: {drafts}")
+
+
+def test_ghost_text_appears_as_you_type(code: VSCode) -> None:
+    code.chord(Keys.CONTROL, key=Keys.END)
+    code.keys("s")  # `name.ends`: a change, so VS Code asks for inline completions
+    ghost = code.wait_ghost(timeout=150)  # the first request loads the model
+    assert ghost.strip(), ghost
+    code.screenshot("01-ghost-text")
+
+
+def test_alt_bracket_cycles_through_the_k_drafts(code: VSCode) -> None:
+    first = code.wait_ghost()
+    drafts = cycle(code, first, K)
+    assert len(drafts) == K and len(set(drafts)) == K, drafts
+    code.screenshot("02-cycled-back-to-draft-1")
+
+
+def test_tab_inserts_exactly_the_shown_draft(code: VSCode, workspace: Path) -> None:
+    first = code.wait_ghost()
+    code.chord(Keys.ALT, key="]")
+    second = code.wait_ghost(unlike=first)
+    code.screenshot("03-draft-2")
+    code.keys(Keys.TAB)
+    # Gone, or replaced by the next request's drafts (the server may offer a continuation at once).
+    code.wait_for(lambda: code.ghost() != second, "the draft to be inserted")
+    lines = saved_lines(code, workspace)
+    assert lines[-1] == PREFIX.split("\n")[-1] + "s" + second, (lines[-1], second)
+    code.screenshot("04-accepted")
+
+
+def test_status_item_names_the_model_and_device(code: VSCode) -> None:
+    item = code.wait_for(lambda: (text := code.status_item("SPD")) and "cpu" in text and text, "the model in the status item")
+    assert re.search(r"SPD SmolLM2\S* · cpu \d+ ms", item), item
+
+
+def test_show_status_reports_the_accepted_draft(code: VSCode) -> None:
+    code.command("SPD: Show Status")
+    # The server's summary in the SPD output channel: the model, and the draft Tab accepted
+    # (rank 2) reported by the item's `spd.accept` command.
+    text = code.wait_for(lambda: (text := code.output_text()) and "Drafts:" in text and text, "the status in the output channel", timeout=20)
+    assert re.search(r"Model: +SmolLM2\S* on cpu", text), text
+    assert re.search(r"Drafts: .*#1 0/\d+.*#2 1/\d+", text, re.DOTALL), text  # a long line wraps
+    code.screenshot("05-show-status")
+
+
+def test_a_changed_setting_reaches_the_server(code: VSCode, workspace: Path) -> None:
+    # The workspace's settings JSON, as a user edits it: k 3 -> 2. The extension sends
+    # workspace/didChangeConfiguration; the next request's drafts cycle through two.
+    (workspace / ".vscode").mkdir(exist_ok=True)
+    (workspace / ".vscode" / "settings.json").write_text(json.dumps({"spd.k": 2}))
+    code.wait_for(lambda: code.status_item("SPD") and "·" not in code.status_item("SPD"), "the settings change to be seen")
+    code.open("walk.py")
+    code.chord(Keys.CONTROL, key=Keys.END)
+    code.keys(Keys.ENTER, "paths.app")
+    first = code.wait_ghost(timeout=60)
+    drafts = cycle(code, first, 3)
+    assert len(drafts) == 2, drafts
+    code.screenshot("06-k-2")
+
+
+def test_restart_server_after_a_kill_brings_drafts_back(code: VSCode) -> None:
+    code.keys(Keys.ESCAPE)
+    [server] = code.server_processes()
+    server.kill()
+    server.wait(10)
+    # The client restarts a crashed server by itself (a few times); let that settle, so
+    # what follows is the command's doing.
+    code.wait_for(lambda: [p for p in code.server_processes() if p.pid != server.pid], "the crash handler's restart", timeout=20)
+    before = {p.pid for p in code.server_processes()} | {server.pid}
+    code.command("SPD: Restart Server")
+    code.wait_for(lambda: [p for p in code.server_processes() if p.pid not in before], "the restarted server process", timeout=20)
+    # The new client shows a spinner from its launch until the server answers `initialize`.
+    code.wait_for(lambda: code.status_icon("SPD") == "sparkle", "the restarted server to be running", timeout=60)
+    assert len(code.server_processes()) == 1, code.server_processes()
+    code.keys("e")
+    ghost = code.wait_ghost(timeout=120)
+    assert ghost.strip(), ghost
+    code.screenshot("07-after-restart")
