@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU check in one run: tests/engine/test_gpu.py, bench/bench_decoding.py (with both
+# The GPU check in one run: tests/engine/test_gpu.py, bench/bench_step.py (the fast path's compiled step with
+# CUDA graphs and its int4 tinygemm weights against transformers' forward), bench/bench_decoding.py (with both
 # candidate placements, decoding/placement.py), bench/bench_server.py, the engine's forward costs
 # (bench/bench_engine_step.py --forward-costs) and bench/bench_engine.py on CUDA.
 #
@@ -21,7 +22,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 DEVICE=${DEVICE:-cuda}
 LOGS=${OUT:-$ROOT/gpu-check-logs}
-STEPS=${STEPS:-tests bench_decoding bench_server bench_forwards bench_engine}
+STEPS=${STEPS:-tests bench_step bench_decoding bench_server bench_forwards bench_engine}
 LIMIT=${LIMIT:-125}  # seconds per step: four steps and the set-up (~30 s) fit a 580 s call
 WHEELS=(fasteners==0.20 lmdb==3.0.0 watchdog==7.1.0 platformdirs==4.14.8 pygls==2.1.1 lsprotocol==2025.0.0 cattrs==26.2.1
     attrs==26.1.0 typing_extensions==4.16.0)  # cattrs needs attrs>=25.4, typing-extensions>=4.14
@@ -105,6 +106,9 @@ check() {
 
     step tests "$LIMIT" env SPD_LSP_TEST_DEVICE="$DEVICE" SPD_LSP_GPU_MODEL="$model" \
         "$PY" -m pytest -q -p no:cacheprovider -rs tests/engine/test_gpu.py
+    # ms per decode step: transformers' forward, the fast path eager, compiled (CUDA graphs) and int4 (tinygemm)
+    step bench_step "$LIMIT" "$PY" bench/bench_step.py --device "$DEVICE" --rounds "$repeats" --rows 8 \
+        --only "hf,fast eager bf16,fast compiled bf16,fast compiled int4" "${with_model[@]}"
     step bench_decoding "$LIMIT" "$PY" bench/bench_decoding.py --device "$DEVICE" --placement both \
         --repeats "$repeats" --code-tokens "$code_tokens" --max-tokens "$max_tokens" "${with_model[@]}"
     step bench_server "$LIMIT" "$PY" bench/bench_server.py --device "$DEVICE" --cold "$cold" --warm "$warm" \

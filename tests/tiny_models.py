@@ -31,6 +31,10 @@ CORPUS = [
 ] * 20
 
 ARCHITECTURES = ("llama", "gpt2", "gemma3")
+# The Llama model on transformers' forward and on the fast path (spd_lsp/engine/fast, eager: its compile has
+# its own test); the equality tests run against both.
+LLAMA_BACKENDS = ("llama", "llama+fast")
+WITH_FAST = ARCHITECTURES + ("llama+fast",)
 
 
 @functools.lru_cache(maxsize=1)
@@ -47,6 +51,14 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
 
 
 def tiny_model(architecture: str, seed: int = 0) -> LoadedModel:
+    """`architecture` of ARCHITECTURES, or "llama+fast": the Llama model with the fast backend attached."""
+    if architecture.endswith("+fast"):
+        from spd_lsp.engine import fast
+
+        loaded = tiny_model(architecture.removesuffix("+fast"), seed)
+        fast.attach(loaded.model, fast.build(loaded.model, compile=False))
+        loaded.name += "+fast"
+        return loaded
     torch.manual_seed(seed)
     tokenizer = tiny_tokenizer()
     vocab = len(tokenizer)

@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
     from spd_lsp.engine.model import ModelLoadError
 
     try:
-        loaded = load_engine(settings)
+        loaded = load_engine(settings, compile=False)  # one request does not repay the step's compile
     except (ModelLoadError, OSError, ConnectionError) as exc:
         print(f"spd-lsp: {exc}", file=sys.stderr)
         return 2

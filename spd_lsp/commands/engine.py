@@ -65,7 +65,7 @@ def load(settings: Settings) -> Loaded:
         return getattr(importlib.import_module(module), name)(settings)
     from spd_lsp.engine.loading import load_local
 
-    return load_local(settings.model, settings.device, settings.dtype, settings.quantize)
+    return load_local(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path)
 
 
 def main(argv: list[str]) -> int:

@@ -9,13 +9,15 @@ from spd_lsp.api import Loaded
 from spd_lsp.settings import Settings
 
 
-def load_engine(settings: Settings) -> Loaded:
+def load_engine(settings: Settings, *, compile: bool = True) -> Loaded:
     """The real model and engine, imported lazily so the server answers `initialize` at once;
-    or, with the `engine` setting, a client of the shared engine process (spd_lsp/remote)."""
+    or, with the `engine` setting, a client of the shared engine process (spd_lsp/remote).
+    `compile`: the fast path's decode step (False: eager, for a one-request process)."""
     if settings.engine != "in-process":
         from spd_lsp.remote.connect import load_remote
 
         return load_remote(settings)
     from spd_lsp.engine.loading import load_local
 
-    return load_local(settings.model, settings.device, settings.dtype, settings.quantize)
+    return load_local(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path,
+                      compile=compile)

@@ -7,14 +7,17 @@ from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import load_model
 
 
-def load_local(model: str | None, device: str = "auto", dtype: str = "auto", quantize: str | None = None) -> Loaded:
-    """The model (bundled default, a .gguf file or a local Hugging Face directory) in a `LocalEngine`."""
-    loaded = load_model(model, device, dtype, quantize)
-    info = {
-        "name": loaded.name,
-        "source": loaded.source,
-        "device": str(loaded.device),
-        "dtype": str(loaded.dtype).removeprefix("torch."),
-        "loadSeconds": round(loaded.load_s, 3),
-    }
-    return Loaded(LocalEngine(loaded), info, loaded.device.type)
+def load_local(model: str | None, device: str = "auto", dtype: str = "auto", quantize: str | None = None, *,
+               fast: bool = True, compile: bool = True) -> Loaded:
+    """The model (bundled default, a .gguf file or a local Hugging Face directory) in a `LocalEngine`; `fast`,
+    `compile`: `load_model`'s (the fast path, its compiled step)."""
+    loaded = load_model(model, device, dtype, quantize, fast=fast, compile=compile)
+    engine = LocalEngine(loaded)  # its warm-up compiles the fast path's step
+    # The fast path's own status dict (fastPath, weights, compiled, compileReason, compileSeconds), so that it stays
+    # current should a later step fall back to eager; transformers' forward says why it runs.
+    info = loaded.fast if loaded.fast is not None else {"fastPath": False, "reason": "fastPath off or int8"}
+    if not info["fastPath"]:
+        info.update(compiled=False, compileReason=f"transformers' forward: {info['reason']}")
+    info.update(name=loaded.name, source=loaded.source, device=str(loaded.device),
+                dtype=str(loaded.dtype).removeprefix("torch."), loadSeconds=round(loaded.load_s, 3))
+    return Loaded(engine, info, loaded.device.type)

@@ -41,8 +41,10 @@ class LocalEngine:
         self._warm_up()
 
     def _warm_up(self) -> None:
-        """One tiny forward so the first real request does not pay the kernels' first-call set-up."""
+        """One tiny forward and a decode step so the first real request does not pay the kernels' first-call set-up
+        (on the fast path: the step's compile, logged with its time)."""
         self.runner.prefill(self.encode("def f(x):\n    return x\n") or [0, 0])
+        self.runner.forward(self.runner.cache, embeds=self.runner.embed(torch.tensor([[0]])))
         self.runner.rewind(0)
 
     def set_ngrams(self, ngrams: NgramSource | None) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import platformdirs
 
+from spd_lsp.engine.fast import use_compile_cache
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # (Neovim's lsp.log); the load time is logged once instead.
 os.environ.setdefault("TQDM_DISABLE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+use_compile_cache()  # the fast path's compiled step, kept across runs (before anything fixes inductor's directory)
 
 
 class ModelLoadError(RuntimeError):
@@ -51,6 +53,9 @@ class LoadedModel:
     source: str
     load_s: float
     quantize: str | None = None
+    # The fast path's status (`FastBackend.info`, kept current as its step compiles), {"fastPath": False, "reason"}
+    # where it does not cover the model, None where it was not asked for (fast=False, int8).
+    fast: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -241,6 +246,8 @@ def load_model(
     *,
     attention: str = "sdpa",
     small_query: bool | None = None,
+    fast: bool = True,
+    compile: bool = True,
 ) -> LoadedModel:
     """`attention`: transformers' kernel. SDPA stays the default: on this CPU "eager" took 0.84x
     SDPA's time per decode step and per prompt (`bench/bench_prefill.py --compare-kernels 3`),
@@ -248,7 +255,12 @@ def load_model(
 
     `small_query`: on SDPA, run short masked queries (verification) with
     `decoding/attention.py`'s kernel, which reads grouped key/value heads without copying
-    them; None: yes unless the environment sets SPD_LSP_SMALL_QUERY_ATTENTION=0."""
+    them; None: yes unless the environment sets SPD_LSP_SMALL_QUERY_ATTENTION=0.
+
+    `fast`: run the model on spd_lsp/engine/fast (our own forward, int4 decode weights from a Q4_1 GGUF's
+    blocks, a compiled step) where its family and device are covered; transformers' forward otherwise,
+    with `quantize="int8"`, or when False. `quantize="int4"` needs it (int4 from the float weights).
+    `compile`: compile its decode step (worth it in a long-lived process; a one-shot command runs it eager)."""
     from transformers import AutoModelForCausalLM
 
     started = time.perf_counter()
@@ -274,8 +286,12 @@ def load_model(
         if torch_device.type != "cpu":
             raise ModelLoadError("int8 quantisation is for the CPU; use dtype on accelerators")
         model = quantize_int8(model)
-    elif quantize not in (None, "none"):
-        raise ModelLoadError(f"unknown quantisation {quantize!r} (expected 'int8' or none)")
+    elif quantize not in (None, "none", "int4"):
+        raise ModelLoadError(f"unknown quantisation {quantize!r} (expected 'int8', 'int4' or none)")
+    fast_info = _attach_fast(model, source, quantize, compile=compile) if fast and quantize != "int8" else None
+    if quantize == "int4" and not (fast_info and fast_info.get("weights", "").startswith("int4")):
+        raise ModelLoadError("int4 weights need the fast path (fastPath: true) on a Llama/Qwen2 model on cpu or cuda"
+                             + (f"; here: {fast_info['reason']}" if fast_info and "reason" in fast_info else ""))
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
@@ -285,4 +301,22 @@ def load_model(
         source=str(source.path),
         load_s=time.perf_counter() - started,
         quantize=quantize if quantize not in (None, "none") else None,
+        fast=fast_info,
     )
+
+
+def _attach_fast(model: Any, source: ModelSource, quantize: str | None, *, compile: bool) -> dict[str, Any]:
+    """The fast backend on `model` (attached: every ModelRunner of it uses it) and its live status; where the model
+    is not covered, {"fastPath": False, "reason": ...} (logged once) and transformers' forward."""
+    from spd_lsp.engine import fast
+
+    try:
+        backend = fast.build(model, gguf=source.path if source.gguf_file else None, quantize=quantize,
+                             cache=_cache_dir(source) if source.gguf_file else None, compile=compile)
+    except ValueError as exc:
+        log.info("transformers' forward: the fast path does not cover %s", exc)
+        return {"fastPath": False, "reason": str(exc)}
+    fast.attach(model, backend)
+    log.info("fast path: %s weights, decode step %s", backend.weights,
+             "compiled on first use" if backend.step_fn.active else f"eager ({backend.step_fn.reason})")
+    return backend.info

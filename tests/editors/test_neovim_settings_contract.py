@@ -28,6 +28,7 @@ NEOVIM_OPTIONS = {
     "device": "cpu",
     "dtype": "float32",
     "quantize": "int8",
+    "fast_path": False,
     "max_prefix_tokens": 256,
     "multiline": True,
     "verify": "continue",

@@ -12,7 +12,7 @@ from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest, Timings
 from spd_lsp.engine.decoding.verify import replay, run_rows, verify
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.batcher import BatchJob, Batcher
-from tests.tiny_models import ARCHITECTURES, tiny_model
+from tests.tiny_models import LLAMA_BACKENDS, WITH_FAST, tiny_model
 
 PREFIX = "for name in names:\n    if name"
 MAX_TOKENS = 8
@@ -20,10 +20,10 @@ CONTINUE = {"verify_rounds": 1, "verify_repair": "continue", "verify_first": "ra
             "max_tokens": MAX_TOKENS}
 
 
-@pytest.fixture(scope="module")
-def engine() -> LocalEngine:
+@pytest.fixture(scope="module", params=LLAMA_BACKENDS)
+def engine(request) -> LocalEngine:
     torch.set_num_threads(1)  # one summation order: padded batch rows and a plain forward agree exactly
-    return LocalEngine(tiny_model("llama"))
+    return LocalEngine(tiny_model(request.param))
 
 
 def _rules(engine: LocalEngine) -> DraftRules:
@@ -89,7 +89,7 @@ def test_a_continued_draft_is_greedy_decoding_from_its_verified_prefix_and_the_m
 
 
 @pytest.mark.parametrize("packed", [True, False])
-@pytest.mark.parametrize("architecture", ARCHITECTURES)  # rotary and absolute positions, sliding windows
+@pytest.mark.parametrize("architecture", WITH_FAST)  # rotary and absolute positions, sliding windows
 @torch.inference_mode()
 def test_continued_rows_see_exactly_what_a_plain_forward_of_their_prefix_sees(architecture: str, packed: bool) -> None:
     """Rows continue on the verification's own key/values: each sees only its prefix, at its positions."""

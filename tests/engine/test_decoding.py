@@ -21,13 +21,13 @@ from spd_lsp.engine.decoding.superposed import superposed_embedding, superpositi
 from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest, METHODS
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import LoadedModel
-from tests.tiny_models import ARCHITECTURES, tiny_model
+from tests.tiny_models import WITH_FAST, tiny_model
 
 PREFIX = "for name in names:\n    if name"
 RAW = dict(stop_at_newline=False, heal=False, verify_rounds=0)  # the decoder alone, without verification
 
 
-@pytest.fixture(scope="module", params=ARCHITECTURES)
+@pytest.fixture(scope="module", params=WITH_FAST)
 def engine(request) -> LocalEngine:
     return LocalEngine(tiny_model(request.param))
 

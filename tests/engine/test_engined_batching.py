@@ -13,7 +13,7 @@ from ngram_db.memory import MemoryNgrams
 from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest, PromptContext
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.batcher import BatchJob, Batcher
-from tests.tiny_models import CORPUS, tiny_model, tiny_tokenizer
+from tests.tiny_models import CORPUS, LLAMA_BACKENDS, tiny_model, tiny_tokenizer
 
 PREFIXES = [
     "for name in names:\n    if name",
@@ -24,10 +24,10 @@ PREFIXES = [
 OPTIONS = DecodeOptions(k=3, max_tokens=8, stop_at_newline=False)
 
 
-@pytest.fixture(scope="module")
-def engine() -> LocalEngine:
+@pytest.fixture(scope="module", params=LLAMA_BACKENDS)
+def engine(request) -> LocalEngine:
     torch.set_num_threads(1)  # one thread: the same float summation order alone and batched
-    return LocalEngine(tiny_model("llama"))
+    return LocalEngine(tiny_model(request.param))
 
 
 @pytest.fixture(scope="module")

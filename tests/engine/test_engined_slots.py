@@ -15,7 +15,7 @@ from transformers import DynamicCache
 from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.decoding import slots
 from spd_lsp.engine.decoding.slots import BatchCache
-from tests.tiny_models import tiny_model
+from tests.tiny_models import LLAMA_BACKENDS, tiny_model
 
 
 @dataclass
@@ -37,10 +37,10 @@ class Request:
     rows: int = 1
 
 
-@pytest.fixture(scope="module")
-def runner() -> ModelRunner:
+@pytest.fixture(scope="module", params=LLAMA_BACKENDS)
+def runner(request) -> ModelRunner:
     torch.set_num_threads(1)
-    loaded = tiny_model("llama")
+    loaded = tiny_model(request.param)
     return ModelRunner(loaded.model, loaded.device, chunk_tokens=10_000)
 
 

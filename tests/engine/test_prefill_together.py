@@ -9,7 +9,7 @@ import torch
 from spd_lsp.engine.decoding import lm
 from spd_lsp.engine.decoding.lm import ModelRunner, prefill_together
 from spd_lsp.api import Cancelled, never_cancelled
-from tests.tiny_models import ARCHITECTURES, CORPUS, tiny_model, tiny_tokenizer
+from tests.tiny_models import WITH_FAST, CORPUS, tiny_model, tiny_tokenizer
 
 # Per row: tokens its cache holds before, tokens its prompt has (chunks of 8: the last row runs 3).
 ROWS = [(10, 11), (25, 30), (3, 22), (0, 6), (17, 17)]  # the fourth starts empty (alone); the last re-runs one token
@@ -38,7 +38,7 @@ def _assert_same_caches(got: ModelRunner, want: ModelRunner) -> None:
         torch.testing.assert_close(mine.values, theirs.values, atol=1e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("architecture", ARCHITECTURES)
+@pytest.mark.parametrize("architecture", WITH_FAST)
 def test_caches_and_logits_equal_separate_prefills(architecture: str) -> None:
     torch.set_num_threads(1)
     model = tiny_model(architecture)

@@ -9,14 +9,14 @@ from spd_lsp.engine.decoding.drafts import DraftRules, Hypothesis
 from spd_lsp.api import DecodeOptions, DecodeRequest, Timings
 from spd_lsp.engine.decoding.verify import judge, ranked, replay, verify
 from spd_lsp.engine.local import LocalEngine
-from tests.tiny_models import tiny_model
+from tests.tiny_models import LLAMA_BACKENDS, tiny_model
 
 PREFIX = "for name in names:\n    if name"
 
 
-@pytest.fixture(scope="module")
-def engine() -> LocalEngine:
-    return LocalEngine(tiny_model("llama"))
+@pytest.fixture(scope="module", params=LLAMA_BACKENDS)
+def engine(request) -> LocalEngine:
+    return LocalEngine(tiny_model(request.param))
 
 
 def _rules(engine: LocalEngine) -> DraftRules:

@@ -22,6 +22,7 @@ from spd_lsp.engine.decoding.padding import key_values, left_padded_mask, padded
 from spd_lsp.engine.decoding.placement import device_sync
 from spd_lsp.api import CancelCheck, Cancelled, never_cancelled
 from spd_lsp.engine.decoding.threads import cpu_pressure, intra_op_threads
+from spd_lsp.engine.decoding.backends import attached
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,9 @@ class ModelRunner:
     recently used first, and a prompt continues the one it shares most with.
     `cached_ids` always names exactly what the cache holds: it grows only after a
     forward succeeded, and a failed forward drops the cache.
+
+    `net` is what runs every forward: the model's fast backend where `load_model` attached one
+    (spd_lsp/engine/fast: our own forward, bucketed caches, a compiled decode step), else the model.
     """
 
     def __init__(
@@ -85,7 +89,9 @@ class ModelRunner:
         self.token_seconds = FIRST_TOKEN_SECONDS  # per prompt token, as the last timed chunk ran
         self.interruptible = hook_layers(model)
         self.embedding = model.get_input_embeddings()
-        parameters = inspect.signature(model.forward).parameters
+        self.fast = attached(model)
+        self.net = self.fast or model
+        parameters = inspect.signature(model.forward).parameters if self.fast is None else {"logits_to_keep": None}
         self._keep_last = "logits_to_keep" in parameters
         # transformers 5 renames past_key_values to cache; accept both generations.
         self._cache_kwarg = "cache" if "cache" in parameters else "past_key_values"
@@ -113,6 +119,12 @@ class ModelRunner:
         head is skipped where the model takes `logits_to_keep`: a prefill chunk before the last).
         """
         self.forwards += 1
+        if self.fast is not None and embeds is not None and attention_mask is None and position_ids is None:
+            stepped = self.fast.step(cache, embeds)  # a plain decode step: the compiled one
+            if stepped is not None:
+                logits = stepped[:, -1, :].float()
+                device_sync(self.device)
+                return logits
         kwargs: dict[str, Any] = {self._cache_kwarg: cache, "use_cache": True}
         if attention_mask is not None:
             kwargs["attention_mask"] = attention_mask.to(self.device)
@@ -121,9 +133,9 @@ class ModelRunner:
         if self._keep_last:
             kwargs["logits_to_keep"] = 1 if logits else NO_LOGITS
         if ids is not None:
-            out = self.model(input_ids=ids.to(self.device), **kwargs)
+            out = self.net(input_ids=ids.to(self.device), **kwargs)
         else:
-            out = self.model(inputs_embeds=embeds, **kwargs)
+            out = self.net(inputs_embeds=embeds, **kwargs)
         last = out.logits[:, -1, :].float() if logits else None
         device_sync(self.device)
         return last
@@ -167,9 +179,12 @@ class ModelRunner:
         reused = common_prefix_length(self.cached_ids, prompt_ids)
         reused = min(reused, len(prompt_ids) - 1)  # at least one token must run for logits
         if reused <= 0 or not self._crop(reused):
-            self.cache, reused = DynamicCache(config=self.model.config), 0
+            self.cache, reused = self.new_cache(), 0
         self.cached_ids = list(prompt_ids[:reused])
         return reused
+
+    def new_cache(self) -> DynamicCache:
+        return self.fast.new_cache() if self.fast is not None else DynamicCache(config=self.model.config)
 
     def next_chunk(self, prompt_ids: list[int], tokens: int | None = None) -> list[int]:
         """The prompt tokens the next forward runs: at most `tokens` (default `chunk_tokens`) after those cached."""
@@ -261,7 +276,7 @@ class ModelRunner:
     @torch.inference_mode()
     def score(self, cache: DynamicCache, ids: torch.Tensor) -> torch.Tensor:
         """Append ids [B, T] to cache; return the logits at every position [B, T, V] in fp32 (verification)."""
-        out = self.model(input_ids=ids.to(self.device), **{self._cache_kwarg: cache, "use_cache": True})
+        out = self.net(input_ids=ids.to(self.device), **{self._cache_kwarg: cache, "use_cache": True})
         return out.logits.float()
 
 

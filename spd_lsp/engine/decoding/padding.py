@@ -18,7 +18,7 @@ def plain_cache(cache: Any) -> bool:
     """A cache the batch can slice: every layer a full (not sliding) key/value layer."""
     layers = getattr(cache, "layers", None)
     return bool(layers) and all(
-        type(layer).__name__ == "DynamicLayer" and getattr(layer, "keys", None) is not None for layer in layers
+        (type(layer).__name__ == "DynamicLayer" or getattr(layer, "plain", False)) and getattr(layer, "keys", None) is not None for layer in layers
     )
 
 

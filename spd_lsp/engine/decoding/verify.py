@@ -209,7 +209,7 @@ def packed_logits(
         positions[b, :n] += torch.tensor(depth, dtype=torch.long)
         mask[b, 0, :, length - prompt : length] = 0  # padding queries see the prompt too: no empty softmax
         mask[b, 0, :n, length : length + n].masked_fill_(sees, 0)
-    out = runner.model(
+    out = runner.net(
         input_ids=ids.to(runner.device),
         position_ids=positions.to(runner.device),
         attention_mask=mask.to(runner.device),

@@ -48,7 +48,7 @@ class EngineReplica:
         from spd_lsp.engine.loading import load_local
         from spd_lsp.remote.server import EngineServer, Listener
 
-        loaded = load_local(settings.model, settings.device, settings.dtype, settings.quantize)
+        loaded = load_local(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path)
         self.name = serve.get_replica_context().replica_id.to_full_id_str()
         self.info = {**loaded.info, "replica": self.name}
         # Never listens: the daemon's request reading, stores and scheduler, with the rules of a

@@ -25,7 +25,8 @@ M.defaults = {
   model = nil,
   device = nil,
   dtype = nil,
-  quantize = nil, ---@type 'none'|'int8'|nil
+  quantize = nil, ---@type 'none'|'int8'|'int4'|nil
+  fast_path = nil, ---@type boolean|nil our own forward with a compiled decode step (the server's default: on)
   max_prefix_tokens = nil,
   multiline = false,
   verify = nil, ---@type 'cut'|'continue'|'off'|nil
@@ -39,7 +40,7 @@ M.defaults = {
 
 local CLIENT_KEYS = { 'cmd', 'filetypes', 'debounce_ms', 'auto_trigger', 'keymaps', 'hl_group', 'counter_hl_group' }
 local SERVER_KEYS = {
-  'k', 'max_tokens', 'decoding', 'temperature', 'model', 'device', 'dtype', 'quantize', 'max_prefix_tokens', 'multiline', 'verify',
+  'k', 'max_tokens', 'decoding', 'temperature', 'model', 'device', 'dtype', 'quantize', 'fast_path', 'max_prefix_tokens', 'multiline', 'verify',
   'engine', 'engine_token_file', 'engine_certificate', 'ngrams', 'prompt_format', 'context',
 }
 

@@ -1,0 +1,94 @@
+"""Does the fast path's int4 decode change what users see? Its drafts against transformers' bf16 forward's.
+
+Both engines answer the same held-out positions (the test split of PyPI packages' sources, never this repo;
+line starts and mid-line positions, prefixes fitted as the server fits them), with the server's default
+options (SPD k=3, verification, no n-grams: the model is what differs). Reported: the share of positions whose
+top draft is identical (issue 21's target: >= 95 % of >= 300) and P@1 of each with the paired bootstrap
+interval of the difference (target: it contains 0). Progress and the running figures print every 25
+positions, so a run cut short still says how far it got; --out keeps every position's drafts.
+--pair hf,fast-bf16 is the control: the fast path with float weights, so the same numbers in other kernels'
+summation order, against transformers' (how often near-ties alone flip the top draft).
+
+    .venv/bin/python -m evaluation.int4_agreement [--positions 300] [--pair hf,int4] [--out int4.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import platformdirs
+
+from evaluation.compare import paired
+from evaluation.corpus import DEFAULT_PACKAGES, fetch_packages, split_files
+from evaluation.positions import sample_positions
+from evaluation.run import complete, fitted
+from spd_lsp.api import DecodeOptions
+from spd_lsp.engine.local import LocalEngine
+from spd_lsp.engine.model import load_model
+
+KINDS = ("line_start", "mid_line")
+
+
+def summary(rows: list[dict], a: str, b: str) -> str:
+    same = sum(r[a][:1] == r[b][:1] for r in rows)
+    p_a, p_b = [float(r[f"exact_{a}"]) for r in rows], [float(r[f"exact_{b}"]) for r in rows]
+    text = (f"{len(rows)} positions: top draft identical at {same / len(rows):.1%}; "
+            f"P@1 {a} {sum(p_a) / len(rows):.1%}, {b} {sum(p_b) / len(rows):.1%}")
+    if len(rows) >= 2:
+        text += f"; P@1 {b} - {a} {paired(p_b, p_a)} (95 % paired bootstrap)"
+    return text
+
+
+def engine(name: str) -> LocalEngine:
+    """hf: transformers' forward (bf16 here); fast-bf16: the fast path on the float weights; int4: the default load."""
+    if name == "hf":
+        return LocalEngine(load_model(fast=False))
+    if name == "fast-bf16":
+        from spd_lsp.engine import fast
+
+        loaded = load_model(fast=False)
+        fast.attach(loaded.model, fast.build(loaded.model))
+        return LocalEngine(loaded)
+    loaded = load_model()
+    if not (loaded.fast and loaded.fast.get("weights", "").startswith("int4")):
+        raise SystemExit(f"the default model did not load with int4 decode weights: {loaded.fast}")
+    return LocalEngine(loaded)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--positions", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "eval")
+    parser.add_argument("--pair", default="hf,int4", help="the two engines: hf, fast-bf16 or int4 (default hf,int4)")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    a, b = args.pair.split(",")
+    root = fetch_packages(DEFAULT_PACKAGES, args.workdir / "corpus").resolve()
+    engines_by_name = {a: engine(a), b: engine(b)}
+    positions = fitted(sample_positions(split_files(root).test, args.positions, args.seed, kinds=KINDS),
+                       engines_by_name[a].tokenizer)
+    print(f"{len(positions)} test positions of {', '.join(DEFAULT_PACKAGES)}; {a} against {b}", flush=True)
+    options = DecodeOptions()
+    rows: list[dict] = []
+    started = time.perf_counter()
+    for i, position in enumerate(positions):
+        engines = list(engines_by_name.items())[:: 1 if i % 2 == 0 else -1]
+        row: dict = {"path": str(position.path.relative_to(root)), "kind": position.kind, "target": position.target}
+        for name, one in engines:
+            score = complete(one, position, options)
+            row[name], row[f"exact_{name}"], row[f"ms_{name}"] = score.drafts, score.exact_at_1, score.total_ms
+        rows.append(row)
+        if (i + 1) % 25 == 0 or i + 1 == len(positions):
+            print(f"[{time.perf_counter() - started:.0f} s] {summary(rows, a, b)}", flush=True)
+            if args.out:
+                args.out.write_text(json.dumps({"summary": summary(rows, a, b), "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

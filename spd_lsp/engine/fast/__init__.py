@@ -1,0 +1,74 @@
+"""The fast decode path (issue 21): our own Llama-family forward, int4 weights, a compiled step.
+
+`build` makes a `FastBackend` for a loaded transformers model and `attach` hangs it on the model,
+where every `ModelRunner` of that model finds it (`attached`); other families keep transformers' forward.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+log = logging.getLogger(__name__)
+
+
+def compile_cache_dir() -> Path:
+    return Path(platformdirs.user_cache_dir("spd-lsp")) / "torch-compile"
+
+
+def use_compile_cache() -> Path:
+    """Point inductor's (and Triton's) caches at the user cache, unless the environment already does. Called when
+    spd_lsp.engine.model is imported: inductor fixes its directory the first time anything asks for it."""
+    root = compile_cache_dir()
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))
+    os.environ.setdefault("TRITON_CACHE_DIR", str(root / "triton"))
+    return root
+
+from spd_lsp.engine.decoding.backends import attach, attached  # noqa: E402,F401  (re-exported)
+
+
+def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, compile: bool = True,
+          cache: Path | None = None) -> Any:
+    """A `FastBackend` on `model`'s weights; raises ValueError where its family or device is not covered.
+
+    int4 for the decode step: the GGUF's own Q4_1 blocks where every projection of `gguf` is Q4_1 (the same
+    numbers as the dequantised weights); `quantize="int4"`: quantised from the float weights otherwise (an
+    explicit choice: it changes the numbers); else the float weights throughout. `cache`: a directory to keep
+    the packed GGUF weights in (the model's cache), so that later starts skip unpacking them.
+    """
+    import torch
+
+    from spd_lsp.engine.fast import int4, q4
+    from spd_lsp.engine.fast.backend import FastBackend
+    from spd_lsp.engine.fast.model import FastLM, unsupported
+    from spd_lsp.engine.fast.store import gguf_int4
+
+    reason = unsupported(model)
+    device = model.get_input_embeddings().weight.device
+    if reason is None and device.type not in ("cpu", "cuda"):
+        reason = f"device {device.type}"
+    if reason:
+        raise ValueError(reason)
+    dtype = model.get_input_embeddings().weight.dtype
+    packed, weights = None, f"{str(dtype).removeprefix('torch.')}"
+    if int4.supported(device):
+        if gguf is not None:
+            packed = gguf_int4(gguf, model.config, dtype=dtype, device=device, directory=cache)
+        if packed is not None:
+            weights = f"int4 from the GGUF's Q4_1 blocks (decode), {weights} (prefill)"
+        elif quantize == "int4":
+            groups = [{name: q4.quantise(getattr(getattr(layer, part), name).weight)
+                       for part, names in (("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")),
+                                           ("mlp", ("gate_proj", "up_proj", "down_proj")))
+                       for name in names} for layer in model.model.layers]
+            packed = int4.pack(groups, dtype=dtype, device=device)
+            weights = f"int4 quantised from the float weights (decode), {weights} (prefill)"
+    elif quantize == "int4":
+        raise ValueError(f"int4 weights on {device.type}")
+    with torch.no_grad():  # not inference tensors: transformers' own forward still runs on the shared weights
+        lm = FastLM(model, packed)
+    return FastBackend(lm, compile=compile, weights=weights)

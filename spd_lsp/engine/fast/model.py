@@ -1,0 +1,239 @@
+"""Our own forward of a Llama-family decoder (Llama/SmolLM2, Qwen2), in the manner of gpt-fast's model.py.
+
+The weights are the transformers model's own (its q/k/v and gate/up weights become views of
+one fused weight each, so the float copy costs nothing extra); rotary cos/sin are tabled once;
+short inputs (decode steps, verification) go through int4 projections where there are some,
+long ones (prefill) through the float weights (AMX's bf16 matmuls win there).
+
+`forward(x, positions, mask, write)` is one pass over every layer: `write(layer, keys, values)`
+stores a layer's new keys/values and returns those it attends to. The eager path (`FastLM.__call__`,
+with transformers' calling convention) writes into any transformers cache; the compiled step
+(`step.py`) writes into fixed buffers with `index_copy_`, so nothing in here syncs with the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+from spd_lsp.engine.decoding.attention import MAX_QUERY, grouped_attention
+from spd_lsp.engine.decoding.interrupt import checkpoint
+from spd_lsp.engine.fast.int4 import Int4Weight, Packed
+
+FAMILIES = ("llama", "qwen2")
+# Rows x tokens up to which a projection runs its int4 weight where it has one: decode steps of up to 8 rows;
+# verification's trees (~25 tokens) and prefill chunks run the float weights (bf16 with AMX here). Measured on
+# the bundled model (docs/performance-step.md): one row's step 19 ms int4 against 41 ms bf16 compiled, 8 rows
+# 44 against 53; a 96-token prefill chunk 3.0 s int4 against 0.35 s bf16 (min of 4).
+INT4_MAX_TOKENS = 8
+
+Write = Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def unsupported(model: Any) -> str | None:
+    """Why this transformers model cannot run here (None: it can)."""
+    config = getattr(model, "config", None)
+    family = getattr(config, "model_type", None)
+    if family not in FAMILIES:
+        return f"model family {family!r} (the fast path covers {', '.join(FAMILIES)})"
+    rope = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
+    if rope not in ("default", "linear", "llama3"):
+        return f"rotary type {rope!r} (its frequencies change with the length)"
+    if getattr(config, "mlp_bias", False) or getattr(config, "hidden_act", "silu") != "silu":
+        return "an MLP other than a biasless SiLU-gated one"
+    if family == "qwen2" and getattr(config, "use_sliding_window", False):
+        return "sliding-window attention"
+    return None
+
+
+class Projection(torch.nn.Module):
+    """x @ weight.T (+ bias); through `int4` instead for at most `INT4_MAX_TOKENS` rows where it is set."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, int4: Int4Weight | None) -> None:
+        super().__init__()
+        self.weight, self.bias, self.int4 = weight, bias, int4
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = x.numel() // x.shape[-1]
+        out = self.int4(x) if self.int4 is not None and tokens <= INT4_MAX_TOKENS else F.linear(x, self.weight)
+        return out if self.bias is None else out + self.bias
+
+
+def _fused(modules: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One weight (and bias) of several projections along the outputs; theirs become views of it."""
+    weight = torch.cat([m.weight.detach() for m in modules])
+    biases = [m.bias for m in modules]
+    bias = torch.cat([b.detach() for b in biases]) if all(b is not None for b in biases) else None
+    start = 0
+    for m in modules:
+        n = m.weight.shape[0]
+        m.weight = torch.nn.Parameter(weight[start : start + n], requires_grad=False)
+        if bias is not None:
+            m.bias = torch.nn.Parameter(bias[start : start + n], requires_grad=False)
+        start += n
+    return weight, bias
+
+
+@dataclass
+class Block:
+    attn_norm: torch.Tensor
+    qkv: Projection
+    out: Projection
+    mlp_norm: torch.Tensor
+    gate_up: Projection
+    down: Projection
+
+
+@dataclass
+class CausalOutput:
+    logits: torch.Tensor
+
+
+class FastLM(torch.nn.Module):
+    """The decoder of a transformers Llama/Qwen2 causal LM, on its weights; `int4`: per layer, its fused projections
+    packed as int4 (`int4.pack`), or None (float weights only)."""
+
+    def __init__(self, model: Any, int4: Packed | None = None) -> None:
+        super().__init__()
+        config = model.config
+        reason = unsupported(model)
+        if reason:
+            raise ValueError(f"the fast path does not run {reason}")
+        weight = model.get_input_embeddings().weight
+        self.dtype, self.device = weight.dtype, weight.device
+        self.hf = [model]  # not a submodule: its weights are ours
+        self.embedding = model.get_input_embeddings()
+        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
+        self.eps = config.rms_norm_eps
+        self.vocab = config.vocab_size
+        self.blocks: list[Block] = []
+        for index, layer in enumerate(model.model.layers):
+            attn, mlp = layer.self_attn, layer.mlp
+            packed = int4[index] if int4 else {}
+            qkv, qkv_bias = _fused([attn.q_proj, attn.k_proj, attn.v_proj])
+            gate_up, _ = _fused([mlp.gate_proj, mlp.up_proj])
+            self.blocks.append(Block(
+                attn_norm=layer.input_layernorm.weight.detach(),
+                qkv=Projection(qkv, qkv_bias, packed.get("qkv")),
+                out=Projection(attn.o_proj.weight.detach(), None, packed.get("out")),
+                mlp_norm=layer.post_attention_layernorm.weight.detach(),
+                gate_up=Projection(gate_up, None, packed.get("gate_up")),
+                down=Projection(mlp.down_proj.weight.detach(), None, packed.get("down")),
+            ))
+        self.int4_modules = torch.nn.ModuleList(
+            [p.int4 for b in self.blocks for p in (b.qkv, b.out, b.gate_up, b.down) if p.int4 is not None])
+        self.norm = model.model.norm.weight.detach()
+        self.head = model.get_output_embeddings().weight.detach()
+        rotary = model.model.rotary_emb
+        length = max(getattr(config, "max_position_embeddings", 0) or 0, 8192)
+        freqs = torch.outer(torch.arange(length, dtype=torch.float32, device=self.device),
+                            rotary.inv_freq.float().to(self.device))
+        table = torch.cat([freqs, freqs], dim=-1)
+        scaling = getattr(rotary, "attention_scaling", 1.0)
+        self.cos, self.sin = table.cos() * scaling, table.sin() * scaling  # fp32, as transformers computes them
+
+    @property
+    def layers(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def quantised(self) -> bool:
+        return len(self.int4_modules) > 0
+
+    def weight_bytes(self, *, int4: bool) -> int:
+        """Bytes of weights one decode step reads: the int4 projections where `int4` (and there are some), the head."""
+        total = self.head.numel() * self.head.element_size()
+        for block in self.blocks:
+            for p in (block.qkv, block.out, block.gate_up, block.down):
+                total += p.int4.nbytes() if int4 and p.int4 is not None else p.weight.numel() * p.weight.element_size()
+        return total
+
+    def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """transformers' LlamaRMSNorm: in float32, cast back before the weight."""
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return weight * h.to(x.dtype)
+
+    def _rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        return x * cos + rotated * sin
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """[B, T, heads * dim] of q [B, heads, T, D] on k/v [B, kv heads, S, D] under mask [B or 1, 1, T, S]
+        (bool: True attends; float: added)."""
+        batch, heads, tokens, dim = q.shape
+        if tokens == 1:  # a group's query heads stacked on the query axis: each key/value head read once
+            stacked = q.view(batch, self.kv_heads, heads // self.kv_heads, dim)
+            out = F.scaled_dot_product_attention(stacked, k, v, attn_mask=mask)
+            return out.reshape(batch, 1, heads * dim)
+        if q.device.type == "cpu" and tokens <= MAX_QUERY.get(q.dtype, MAX_QUERY[torch.float32]):
+            return grouped_attention(q, k, v, mask, scaling=dim ** -0.5).reshape(batch, tokens, heads * dim)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        return out.transpose(1, 2).reshape(batch, tokens, heads * dim)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, write: Write,
+                *, last_only: bool = False, head: bool = True,
+                before_layer: Callable[[], None] | None = None) -> torch.Tensor:
+        """Logits [B, T or 1, V] in the model's dtype of input embeddings x [B, T, H] at `positions` [B, T];
+        `head=False`: none (an empty [B, 0, V]: a prefill chunk before the last); `before_layer` runs before each
+        block (eager only: a cancelled prefill stops there, `engine/decoding/interrupt.py`)."""
+        batch, tokens, _ = x.shape
+        cos = self.cos[positions].to(x.dtype)[:, None]
+        sin = self.sin[positions].to(x.dtype)[:, None]
+        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        for index, block in enumerate(self.blocks):
+            if before_layer is not None:
+                before_layer()
+            h = self._norm(x, block.attn_norm)
+            q, k, v = block.qkv(h).split([q_size, kv_size, kv_size], dim=-1)
+            q = self._rotate(q.view(batch, tokens, self.heads, self.head_dim).transpose(1, 2), cos, sin)
+            k = self._rotate(k.view(batch, tokens, self.kv_heads, self.head_dim).transpose(1, 2), cos, sin)
+            v = v.view(batch, tokens, self.kv_heads, self.head_dim).transpose(1, 2)
+            keys, values = write(index, k, v)
+            x = x + block.out(self._attend(q, keys, values, mask))
+            gate, up = block.gate_up(self._norm(x, block.mlp_norm)).chunk(2, dim=-1)
+            x = x + block.down(F.silu(gate) * up)
+        if not head:
+            return x.new_empty(batch, 0, self.head.shape[0])
+        if last_only:
+            x = x[:, -1:]
+        return F.linear(self._norm(x, self.norm), self.head)
+
+    # -- transformers' calling convention, over any of its caches (eager) ---------------------------------
+    @torch.inference_mode()
+    def __call__(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None, *,
+                 attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+                 past_key_values: Any = None, logits_to_keep: int = 0, **_: Any) -> CausalOutput:
+        x = self.embedding(input_ids) if inputs_embeds is None else inputs_embeds
+        batch, tokens, _ = x.shape
+        past = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if position_ids is None:
+            position_ids = torch.arange(past, past + tokens, device=x.device)[None].expand(batch, tokens)
+        mask = self.mask(attention_mask, past, tokens, x.device)
+
+        def write(index: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return past_key_values.update(k, v, index) if past_key_values is not None else (k, v)
+
+        # transformers' `logits_to_keep`: 1 = the last position, an empty tensor = none (ModelRunner's NO_LOGITS)
+        no_head = isinstance(logits_to_keep, torch.Tensor) and logits_to_keep.numel() == 0
+        last_only = not no_head and not isinstance(logits_to_keep, torch.Tensor) and logits_to_keep == 1
+        return CausalOutput(self.forward(x, position_ids, mask, write, last_only=last_only, head=not no_head,
+                                         before_layer=checkpoint))
+
+    def mask(self, attention_mask: torch.Tensor | None, past: int, tokens: int, device: torch.device) -> torch.Tensor:
+        """[B or 1, 1, T, past + T]: transformers' masks as ours. A 4-D mask is taken as it is (float: added); a 2-D
+        one [B, past + T] (1 attends) is joined with causality by column; a query row that would see nothing
+        sees everything (its output is a pad's, never read), as transformers does for SDPA."""
+        if attention_mask is not None and attention_mask.dim() == 4:
+            return attention_mask if attention_mask.dtype == torch.bool else attention_mask.to(self.dtype)
+        columns = torch.arange(past + tokens, device=device)
+        allowed = (columns[None, :] <= past + torch.arange(tokens, device=device)[:, None])[None, None]
+        if attention_mask is not None:
+            allowed = allowed & attention_mask.bool()[:, None, None, :]
+            allowed = allowed | ~allowed.any(dim=-1, keepdim=True)
+        return allowed

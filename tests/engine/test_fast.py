@@ -1,0 +1,155 @@
+"""The fast path (spd_lsp/engine/fast): its forward equals transformers', its caches behave as theirs, int4 groups
+are the GGUF's numbers, and the decode step compiles as one graph."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from transformers import DynamicCache, Qwen2Config, Qwen2ForCausalLM
+
+from spd_lsp.engine import fast
+from spd_lsp.engine.decoding.lm import ModelRunner
+from spd_lsp.engine.fast.cache import MIN_CAPACITY, BucketLayer, bucket, bucket_cache
+from spd_lsp.engine.fast.int4 import Int4Weight
+from spd_lsp.engine.fast.model import FastLM
+from spd_lsp.engine.fast.q4 import BLOCK, Groups, quantise, unpack_q4_1, unpermute_order
+from tests.tiny_models import tiny_model
+
+
+def _qwen2() -> torch.nn.Module:
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2)
+    model = Qwen2ForCausalLM(config).eval()
+    for layer in model.model.layers:  # q/k/v biases: what Qwen2 adds to Llama
+        for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+            torch.nn.init.normal_(proj.bias, std=0.5)
+    return model
+
+
+MODELS = {"llama": lambda: tiny_model("llama").model, "qwen2": _qwen2}
+
+
+@pytest.mark.parametrize("family", MODELS)
+@torch.inference_mode()
+def test_forward_equals_transformers_on_prefill_steps_padding_and_tree_masks(family: str) -> None:
+    model = MODELS[family]()
+    ids = torch.randint(0, 300, (2, 9), generator=torch.Generator().manual_seed(1))
+    theirs_cache, ours_cache = DynamicCache(config=model.config), bucket_cache(model.config.num_hidden_layers)
+    want = model(input_ids=ids[:, :7], past_key_values=theirs_cache).logits
+    lm = FastLM(copy.deepcopy(model))
+    torch.testing.assert_close(lm(input_ids=ids[:, :7], past_key_values=ours_cache).logits, want, atol=1e-5, rtol=1e-4)
+    embeds = model.get_input_embeddings()(ids[:, 7:8])  # a step on embeddings, as superposed decoding feeds
+    want = model(inputs_embeds=embeds, past_key_values=theirs_cache).logits
+    torch.testing.assert_close(lm(inputs_embeds=embeds, past_key_values=ours_cache).logits, want, atol=1e-5, rtol=1e-4)
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[1, :3] = 0  # a left-padded row
+    want = model(input_ids=ids, attention_mask=mask).logits
+    torch.testing.assert_close(lm(input_ids=ids, attention_mask=mask).logits[:, 3:], want[:, 3:], atol=1e-5, rtol=1e-4)
+    tree = torch.zeros(1, 1, 3, 3)  # a 4-D additive mask: the third token does not see the second
+    tree[0, 0, 2, 1] = torch.finfo(torch.float32).min
+    tree = tree + torch.triu(torch.full((3, 3), torch.finfo(torch.float32).min), diagonal=1)
+    positions = torch.tensor([[0, 1, 1]])
+    want = model(input_ids=ids[:1, :3], attention_mask=tree, position_ids=positions).logits
+    got = lm(input_ids=ids[:1, :3], attention_mask=tree, position_ids=positions).logits
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+
+
+def test_bucket_layers_crop_copy_reorder_and_grow_as_plain_layers() -> None:
+    keys = torch.randn(2, 3, 5, 4)
+    theirs, ours = DynamicCache(), bucket_cache(1)
+    for cache in (theirs, ours):
+        cache.update(keys, keys + 1, 0)
+    layer = ours.layers[0]
+    assert isinstance(layer, BucketLayer) and layer.key_buffer.shape[2] == MIN_CAPACITY
+    for cache in (theirs, ours):
+        cache.crop(-2)
+    forked = copy.deepcopy(ours)
+    forked.reorder_cache(torch.tensor([1, 1, 0]))
+    theirs.reorder_cache(torch.tensor([1, 1, 0]))
+    more = torch.randn(3, 3, MIN_CAPACITY, 4)
+    forked.update(more, more, 0)
+    theirs.update(more, more, 0)
+    assert forked.layers[0].key_buffer.shape[2] == bucket(3 + MIN_CAPACITY) == 2 * MIN_CAPACITY
+    torch.testing.assert_close(forked.layers[0].keys, theirs.layers[0].keys)
+    torch.testing.assert_close(forked.layers[0].values, theirs.layers[0].values)
+    assert ours.get_seq_length() == 3 and torch.equal(ours.layers[0].keys, keys[:, :, :3])  # the copy left it alone
+    with pytest.raises(ValueError):
+        ours.crop(2)
+
+
+def test_q4_1_blocks_unpack_to_gguf_s_own_dequantisation() -> None:
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize, quantize
+
+    weights = np.random.default_rng(0).normal(size=(8, 4 * BLOCK)).astype(np.float32)
+    raw = quantize(weights, GGMLQuantizationType.Q4_1)
+    np.testing.assert_array_equal(unpack_q4_1(raw).dequantised().numpy(), dequantize(raw, GGMLQuantizationType.Q4_1))
+
+
+def test_unpermuted_rows_undo_llama_cpp_s_rotary_permutation() -> None:
+    rows, heads = 12, 2
+    hf = torch.arange(rows)
+    dim = rows // heads // 2
+    gguf_rows = hf.view(heads, 2, dim).transpose(1, 2).reshape(rows)  # llama.cpp's convert_hf_to_gguf permute
+    assert torch.equal(gguf_rows[unpermute_order(rows, heads)], hf)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_int4_matmul_equals_the_dequantised_weight(dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    weight = torch.randn(96, 4 * BLOCK)
+    groups = quantise(weight)
+    assert (groups.dequantised() - weight).abs().max() <= groups.scales.max() / 2 + 1e-6
+    scaled = Groups(groups.codes, groups.scales.to(dtype).float(), groups.zeros.to(dtype).float())  # the kernel's scales
+    x = torch.randn(3, 4 * BLOCK, dtype=dtype)
+    got = Int4Weight.of(groups, dtype=dtype, device=torch.device("cpu"))(x).float()
+    want = x.float() @ scaled.dequantised().T
+    torch.testing.assert_close(got, want, atol=0.05 if dtype == torch.bfloat16 else 1e-3, rtol=0.02)
+
+
+def test_an_uncovered_family_keeps_transformers_forward() -> None:
+    with pytest.raises(ValueError, match="gpt2"):
+        fast.build(tiny_model("gpt2").model)
+
+
+def test_plain_decode_steps_run_the_step_function_and_equal_transformers_steps() -> None:
+    torch.set_num_threads(1)
+    loaded, plain = tiny_model("llama+fast"), tiny_model("llama")
+    ours, theirs = ModelRunner(loaded.model, loaded.device), ModelRunner(plain.model, plain.device)
+    prompt = list(range(3, 40))
+    for runner in (ours, theirs):
+        runner.prefill(prompt)
+    backend = fast.attached(loaded.model)
+    for token in (5, 6, 7):
+        embeds = ours.embed(torch.tensor([[token]]))
+        torch.testing.assert_close(ours.forward(ours.cache, embeds=embeds),
+                                   theirs.forward(theirs.cache, embeds=theirs.embed(torch.tensor([[token]]))),
+                                   atol=1e-5, rtol=1e-4)
+    assert backend.steps == 3 and ours.cache.get_seq_length() == len(prompt) + 3
+
+
+def test_the_decode_step_compiles_as_one_graph_and_buckets_do_not_recompile(monkeypatch) -> None:
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setenv("SPD_LSP_COMPILE", "1")
+    torch._dynamo.reset()
+    counters.clear()
+    loaded = tiny_model("llama")
+    backend = fast.build(loaded.model, compile=True)
+    assert backend.info["compiled"] and backend.info["compileReason"] is None
+    fast.attach(loaded.model, backend)
+    runner = ModelRunner(loaded.model, loaded.device)
+    eager = ModelRunner(tiny_model("llama+fast").model, loaded.device)
+    for r in (runner, eager):
+        r.prefill(list(range(3, 20)))
+    for token in range(5, 9):  # several lengths inside one bucket
+        got = runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[token]])))
+        want = eager.forward(eager.cache, embeds=eager.embed(torch.tensor([[token]])))
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
+    assert backend.info["compiled"], backend.info["compileReason"]  # fullgraph: a graph break would have failed it
+    assert backend.steps == 4 and counters["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()
