@@ -43,6 +43,7 @@ NEOVIM_OPTIONS = {
         "db": "/tmp/store",
         "index": False,
         "exclude": ["*.lock"],
+        "secretFilter": False,
     },
     "prompt_format": "file_sep",
     "context": {"snippets": True, "header": True, "tokens": 128, "suffixTokens": 64, "sources": ["open"]},

@@ -33,7 +33,7 @@ M.defaults = {
   engine = nil, ---@type 'in-process'|'auto'|string|nil an address: unix:/path, tcp://host:port, tls://host:port
   engine_token_file = nil,
   engine_certificate = nil,
-  ngrams = {}, ---@type { enabled?: boolean, orders?: integer[], weights?: table<string, number>, alpha?: number, db?: string, index?: boolean, exclude?: string[] }
+  ngrams = {}, ---@type { enabled?: boolean, orders?: integer[], weights?: table<string, number>, alpha?: number, db?: string, index?: boolean, exclude?: string[], secretFilter?: boolean }
   prompt_format = nil, ---@type 'auto'|'qwen'|'codegemma'|'starcoder'|'starcoder1'|'deepseek'|'codellama'|'codestral'|'file_sep'|'filename'|'prefix'|nil
   context = {}, ---@type { snippets?: boolean, header?: boolean, tokens?: integer, suffixTokens?: integer, sources?: string[] }
 }
