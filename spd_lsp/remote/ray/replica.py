@@ -30,6 +30,7 @@ class ModelSettings:
     device: str = "auto"  # a GPU replica gets `cuda` (Ray sets CUDA_VISIBLE_DEVICES to its own GPU)
     dtype: str = "auto"
     quantize: str = "none"
+    fast_path: bool = True  # the fast decode path where the family is covered (Settings.fast_path)
     base_store: str | None = None  # the team's base n-gram store on the serving machine
     max_batch: int = 32  # superposed requests decoded together on one replica
 
