@@ -58,6 +58,30 @@ def engine_pids(runtime: Path) -> set[int]:
     return found
 
 
+def serving_pids(runtime: Path) -> set[int]:
+    """The engines serving (or loading for) a socket under `runtime`, from their pid files: not their
+    standby spares (`spd_lsp/remote/standby.py`), which `engine_pids` counts too."""
+    live = engine_pids(runtime)
+    pids = set()
+    for path in runtime.glob("spd-lsp/engine-*.pid"):
+        try:
+            pids.add(int(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return pids & live
+
+
+def pss_mb(pid: int) -> float:
+    """Proportional set size: pages shared with the standby (its fork's weights) counted half each."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 class FrontEnd:
     """One typing front end: each request follows a new keystroke (a changed first line, so no
     shown draft answers for the engine)."""

@@ -10,10 +10,12 @@ closed; the engine itself never stops for a client's mistake.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import math
 import os
+import signal
 import ssl
 import sys
 import time
@@ -135,13 +137,14 @@ def _entry(entry: Any, key: str, kind: type) -> tuple[Any, float]:
 
 class EngineServer:
     def __init__(self, engine: Any, info: dict[str, Any], listener: Listener, *, idle_timeout: float | None = None,
-                 base_store: Path | None = None, max_batch: int = 32) -> None:
+                 base_store: Path | None = None, max_batch: int = 32, standby: Any = None) -> None:
         from spd_lsp.tokens import tokenizer_identity
 
         self.engine = engine
         self.info = info
         self.listener = listener
         self.idle_timeout = idle_timeout
+        self.standby = standby  # remote/standby.py's Turn: its spare shows in the status
         self.scheduler = Batcher(engine, max_batch=max_batch)
         self.stores = Stores(tokenizer_identity(engine.tokenizer), base_store)
         self.connections = 0
@@ -154,6 +157,8 @@ class EngineServer:
     async def serve(self) -> None:
         """Until stopped or idle for `idle_timeout` seconds with no connection."""
         self._stop = asyncio.Event()
+        with contextlib.suppress(ValueError, NotImplementedError):  # not the main thread, or not Unix
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.stop)  # a clean exit ends the spare
         listener = self.listener
         if listener.socket_path is not None:
             server = await asyncio.start_unix_server(self._connection, path=str(listener.socket_path))
@@ -197,7 +202,8 @@ class EngineServer:
         return self._tokenizer_wire
 
     def status(self) -> dict[str, Any]:
-        return {"model": self.info, "live": self.connections, **self.counts, "scheduler": self.scheduler.status()}
+        spare = self.standby.status() if self.standby is not None else {"standby": None}
+        return {"model": self.info, "live": self.connections, **self.counts, "scheduler": self.scheduler.status(), **spare}
 
     # -- one connection -------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -27,6 +27,13 @@ def engine_link(setting: str, engine: Any) -> dict[str, Any]:
     }
 
 
+def model_info(info: dict[str, Any], engine: Any) -> dict[str, Any]:
+    """The model's info as loaded, updated with what the engine it reached last says of itself (its
+    pid, its model): a shared engine may have been replaced since the load."""
+    link = engine.link() if hasattr(engine, "link") else {}  # (test doubles may have none)
+    return {**info, **(link.get("engineInfo") or {})}
+
+
 def summary(status: dict[str, Any]) -> str:
     """The status in a few labelled lines, the most telling first."""
     rows = [

@@ -3,8 +3,10 @@ model) on a Unix socket, a real session over it, then the engine killed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -55,3 +57,46 @@ def test_status_reports_the_engine_connected_then_not_connected_once_it_died(run
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def _decoded(suggestions) -> bool:
+    """Answered by a model (a request the engine could not take answers with no steps)."""
+    return suggestions.timings is not None and suggestions.timings.steps > 0
+
+
+def test_status_shows_the_engine_it_reconnected_to(runtime: Path) -> None:
+    """Defect (issue 24, round 3): after the engine was replaced (here its standby took over from a
+    kill -9), `spd.status` kept the first engine's pid and info."""
+    from spd_lsp.remote import protocol
+    from spd_lsp.remote.address import parse
+    from spd_lsp.remote.client import Connection
+
+    socket = runtime / "engine.sock"
+    process, _ = start_engine(["--socket", str(socket), "--standby"], engine_env(runtime))
+    session = Session(RecordingClient(), load_engine, anticipate=False)
+    spare = None
+    try:
+        settings = parse_settings({"engine": f"unix:{socket}", "ngrams": {"enabled": False}, "k": 2, "maxTokens": 3})[0]
+        session.configure(settings, roots=[]).future.result(60)
+        assert _decoded(session.complete("doc.py", TEXT, 1, 10, "utf-16").future.result(60))
+        assert session.status()["model"]["pid"] == process.pid
+        connection = Connection(parse(f"unix:{socket}"))
+        _, future = connection.request({"op": protocol.STATUS})
+        spare = future.result(30)["status"]["standby"]["pid"]
+        connection.close()
+
+        process.kill()
+        process.wait()
+        deadline, n = time.monotonic() + 30, 0
+        while not _decoded(session.complete("doc.py", f"# {n}\n{TEXT}", 2, 10, "utf-16").future.result(60)):
+            assert time.monotonic() < deadline
+            n += 1
+        status = session.status()
+        assert status["model"]["pid"] == spare and status["engine"]["connected"] is True
+    finally:
+        session.close()
+        for pid in (process.pid, spare):
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+        process.wait()
