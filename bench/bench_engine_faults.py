@@ -37,6 +37,7 @@ from typing import Any
 from bench.bench_faults import ANSWER_S, Server
 from bench.bench_server import percentile, rss_mb
 from bench.isolation import isolated_env
+from spd_lsp.remote.daemon import answering
 
 PROGRAM = "import os\n\n\ndef walk(root):\n    for name in os.listdir(root):\n        path = os.path.join(root, "
 URI = "file:///bench/engine_faults.py"
@@ -122,8 +123,8 @@ class FrontEnd:
             await asyncio.sleep(pause)
 
 
-async def front_ends(count: int, tmp: Path, runtime: Path, model: str | None) -> list[FrontEnd]:
-    options = {"engine": "auto", "k": 3, "maxTokens": 8} | ({"model": model} if model else {})
+async def front_ends(count: int, tmp: Path, runtime: Path, model: str | None, *, standby: bool = True) -> list[FrontEnd]:
+    options = {"engine": "auto", "engineStandby": standby, "k": 3, "maxTokens": 8} | ({"model": model} if model else {})
     ends = []
     for i in range(count):
         env = {**isolated_env(tmp / f"fe{i}"), "XDG_RUNTIME_DIR": str(runtime)}
@@ -137,21 +138,26 @@ async def front_ends(count: int, tmp: Path, runtime: Path, model: str | None) ->
 
 
 class RssSampler:
+    """Every 2 s: the serving engine's RSS, and the PSS of every engine process (the serving one and its
+    standby: they share the weights, which RSS would count twice)."""
+
     def __init__(self, runtime: Path) -> None:
-        self.runtime, self.samples = runtime, []
+        self.runtime, self.samples, self.pss = runtime, [], []
         self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
         while True:
-            pids = engine_pids(self.runtime)
-            if pids:
-                self.samples.append(sum(rss_mb(pid) for pid in pids))
+            serving, everyone = serving_pids(self.runtime), engine_pids(self.runtime)
+            if serving:
+                self.samples.append(sum(rss_mb(pid) for pid in serving))
+                self.pss.append(sum(pss_mb(pid) for pid in everyone))
             await asyncio.sleep(2.0)
 
     def stop(self) -> dict[str, float]:
         self._task.cancel()
-        s = self.samples or [float("nan")]
-        return {"rss_first_mb": round(s[0]), "rss_max_mb": round(max(s)), "rss_last_mb": round(s[-1])}
+        s, p = self.samples or [float("nan")], self.pss or [float("nan")]
+        return {"rss_first_mb": round(s[0]), "rss_max_mb": round(max(s)), "rss_last_mb": round(s[-1]),
+                "pss_first_mb": round(p[0]), "pss_max_mb": round(max(p)), "pss_last_mb": round(p[-1])}
 
 
 def _latency(values: list[float]) -> str:
@@ -170,7 +176,8 @@ async def load_phase(ends: list[FrontEnd], runtime: Path, seconds: float) -> Non
     drafts = sum(with_drafts for e in ends for _, with_drafts in e.answers)
     print(f"\n## load: {len(ends)} front ends typing for {seconds / 60:g} min against one auto engine")
     print(f"sent {sent}, answered {sent - unanswered}, with drafts {drafts}, unanswered {unanswered}; {_latency(latencies)}")
-    print(f"engine RSS: first {rss['rss_first_mb']} MB, max {rss['rss_max_mb']} MB, last {rss['rss_last_mb']} MB "
+    print(f"serving engine RSS: first {rss['rss_first_mb']} MB, max {rss['rss_max_mb']} MB, last {rss['rss_last_mb']} MB; "
+          f"engine + standby PSS: first {rss['pss_first_mb']} MB, max {rss['pss_max_mb']} MB, last {rss['pss_last_mb']} MB "
           f"({len(sampler.samples)} samples)")
 
 
@@ -190,12 +197,18 @@ async def kill_phase(ends: list[FrontEnd], runtime: Path, kills: int, gap: float
     typing = [asyncio.create_task(keep_typing(end)) for end in ends]
     first_answer: list[float] = []
     drafts_again: list[float] = []
+    takeover: list[float] = []  # kill -> another engine answers at the socket (the standby, or a new load)
     missing = 0
     for _ in range(kills):
         await asyncio.sleep(gap * random.uniform(1.0, 2.0))
         killed = time.monotonic()
-        for pid in engine_pids(runtime):
+        killed_pids = serving_pids(runtime)
+        for pid in killed_pids:  # not its standby: that one is to take over
             os.kill(pid, signal.SIGKILL)
+        while time.monotonic() - killed < ANSWER_S and not (serving_pids(runtime) - killed_pids and any(
+                answering(sock) for sock in runtime.glob("spd-lsp/engine-*.sock"))):
+            await asyncio.sleep(0.01)
+        takeover.append(time.monotonic() - killed)
         while time.monotonic() - killed < ANSWER_S and not all(
                 any(at > killed and with_drafts for at, with_drafts in end.answers) for end in ends):
             await asyncio.sleep(0.1)
@@ -209,8 +222,11 @@ async def kill_phase(ends: list[FrontEnd], runtime: Path, kills: int, gap: float
     await asyncio.gather(*typing)
     unanswered = sum(end.unanswered for end in ends)
     print(f"\n## kill -9 of the engine mid-batch, {kills} times, {len(ends)} front ends typing (a keystroke every 0.3 s)")
+    print("kill -> another engine answers at the socket: " + ", ".join(f"{x:.2f}s" for x in takeover))
+    steady = [x for end in ends for x in end.latencies[-len(end.answers):]]
+    print(f"every answer of the phase (the same keystrokes, kills included): {_latency(steady)}")
     print("slowest front end, kill -> its next answer (empty or not): " + ", ".join(f"{x:.1f}s" for x in first_answer))
-    print("slowest front end, kill -> drafts again (a new engine loaded): " + ", ".join(f"{x:.1f}s" for x in drafts_again))
+    print("slowest front end, kill -> drafts again: " + ", ".join(f"{x:.1f}s" for x in drafts_again))
     print(f"max: next answer {max(first_answer):.1f} s, drafts again {max(drafts_again):.1f} s (target <= 5 s); "
           f"front ends without drafts after {ANSWER_S:.0f} s: {missing}; requests unanswered after {ANSWER_S:.0f} s: "
           f"{unanswered}; front ends alive: {sum(e.server.alive for e in ends)}/{len(ends)}")
@@ -337,7 +353,7 @@ async def run(args: argparse.Namespace) -> int:
     ok = True
     try:
         if args.minutes > 0 or args.kills > 0:
-            ends = await front_ends(args.front_ends, tmp, runtime, args.model)
+            ends = await front_ends(args.front_ends, tmp, runtime, args.model, standby=args.standby)
             try:
                 await asyncio.gather(*(end.keystroke() for end in ends))  # the engine starts, once
                 if args.minutes > 0:
@@ -369,6 +385,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=16, help="team-server clients (0: skip)")
     parser.add_argument("--team-s", type=float, default=60.0, help="seconds per team-server phase")
     parser.add_argument("--no-disk-full", dest="disk_full", action="store_false")
+    parser.add_argument("--no-standby", dest="standby", action="store_false", help="engineStandby: false")
     parser.add_argument("--model", help="model (default: the bundled one)")
     parser.add_argument("--seed", type=int, default=0)
     return asyncio.run(run(parser.parse_args()))

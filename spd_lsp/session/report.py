@@ -56,7 +56,8 @@ def _model(status: dict[str, Any]) -> str:
     if not model:
         return f"not loaded: {status['error']}" if status.get("error") else "not loaded yet"
     where = ", ".join(str(model[key]) for key in ("device", "dtype") if model.get(key))
-    return f"{model.get('name', '?')} on {where or '?'}, {_mode(model)}"
+    cache = f"; {model['modelCache']}" if model.get("modelCache") else ""
+    return f"{model.get('name', '?')} on {where or '?'}, {_mode(model)}{cache}"
 
 
 def _mode(model: dict[str, Any]) -> str:

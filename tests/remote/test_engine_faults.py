@@ -224,3 +224,46 @@ def test_a_full_runtime_dir_starts_one_engine_that_serves(full_disk: Path, monke
     finally:
         for pid in engine_pids(full_disk):
             os.kill(pid, signal.SIGTERM)
+
+
+def _serves_without_its_model_cache(cache: Path, tmp_path: Path) -> None:
+    """The bundled model's engine with `SPD_LSP_MODEL_CACHE` at `cache` (fresh, unwritable): it loads the
+    GGUF in memory, serves drafts, and says why once in its log and in its status."""
+    socket_path = Path(f"/tmp/spd-cache-{os.getpid()}.sock")
+    env = {**engine_env(tmp_path), "SPD_LSP_MODEL_CACHE": str(cache)}
+    env.pop("SPD_LSP_ENGINE_LOADER")
+    process = subprocess.Popen([sys.executable, "-m", "spd_lsp.cli", "engine", "--socket", str(socket_path),
+                                "--device", "cpu", "--idle-timeout", "2"], env=env, cwd=REPO,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not socket_path.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert process.poll() is None, process.stderr.read()
+        connection = Connection(parse(f"unix:{socket_path}"))
+        _, future = connection.request(protocol.complete_request(0, {"prefix": TEXT, "options": {"max_tokens": 4}}))
+        assert future.result(timeout=120)["drafts"]
+        _, future = connection.request({"op": protocol.STATUS})
+        note = future.result(timeout=30)["status"]["model"]["modelCache"]
+        assert "cannot write the model cache" in note and "in memory" in note
+        connection.close()
+        assert process.wait(60) == 0
+        assert process.stderr.read().count("cannot write the model cache") == 1
+        assert not any(cache.rglob("config.json")) if cache.is_dir() else True
+    finally:
+        if process.poll() is None:
+            process.kill()
+        socket_path.unlink(missing_ok=True)
+
+
+def test_an_engine_whose_model_cache_cannot_be_written_loads_in_memory(tmp_path: Path) -> None:
+    """Defect (issue 24, round 3): a model cache that could not be written made the engine exit 2.
+    Here (no root needed) a file stands where the cache directory should be."""
+    blocker = tmp_path / "cache"
+    blocker.write_text("not a directory")
+    _serves_without_its_model_cache(blocker, tmp_path)
+
+
+def test_an_engine_whose_model_cache_is_on_a_full_disk_loads_in_memory(tmp_path: Path, full_disk: Path) -> None:
+    """The same on a full disk (a filled tmpfs: root only)."""
+    _serves_without_its_model_cache(full_disk / "cache", tmp_path)
