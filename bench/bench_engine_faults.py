@@ -7,8 +7,9 @@
    the slowest front end's time from the kill to its next answer with drafts, and whether
    any request went unanswered (hung) past ANSWER_S;
 3. team server: a TCP engine with a token, `--clients` authenticated clients in a loop;
-   their latency p95 alone, then with one client flooding garbage (random bytes, bad
-   frames, wrong tokens, reconnecting as fast as it can);
+   their latency alone, with one client (its own process) flooding a dead port (the control:
+   its CPU cost only), and flooding the engine with garbage (random bytes, bad frames, wrong
+   tokens, reconnecting as fast as it can); then the same flood with the per-address limit off;
 4. disk full (root only: a filled 256 kB tmpfs): the auto engine's runtime dir (socket and
    log) on it, and the dequantised model cache on it (a fresh cache directory).
 
@@ -60,16 +61,12 @@ def engine_pids(runtime: Path) -> set[int]:
 
 
 def serving_pids(runtime: Path) -> set[int]:
-    """The engines serving (or loading for) a socket under `runtime`, from their pid files: not their
-    standby spares (`spd_lsp/remote/standby.py`), which `engine_pids` counts too."""
-    live = engine_pids(runtime)
-    pids = set()
-    for path in runtime.glob("spd-lsp/engine-*.pid"):
-        try:
-            pids.add(int(path.read_text()))
-        except (OSError, ValueError):
-            continue
-    return pids & live
+    """The engines serving a socket under `runtime` (holding its serving lock): not their standby
+    spares (`spd_lsp/remote/standby.py`), which `engine_pids` counts too."""
+    from spd_lsp.remote.standby import serving_pid
+
+    pids = {serving_pid(sock) for sock in runtime.glob("spd-lsp/engine-*.sock")}
+    return {pid for pid in pids if pid is not None} & engine_pids(runtime)
 
 
 def pss_mb(pid: int) -> float:
@@ -233,7 +230,39 @@ async def kill_phase(ends: list[FrontEnd], runtime: Path, kills: int, gap: float
     return unanswered == 0 and missing == 0 and max(first_answer) <= 5.0
 
 
+def flood(host: str, port: int, seconds: float, token: str) -> int:
+    """One client flooding `host:port` with garbage for `seconds` (random bytes, huge lengths, wrong
+    tokens, bad frames after a good hello), reconnecting as fast as it can; run in its own process.
+    Returns the connections it made (or tried: a dead port refuses each)."""
+    from spd_lsp.remote import protocol
+
+    rng, sent, deadline = random.Random(0), 0, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=5) as sock:
+                kind = rng.randrange(4)
+                if kind == 0:
+                    sock.sendall(rng.randbytes(rng.randrange(1, 4096)))
+                elif kind == 1:
+                    sock.sendall(struct.pack(">I", 0xFFFFFFF0) + rng.randbytes(64))
+                elif kind == 2:
+                    protocol.send(sock, protocol.hello("wrong-token"))
+                else:
+                    protocol.send(sock, protocol.hello(TOKEN))
+                    protocol.receive(sock)
+                    sock.sendall(struct.pack(">I", 8) + b"\xc1" * 8)
+        except (OSError, EOFError, protocol.FrameError):
+            pass
+        sent += 1
+    return sent
+
+
 def team_phase(clients: int, seconds: float, tmp: Path, model: str | None) -> None:
+    """Per engine (the per-address limit on, then off): warm, then the clients alone, with the flooder
+    (its own process) hitting a dead port (the control: only its CPU cost remains), and flooding the engine."""
+    import concurrent.futures
+    import multiprocessing
+
     from spd_lsp.api import DecodeOptions
     from spd_lsp.remote import protocol
     from spd_lsp.remote.address import parse
@@ -242,76 +271,76 @@ def team_phase(clients: int, seconds: float, tmp: Path, model: str | None) -> No
     token = tmp / "token"
     token.write_text(TOKEN + "\n")
     token.chmod(0o600)
-    command = [sys.executable, "-m", "spd_lsp.cli", "engine", "--tcp", "0", "--token-file", str(token),
-               "--log-level", "WARNING", *(["--model", model] if model else [])]
     env = isolated_env(tmp)
     env.pop("SPD_LSP_ENGINE_LOADER", None)
-    engine = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-    where = next(line for line in engine.stdout if "listening on" in line).rsplit(" ", 1)[1].strip()
-    address = parse(where)
     options = DecodeOptions(k=3, max_tokens=8).to_dict()
+    dead = socket.socket()  # bound, never listening: every connection refused at once
+    dead.bind(("127.0.0.1", 0))
+    flooder = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    flooder.submit(time.sleep, 0).result()  # started before any phase
 
-    def client(latencies: list[float], failures: list[str], stop: threading.Event, n: int) -> None:
-        connection = Connection(address, token=TOKEN)
-        i = 0
-        while not stop.is_set():
-            i += 1
-            started = time.monotonic()
-            wire = {"prefix": f"# client {n} {i}\n{PROGRAM}", "options": options}
-            _, future = connection.request(protocol.complete_request(0, wire))
-            answer = future.result(timeout=ANSWER_S)
-            if answer.get("op") != "result":
-                failures.append(str(answer.get("code")))
-            latencies.append(time.monotonic() - started)
-        connection.close()
-
-    def flood(stop: threading.Event, sent: list[int]) -> None:
-        rng = random.Random(0)
-        while not stop.is_set():
-            try:
-                with socket.create_connection((address.host, address.port), timeout=5) as sock:
-                    kind = rng.randrange(4)
-                    if kind == 0:
-                        sock.sendall(rng.randbytes(rng.randrange(1, 4096)))
-                    elif kind == 1:
-                        sock.sendall(struct.pack(">I", 0xFFFFFFF0) + rng.randbytes(64))
-                    elif kind == 2:
-                        protocol.send(sock, protocol.hello("wrong-token"))
-                    else:
-                        protocol.send(sock, protocol.hello(TOKEN))
-                        protocol.receive(sock)
-                        sock.sendall(struct.pack(">I", 8) + b"\xc1" * 8)
-                    sent[0] += 1
-            except (OSError, EOFError, protocol.FrameError):
-                sent[0] += 1
-
-    def phase(flooding: bool) -> tuple[list[float], list[str], int]:
+    def phase(address: Any, target: int | None) -> tuple[list[float], list[str], int]:
         latencies: list[float] = []
         failures: list[str] = []
         stop = threading.Event()
-        sent = [0]
-        threads = [threading.Thread(target=client, args=(latencies, failures, stop, n)) for n in range(clients)]
-        if flooding:
-            threads.append(threading.Thread(target=flood, args=(stop, sent)))
+        connected = threading.Barrier(clients + 1)
+
+        def client(n: int) -> None:
+            connection = Connection(address, token=TOKEN)  # before the flood: an address backing off refuses new ones
+            connected.wait()
+            i = 0
+            while not stop.is_set():
+                i += 1
+                started = time.monotonic()
+                wire = {"prefix": f"# client {n} {i}\n{PROGRAM}", "options": options}
+                _, future = connection.request(protocol.complete_request(0, wire))
+                answer = future.result(timeout=ANSWER_S)
+                if answer.get("op") != "result":
+                    failures.append(str(answer.get("code")))
+                latencies.append(time.monotonic() - started)
+            connection.close()
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
         for thread in threads:
             thread.start()
+        connected.wait()
+        garbage = flooder.submit(flood, "127.0.0.1", target, seconds, TOKEN) if target else None
         time.sleep(seconds)
         stop.set()
         for thread in threads:
             thread.join(ANSWER_S + 5)
-        return latencies, failures, sent[0]
+        return latencies, failures, garbage.result() if garbage else 0
 
+    print(f"\n## team server: {clients} authenticated TCP clients, {seconds:g} s per phase, the flooder in its own process")
     try:
-        phase(False)  # warm: the first prompts of each client
-        quiet, quiet_failures, _ = phase(False)
-        flooded, flood_failures, garbage = phase(True)
-        print(f"\n## team server: {clients} authenticated TCP clients, {seconds:g} s per phase")
-        print(f"alone:         {len(quiet)} answered, {len(quiet_failures)} failed; {_latency(quiet)}")
-        print(f"with a flood:  {len(flooded)} answered, {len(flood_failures)} failed; {_latency(flooded)}; "
-              f"{garbage} garbage connections ({garbage / seconds:.0f}/s); engine alive: {engine.poll() is None}")
+        for limit in (None, "0"):
+            command = [sys.executable, "-m", "spd_lsp.cli", "engine", "--tcp", "0", "--token-file", str(token),
+                       "--log-level", "WARNING", *(["--peer-limit", limit] if limit else []),
+                       *(["--model", model] if model else [])]
+            engine = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+            try:
+                where = next(line for line in engine.stdout if "listening on" in line).rsplit(" ", 1)[1].strip()
+                address = parse(where)
+                phase(address, None)  # warm: the first prompts of each client
+                runs = [("alone", None)] + ([("flooding a dead port", dead.getsockname()[1])] if limit is None else [])
+                runs.append(("flooding the engine", address.port))
+                print(f"per-address limit: {'off (--peer-limit 0)' if limit else 'on (default)'}")
+                for name, target in runs:
+                    latencies, failed, garbage = phase(address, target)
+                    print(f"  {name + ':':<22} {len(latencies)} answered, {len(failed)} failed; {_latency(latencies)}"
+                          + (f"; {garbage} flood connections ({garbage / seconds:.0f}/s)" if target else ""))
+                connection = Connection(address, token=TOKEN)
+                _, future = connection.request({"op": protocol.STATUS})
+                status = future.result(timeout=30)["status"]
+                connection.close()
+                print(f"  engine alive: {engine.poll() is None}; refused {status['refused']}, bad frames "
+                      f"{status['badFrames']}, peers {status.get('peers')}")
+            finally:
+                engine.kill()
+                engine.wait()
     finally:
-        engine.kill()
-        engine.wait()
+        flooder.shutdown()
+        dead.close()
 
 
 async def disk_full_phase(tmp: Path, model: str | None) -> None:

@@ -23,7 +23,7 @@ from spd_lsp import auth
 from spd_lsp.api import Loaded
 from spd_lsp.settings import DEVICES, DTYPES, QUANTIZE, Settings
 from spd_lsp.engine.model import ModelLoadError
-from spd_lsp.remote import daemon
+from spd_lsp.remote import daemon, peers
 from spd_lsp.remote.server import EngineServer, Listener
 from spd_lsp.remote.standby import Turn
 
@@ -47,6 +47,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--idle-timeout", type=float, default=None,
                         help="exit after this many seconds without a connection (default: never for TCP, "
                         f"{daemon.IDLE_TIMEOUT_S:.0f} for the Unix socket; 0 = never)")
+    parser.add_argument("--peer-limit", type=int, default=peers.FAILURES, metavar="N",
+                        help=f"TCP: an address failing N handshakes within {peers.WINDOW_S:.0f} s has its new connections "
+                        f"closed at accept for {peers.BACKOFF_S:.0f} s (0: no limit)")
     parser.add_argument("--base-store", type=Path, help="TCP: the team's base n-gram store, read-only")
     parser.add_argument("--max-batch", type=int, default=32, help="superposed requests decoded together")
     parser.add_argument("--standby", action="store_true",
@@ -106,7 +109,7 @@ def main(argv: list[str]) -> int:
     idle = args.idle_timeout if args.idle_timeout is not None else (None if args.tcp is not None else daemon.IDLE_TIMEOUT_S)
     info = {**loaded.info, "pid": os.getpid()}
     server = EngineServer(loaded.engine, info, listener, idle_timeout=idle or None, base_store=args.base_store,
-                          max_batch=args.max_batch, standby=turn)
+                          max_batch=args.max_batch, standby=turn, peer_limit=args.peer_limit)
     try:
         asyncio.run(server.serve())
     except KeyboardInterrupt:

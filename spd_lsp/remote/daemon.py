@@ -99,6 +99,7 @@ def ensure(model_args: list[str], *, idle_timeout: float = IDLE_TIMEOUT_S,
             return paths.socket
         if not (_loading(paths) or _ours_loading(paths)):
             paths.socket.unlink(missing_ok=True)  # a dead engine's socket
+            log.info("starting an engine for %s", paths.socket)
             command = [sys.executable, "-m", "spd_lsp.cli", "engine", "--socket", str(paths.socket),
                        "--idle-timeout", str(idle_timeout), *model_args] + (["--standby"] if standby else [])
             with open(paths.log, "ab") as out:
@@ -129,7 +130,8 @@ def _ours_loading(paths: Paths) -> bool:
 def _loading(paths: Paths) -> bool:
     """Whether the engine last started for `paths.socket` (or its standby, taking over) is alive: so it
     is loading, or serving."""
-    return any(_alive(pid_path, paths.socket) for pid_path in (paths.pid, spare.standby_file(paths.socket)))
+    return spare.held(paths.socket) or any(_alive(pid_path, paths.socket)
+                                           for pid_path in (paths.pid, spare.standby_file(paths.socket)))
 
 
 def _alive(pid_path: Path, socket_path: Path) -> bool:

@@ -31,7 +31,23 @@ SELF_TEST_S = 60  # a spare whose first decode does not finish in this long is b
 
 
 def serving_lock(socket_path: Path) -> Path:
+    """Held (flock) by the engine serving the socket; it holds that engine's pid."""
     return socket_path.with_suffix(".serving")
+
+
+def held(socket_path: Path) -> bool:
+    """Whether an engine serves (or is taking over) `socket_path`: its serving lock is held."""
+    try:
+        fd = os.open(serving_lock(socket_path), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False  # free (released at once: a spare waiting for it gets it a moment later)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def standby_file(socket_path: Path) -> Path:
@@ -66,7 +82,11 @@ class Turn:
             os.close(fd)
             if self_test is not None:
                 signal.alarm(SELF_TEST_S)
-                self_test()
+                try:
+                    self_test()
+                except Exception:  # a spare that cannot decode is no spare
+                    log.exception("the standby engine failed its first decode: no standby")
+                    os._exit(1)
                 signal.alarm(0)
             fd = _lock(socket_path)
             took_over = True
@@ -101,10 +121,22 @@ def _lock(socket_path: Path) -> int:
     fd = os.open(serving_lock(socket_path), os.O_RDWR | os.O_CREAT, 0o600)  # not inherited by what we exec
     started = time.monotonic()
     fcntl.flock(fd, fcntl.LOCK_EX)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)  # who serves: `serving_pid`
     waited = time.monotonic() - started
     if waited > 1.0:
         log.info("waited %.0f s for %s", waited, serving_lock(socket_path))
     return fd
+
+
+def serving_pid(socket_path: Path) -> int | None:
+    """The pid of the engine that holds `socket_path`'s serving lock, if one does."""
+    if not held(socket_path):
+        return None
+    try:
+        return int(serving_lock(socket_path).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _write(path: Path, text: str) -> None:

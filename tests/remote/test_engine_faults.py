@@ -173,19 +173,25 @@ def full_disk(tmp_path: Path):
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
+def _unix_engine(socket_path: Path, env: dict[str, str], *, stdout: Any, timeout: float) -> subprocess.Popen:
+    """`spd-lsp engine` on `socket_path` (idling out after 2 s), once its socket is there."""
+    process = subprocess.Popen([sys.executable, "-m", "spd_lsp.cli", "engine", "--socket", str(socket_path),
+                                "--device", "cpu", "--idle-timeout", "2"], env=env, cwd=REPO,
+                               stdout=stdout, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + timeout
+    while not socket_path.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert process.poll() is None, process.stderr.read()
+    return process
+
+
 def test_an_engine_whose_log_is_on_a_full_disk_serves(tmp_path: Path, full_disk: Path) -> None:
     """Defect (issue 24): the engine's "listening" line to stdout (its log file in auto mode)
     raised ENOSPC and the engine exited 1 before serving."""
     socket_path = Path(f"/tmp/spd-full-{os.getpid()}.sock")
     with open(full_disk / "engine.log", "ab") as log:
-        process = subprocess.Popen([sys.executable, "-m", "spd_lsp.cli", "engine", "--socket", str(socket_path),
-                                    "--idle-timeout", "2"], env=engine_env(tmp_path), cwd=REPO,
-                                   stdout=log, stderr=subprocess.PIPE, text=True)
+        process = _unix_engine(socket_path, engine_env(tmp_path), stdout=log, timeout=120)
     try:
-        deadline = time.monotonic() + 120
-        while not socket_path.exists() and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert process.poll() is None, process.stderr.read()
         connection = Connection(parse(f"unix:{socket_path}"))
         _, future = connection.request(protocol.complete_request(0, {"prefix": TEXT, "options": {"max_tokens": 3}}))
         assert future.result(timeout=60)["op"] == "result"
@@ -232,14 +238,8 @@ def _serves_without_its_model_cache(cache: Path, tmp_path: Path) -> None:
     socket_path = Path(f"/tmp/spd-cache-{os.getpid()}.sock")
     env = {**engine_env(tmp_path), "SPD_LSP_MODEL_CACHE": str(cache)}
     env.pop("SPD_LSP_ENGINE_LOADER")
-    process = subprocess.Popen([sys.executable, "-m", "spd_lsp.cli", "engine", "--socket", str(socket_path),
-                                "--device", "cpu", "--idle-timeout", "2"], env=env, cwd=REPO,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = _unix_engine(socket_path, env, stdout=subprocess.DEVNULL, timeout=300)
     try:
-        deadline = time.monotonic() + 300
-        while not socket_path.exists() and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert process.poll() is None, process.stderr.read()
         connection = Connection(parse(f"unix:{socket_path}"))
         _, future = connection.request(protocol.complete_request(0, {"prefix": TEXT, "options": {"max_tokens": 4}}))
         assert future.result(timeout=120)["drafts"]
