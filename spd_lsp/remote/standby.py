@@ -95,10 +95,11 @@ class Turn:
         return cls(socket_path, fd, pid if standby else None, took_over)
 
     def status(self) -> dict[str, object]:
-        """For the engine's status: the spare's pid and whether it is still there."""
+        """For the engine's status: the spare's pid and whether it is still there; whether this engine
+        was a spare that took over."""
         if self.spare is None:
-            return {"standby": None}
-        return {"standby": {"pid": self.spare, "alive": self._spare_alive()}}
+            return {"standby": None, "tookOver": self.took_over}
+        return {"standby": {"pid": self.spare, "alive": self._spare_alive()}, "tookOver": self.took_over}
 
     def _spare_alive(self) -> bool:
         try:
