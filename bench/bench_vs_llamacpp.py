@@ -114,10 +114,11 @@ def main() -> int:
     import torch
 
     from bench.bench_server import prefixes
-    from spd_lsp.api import DecodeOptions
+    from spd_lsp.api import DecodeOptions, DecodeRequest
     from spd_lsp.engine.decoding import lm
     from spd_lsp.engine.local import LocalEngine
-    from spd_lsp.engine.model import bundled_gguf, cpu_pressure, load_model
+    from spd_lsp.engine.decoding.threads import cpu_pressure
+    from spd_lsp.engine.model import bundled_gguf, load_model
     from spd_lsp.settings import Settings
 
     try:
@@ -146,7 +147,7 @@ def main() -> int:
     cold_three = Measure(f"cold {args.cold_tokens}-token request, ours SPD k=3 vs its 1 draft", "ms")
 
     def ours(prefix: str, options: DecodeOptions) -> Any:
-        return engine.complete(prefix, options)
+        return engine.complete(DecodeRequest(prefix, options))
 
     def ours_cold(prefix: str, options: DecodeOptions) -> float:
         engine.runner.parked = []  # no other prompt's cache to continue either
