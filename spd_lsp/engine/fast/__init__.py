@@ -41,8 +41,9 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     int4 for the decode step: the GGUF's own Q4_1 blocks where every projection of `gguf` is Q4_1 (the same
     numbers as the dequantised weights); `quantize="int4"`: quantised from the float weights otherwise (an
     explicit choice: it changes the numbers); else the float weights throughout. `cache`: a directory to keep
-    the packed GGUF weights in (the model's cache), so that later starts skip unpacking them. `head="int8"`: the
-    output projection of decode steps as int8 rows (`int8.py`: a requantisation, so a choice), else its float weight.
+    the packed GGUF weights in (the model's cache), so that later starts skip unpacking them. `head="int8"`: on the
+    CPU, the output projection of decode steps as int8 rows (`int8.py`: a requantisation, so a choice; the weights
+    string says so), else (and on CUDA: tinygemm has no int8 kernel here) its float weight.
     """
     import torch
 
@@ -80,8 +81,6 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     if head == "int8" and device.type == "cpu":
         head_int8 = Int8Weight.of(model.get_output_embeddings().weight)
         weights += ", int8 output rows (decode)"
-    elif head == "int8":
-        raise ValueError(f"an int8 output head on {device.type}")
     with torch.no_grad():  # not inference tensors: transformers' own forward still runs on the shared weights
         lm = FastLM(model, packed, head=head_int8)
     return FastBackend(lm, compile=compile, weights=weights)
