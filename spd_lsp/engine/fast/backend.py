@@ -48,24 +48,18 @@ class FastBackend:
                      values: list[torch.Tensor]) -> torch.Tensor:
         """Logits [B, 1, V] of inputs x [B, 1, H] at position `column` [1] of every row, written there into `keys`/`values`
         (per layer [B, kv heads, bucket, D]); what it attends to: the columns up to `column`."""
-        positions = column.expand(x.shape[0], 1)
         visible = torch.arange(keys[0].shape[2], device=x.device) <= column
-        mask = visible[None, None, None, :]
-
-        def write(index: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            keys[index].index_copy_(2, column, k)
-            values[index].index_copy_(2, column, v)
-            return keys[index], values[index]
-
-        return self.lm.forward(x, positions, mask, write, last_only=True)
+        return self._step(x, column, keys, values, column.expand(x.shape[0], 1), visible[None, None, None, :])
 
     def padded_step_tensors(self, x: torch.Tensor, column: torch.Tensor, keys: list[torch.Tensor],
                             values: list[torch.Tensor], positions: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
         """`step_tensors` for left-padded rows: each at its own `positions` [B, 1], attending where `padding` [B, bucket]
         is True and at most up to `column` (transformers' 2-D mask joined with causality, as `FastLM.mask` does)."""
         visible = (torch.arange(keys[0].shape[2], device=x.device) <= column)[None, :] & padding
-        mask = visible[:, None, None, :]
+        return self._step(x, column, keys, values, positions, visible[:, None, None, :])
 
+    def _step(self, x: torch.Tensor, column: torch.Tensor, keys: list[torch.Tensor], values: list[torch.Tensor],
+              positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         def write(index: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             keys[index].index_copy_(2, column, k)
             values[index].index_copy_(2, column, v)
