@@ -36,6 +36,7 @@ export interface ServerSettings {
   dtype?: string;
   quantize?: string;
   fastPath?: boolean;
+  outputWeights?: string;
   maxPrefixTokens?: number;
   multiline?: boolean;
   verify?: string;
@@ -49,8 +50,8 @@ export interface ServerSettings {
 }
 
 const TOP_LEVEL = [
-  "k", "maxTokens", "decoding", "temperature", "model", "device", "dtype", "quantize", "fastPath", "maxPrefixTokens", "multiline",
-  "verify", "engine", "engineTokenFile", "engineCertificate", "engineStandby", "promptFormat",
+  "k", "maxTokens", "decoding", "temperature", "model", "device", "dtype", "quantize", "fastPath", "outputWeights", "maxPrefixTokens",
+  "multiline", "verify", "engine", "engineTokenFile", "engineCertificate", "engineStandby", "promptFormat",
 ] as const;
 const NGRAM_KEYS = ["enabled", "orders", "weights", "alpha", "db", "index", "exclude", "secretFilter"] as const;
 const CONTEXT_KEYS = ["snippets", "header", "tokens", "suffixTokens", "sources"] as const;

@@ -21,6 +21,7 @@ test("manifest defaults become the server's defaults, unset values left out", ()
     dtype: "auto",
     quantize: "none",
     fastPath: true,
+    outputWeights: "int8",
     multiline: false,
     verify: "cut",
     engine: "in-process",
@@ -34,7 +35,7 @@ test("manifest defaults become the server's defaults, unset values left out", ()
 test("every key of the server contract is a contributed setting and is forwarded", () => {
   const overrides: Record<string, unknown> = {
     k: 5, maxTokens: 16, decoding: "beam", temperature: 0.7, model: "/models/x.gguf", device: "cpu",
-    dtype: "float32", quantize: "int8", fastPath: false, maxPrefixTokens: 512, multiline: true, verify: "continue",
+    dtype: "float32", quantize: "int8", fastPath: false, outputWeights: "float", maxPrefixTokens: 512, multiline: true, verify: "continue",
     engine: "tcp://127.0.0.1:7000", engineTokenFile: "/tmp/token", engineCertificate: "/tmp/cert.pem", engineStandby: false,
     "ngrams.enabled": false, "ngrams.orders": [2, 3], "ngrams.weights": { "2": 0.5, "3": 0.5 },
     "ngrams.alpha": 0.3, "ngrams.db": "/tmp/db", "ngrams.index": false, "ngrams.exclude": ["*.min.js"],
@@ -46,7 +47,7 @@ test("every key of the server contract is a contributed setting and is forwarded
   }
   assert.deepEqual(toServerSettings(getter(overrides)), {
     k: 5, maxTokens: 16, decoding: "beam", temperature: 0.7, model: "/models/x.gguf", device: "cpu",
-    dtype: "float32", quantize: "int8", fastPath: false, maxPrefixTokens: 512, multiline: true, verify: "continue",
+    dtype: "float32", quantize: "int8", fastPath: false, outputWeights: "float", maxPrefixTokens: 512, multiline: true, verify: "continue",
     engine: "tcp://127.0.0.1:7000", engineTokenFile: "/tmp/token", engineCertificate: "/tmp/cert.pem", engineStandby: false,
     promptFormat: "qwen",
     ngrams: { enabled: false, orders: [2, 3], weights: { "2": 0.5, "3": 0.5 }, alpha: 0.3, db: "/tmp/db", index: false, exclude: ["*.min.js"],
