@@ -125,6 +125,11 @@ def main(argv: list[str]) -> int:
             turn.close()
         if token is not None:
             token.discard()
+    if turn is not None and turn.took_over:
+        # A fork's copies of the exit handlers (inductor's compile workers are the parent's) may wait on
+        # what it does not own: done, skip them.
+        logging.shutdown()
+        os._exit(0)
     return 0
 
 
