@@ -415,6 +415,9 @@ async def run(args: argparse.Namespace) -> int:
         if args.disk_full:
             await disk_full_phase(tmp, args.model)
     finally:
+        if os.environ.get("SPD_BENCH_KEEP_LOGS"):  # the engines' logs, for a run to explain
+            for log in runtime.glob("spd-lsp/*.log"):
+                shutil.copy(log, Path(os.environ["SPD_BENCH_KEEP_LOGS"]) / log.name)
         shutil.rmtree(runtime, ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)
     return 0 if ok else 1
