@@ -123,8 +123,11 @@ def _lock(socket_path: Path) -> int:
     fd = os.open(serving_lock(socket_path), os.O_RDWR | os.O_CREAT, 0o600)  # not inherited by what we exec
     started = time.monotonic()
     fcntl.flock(fd, fcntl.LOCK_EX)
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)  # who serves: `serving_pid`
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)  # who serves: `serving_pid`
+    except OSError as exc:  # a full disk: the lock still works, only the pid in it is missing
+        log.warning("could not write the pid into %s: %s", serving_lock(socket_path), exc)
     waited = time.monotonic() - started
     if waited > 1.0:
         log.info("waited %.0f s for %s", waited, serving_lock(socket_path))
