@@ -136,13 +136,8 @@ def main(argv: list[str]) -> int:
 def _self_test(loaded: Loaded) -> None:
     """A spare's first decode, right after the fork: one that hangs there (a thread pool copied mid-use)
     is ended by `Turn.take`'s alarm rather than found broken at the takeover."""
-    import torch
-
     from spd_lsp.api import DecodeOptions, DecodeRequest
 
-    # One intra-op thread: the fork's copy of the parent's OpenMP pool (libgomp) has no threads behind it, and
-    # the first parallel op waited on them for ever (seen: sdpa in this self-test, 2-3 of 10 forks).
-    torch.set_num_threads(1)
     loaded.engine.complete(DecodeRequest("def f():\n    return", options=DecodeOptions(k=2, max_tokens=2)))
 
 
