@@ -34,11 +34,22 @@ def interruptible(cancelled: CancelCheck) -> Iterator[None]:
         _local.check = outer
 
 
-def checkpoint() -> None:
-    """Raise `Cancelled` where the innermost `interruptible` block's check says so; nothing outside one."""
+class Interrupted(Cancelled):
+    """A forward cancelled before its decoder layer `layer`, whose input there was `hidden` [B, T, H]: the layers
+    before it hold the forward's key/values, the others do not. A forward that can start at a layer (the fast
+    path's `FastLM`) raises it, so that a prefill can resume there (`ModelRunner.prefill`) rather than start over."""
+
+    def __init__(self, layer: int, hidden: torch.Tensor) -> None:
+        super().__init__()
+        self.layer, self.hidden = layer, hidden
+
+
+def checkpoint(layer: int | None = None, hidden: torch.Tensor | None = None) -> None:
+    """Raise `Cancelled` where the innermost `interruptible` block's check says so; nothing outside one. Given the
+    layer about to run and its input, `Interrupted` with them."""
     check = getattr(_local, "check", None)
     if check is not None and check():
-        raise Cancelled()
+        raise Cancelled() if layer is None or hidden is None else Interrupted(layer, hidden)
 
 
 def decoder_layers(model: Any) -> torch.nn.ModuleList | None:
