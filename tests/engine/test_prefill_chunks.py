@@ -123,8 +123,11 @@ def layers_run(loaded: Any) -> Iterator[list[tuple[int, int]]]:
             hook.remove()
 
 
+CHUNK = len(PROMPT) // 4  # the fast path's shortest chunks for PROMPT: 4 equal ones of at most MIN_CHUNK
+
+
 def stopped_in_second_chunk(loaded: Any, monkeypatch, stop_at: int) -> ModelRunner:
-    """A fast runner whose prefill of PROMPT (MIN_CHUNK chunks) a cancel stopped before layer `stop_at` of its
+    """A fast runner whose prefill of PROMPT (chunks of CHUNK) a cancel stopped before layer `stop_at` of its
     second chunk."""
     runner = ModelRunner(loaded.model, loaded.device, layer_seconds=1e-9)  # every chunk the shortest
     monkeypatch.setattr(lm.time, "perf_counter", iter(range(10_000)).__next__)
@@ -134,9 +137,10 @@ def stopped_in_second_chunk(loaded: Any, monkeypatch, stop_at: int) -> ModelRunn
         checks.append(len(runner.cached_ids))
         return len(checks) == (1 + runner.layers) + 1 + stop_at + 1  # chunk 1 (its check, its layers), chunk 2's ...
 
+    assert runner.timed_chunk(len(PROMPT)) == CHUNK
     with pytest.raises(Cancelled):
         runner.prefill(PROMPT, cancelled)
-    assert runner.cached_ids == PROMPT[:MIN_CHUNK]
+    assert runner.cached_ids == PROMPT[:CHUNK]
     return runner
 
 
@@ -144,19 +148,21 @@ def test_fast_chunks_are_sized_by_a_layer_s_time(fast_loaded: Any) -> None:
     runner = ModelRunner(fast_loaded.model, fast_loaded.device, layer_seconds=0.5)
     assert runner.resumable and runner.layers == 2
     runner.token_seconds = 0.001
-    assert runner.timed_chunk(10_000) == 1000  # 2 layers of 0.5 s
+    assert runner.timed_chunk(10_000) == 1000 and runner.timed_chunk(1000) == 1000  # 2 layers of at most 0.5 s
+    assert runner.timed_chunk(1001) == 501 and runner.timed_chunk(2500) == 834  # the fewest equal chunks
+    runner.token_seconds = 1.0
+    assert runner.timed_chunk(10_000) == 500 and runner.timed_chunk(MIN_CHUNK) == MIN_CHUNK
     assert not ModelRunner(tiny_model("llama").model, fast_loaded.device).resumable  # transformers' forward
 
 
 def test_a_cancelled_fast_chunk_keeps_its_layers_and_the_next_prefill_resumes_there(fast_loaded: Any,
                                                                                      monkeypatch) -> None:
     runner = stopped_in_second_chunk(fast_loaded, monkeypatch, stop_at=1)
-    assert [layer.get_seq_length() for layer in runner.cache.layers] == [2 * MIN_CHUNK, MIN_CHUNK]
+    assert [layer.get_seq_length() for layer in runner.cache.layers] == [2 * CHUNK, CHUNK]
     with layers_run(fast_loaded) as ran:
         logits, reused = runner.prefill(PROMPT)
-    rest = len(PROMPT) - 3 * MIN_CHUNK
-    assert ran == [(1, MIN_CHUNK), (0, MIN_CHUNK), (1, MIN_CHUNK), (0, rest), (1, rest)]  # layer 0 not run again
-    assert reused == 2 * MIN_CHUNK and runner.cached_ids == PROMPT
+    assert ran == [(1, CHUNK), (0, CHUNK), (1, CHUNK), (0, CHUNK), (1, CHUNK)]  # layer 0 not run again
+    assert reused == 2 * CHUNK and runner.cached_ids == PROMPT
     assert [layer.get_seq_length() for layer in runner.cache.layers] == [len(PROMPT)] * 2
     torch.testing.assert_close(logits, fresh_logits(fast_loaded, PROMPT), rtol=1e-4, atol=1e-4)
 
@@ -168,31 +174,31 @@ def test_a_resumed_chunk_keeps_the_tokens_the_next_prompt_still_has(fast_loaded:
     prompt = PROMPT[:700] + [9 + i % 200 for i in range(300)]
     with layers_run(fast_loaded) as ran:
         logits, _ = runner.prefill(prompt)
-    assert ran == [(1, 700 - MIN_CHUNK), (0, 300), (1, 300)]
+    assert ran == [(1, 700 - CHUNK), (0, 300), (1, 300)]
     assert [layer.get_seq_length() for layer in runner.cache.layers] == [len(prompt)] * 2
     torch.testing.assert_close(logits, fresh_logits(fast_loaded, prompt), rtol=1e-4, atol=1e-4)
 
 
 def test_a_stopped_chunk_the_next_prompt_does_not_continue_is_dropped(fast_loaded: Any, monkeypatch) -> None:
     runner = stopped_in_second_chunk(fast_loaded, monkeypatch, stop_at=1)
-    prompt = PROMPT[:MIN_CHUNK] + [9 + i % 200 for i in range(100)]
+    prompt = PROMPT[:CHUNK] + [9 + i % 200 for i in range(100)]
     with layers_run(fast_loaded) as ran:
         logits, reused = runner.prefill(prompt)
-    assert ran == [(0, 100), (1, 100)] and reused == MIN_CHUNK
+    assert ran == [(0, 100), (1, 100)] and reused == CHUNK
     torch.testing.assert_close(logits, fresh_logits(fast_loaded, prompt), rtol=1e-4, atol=1e-4)
     runner = stopped_in_second_chunk(fast_loaded, monkeypatch, stop_at=1)
-    runner.rewind(MIN_CHUNK)  # anything else that uses the cache first: every layer holds `cached_ids`
-    assert [layer.get_seq_length() for layer in runner.cache.layers] == [MIN_CHUNK] * 2 and runner.partial is None
+    runner.rewind(CHUNK)  # anything else that uses the cache first: every layer holds `cached_ids`
+    assert [layer.get_seq_length() for layer in runner.cache.layers] == [CHUNK] * 2 and runner.partial is None
 
 
 def test_a_fast_chunk_cancelled_before_its_first_layer_keeps_nothing_of_it(fast_loaded: Any, monkeypatch) -> None:
     runner = stopped_in_second_chunk(fast_loaded, monkeypatch, stop_at=0)
-    assert runner.partial is None and [layer.get_seq_length() for layer in runner.cache.layers] == [MIN_CHUNK] * 2
+    assert runner.partial is None and [layer.get_seq_length() for layer in runner.cache.layers] == [CHUNK] * 2
 
 
 def test_a_resumed_chunk_cancelled_again_resumes_again(fast_loaded: Any, monkeypatch) -> None:
     runner = stopped_in_second_chunk(fast_loaded, monkeypatch, stop_at=1)
     with pytest.raises(Cancelled):
         runner.prefill(PROMPT, lambda: True)  # before the resumed chunk's layer 1 again
-    assert runner.partial is not None and runner.cached_ids == PROMPT[:MIN_CHUNK]
+    assert runner.partial is not None and runner.cached_ids == PROMPT[:CHUNK]
     torch.testing.assert_close(runner.prefill(PROMPT)[0], fresh_logits(fast_loaded, PROMPT), rtol=1e-4, atol=1e-4)

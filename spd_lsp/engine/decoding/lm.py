@@ -40,13 +40,13 @@ ACCELERATOR_PREFILL_CHUNK = 512
 # than causally), so the chunks are long, and a superseded prefill stops within one decoder layer
 # instead (`interrupt.py`). Where the forward can resume at a layer (the fast path: `Interrupted`), a
 # cancelled chunk keeps the layers it ran and the next prefill goes on from there (`Partial`): its
-# chunks are sized so that one layer lasts about LAYER_SECONDS (the stop's latency), which in bf16 is a
-# whole 2,048-token prompt in one forward. Elsewhere a cancelled prefill keeps only the chunks it
+# chunks are the fewest equal ones whose layers last at most LAYER_SECONDS (the stop's latency), which in
+# bf16 on 2 idle cores is a whole 2,048-token prompt in one forward. Elsewhere a cancelled prefill keeps only the chunks it
 # finished, so its chunks last about CHUNK_SECONDS: shorter than the time between two keystrokes,
 # they still make progress while the user types. `bench/bench_prefill.py --compare-chunks`:
 # docs/performance.md.
 CHUNK_SECONDS = 0.3
-LAYER_SECONDS = 0.04
+LAYER_SECONDS = 0.06
 MIN_CHUNK, MAX_CHUNK = 512, 4096
 FIRST_TOKEN_SECONDS = 0.001  # the first chunk's guess, before a forward was timed (~0.4-1 ms/token on 2 cores)
 NO_LOGITS = torch.empty(0, dtype=torch.long)  # `logits_to_keep` of a chunk before the last: no output head
@@ -177,12 +177,16 @@ class ModelRunner:
         return logits, reused
 
     def timed_chunk(self, to_go: int) -> int | None:
-        """Tokens of the next chunk of `prefill` with `to_go` tokens left: about `chunk_seconds` at the last
-        chunk's speed, the rest whole where it is under half a chunk more; None where chunks are not timed."""
+        """Tokens of the next chunk of `prefill` with `to_go` tokens left, at the last chunk's speed; None where
+        chunks are not timed. Where a cancelled forward resumes: `to_go` in the fewest equal chunks whose layers
+        last at most `layer_seconds` (at least MIN_CHUNK tokens a chunk before they are split); elsewhere about
+        `chunk_seconds`, the rest whole where it is under half a chunk more."""
         if self.chunk_seconds is None:
             return None
         seconds = self.layer_seconds * self.layers if self.resumable else self.chunk_seconds
         tokens = int(min(MAX_CHUNK, max(MIN_CHUNK, seconds / self.token_seconds)))
+        if self.resumable:
+            return -(-to_go // -(-to_go // tokens))  # ceil(to_go / ceil(to_go / tokens))
         return to_go if to_go <= tokens * 3 // 2 else tokens
 
     def prepare(self, prompt_ids: list[int]) -> int:
