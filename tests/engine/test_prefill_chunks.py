@@ -13,7 +13,7 @@ from spd_lsp.api import Cancelled
 from spd_lsp.engine.decoding import lm
 from spd_lsp.engine.decoding.backends import attached
 from spd_lsp.engine.decoding.interrupt import decoder_layers
-from spd_lsp.engine.decoding.lm import MAX_CHUNK, MIN_CHUNK, ModelRunner
+from spd_lsp.engine.decoding.lm import MAX_CHUNK, MIN_CHUNK, MIN_LAYER_CHUNK, ModelRunner
 from tests.session.test_latency import fresh_logits
 from tests.tiny_models import ARCHITECTURES, tiny_model
 
@@ -123,7 +123,7 @@ def layers_run(loaded: Any) -> Iterator[list[tuple[int, int]]]:
             hook.remove()
 
 
-CHUNK = len(PROMPT) // 4  # the fast path's shortest chunks for PROMPT: 4 equal ones of at most MIN_CHUNK
+CHUNK = len(PROMPT) // 8  # the fast path's shortest chunks for PROMPT: 8 equal ones of at most MIN_LAYER_CHUNK
 
 
 def stopped_in_second_chunk(loaded: Any, monkeypatch, stop_at: int) -> ModelRunner:
@@ -151,7 +151,7 @@ def test_fast_chunks_are_sized_by_a_layer_s_time(fast_loaded: Any) -> None:
     assert runner.timed_chunk(10_000) == 1000 and runner.timed_chunk(1000) == 1000  # 2 layers of at most 0.5 s
     assert runner.timed_chunk(1001) == 501 and runner.timed_chunk(2500) == 834  # the fewest equal chunks
     runner.token_seconds = 1.0
-    assert runner.timed_chunk(10_000) == 500 and runner.timed_chunk(MIN_CHUNK) == MIN_CHUNK
+    assert runner.timed_chunk(10_000) == 250 and runner.timed_chunk(MIN_LAYER_CHUNK) == MIN_LAYER_CHUNK
     assert not ModelRunner(tiny_model("llama").model, fast_loaded.device).resumable  # transformers' forward
 
 
@@ -161,7 +161,7 @@ def test_a_cancelled_fast_chunk_keeps_its_layers_and_the_next_prefill_resumes_th
     assert [layer.get_seq_length() for layer in runner.cache.layers] == [2 * CHUNK, CHUNK]
     with layers_run(fast_loaded) as ran:
         logits, reused = runner.prefill(PROMPT)
-    assert ran == [(1, CHUNK), (0, CHUNK), (1, CHUNK), (0, CHUNK), (1, CHUNK)]  # layer 0 not run again
+    assert ran == [(1, CHUNK)] + [(0, CHUNK), (1, CHUNK)] * 6  # layer 0 not run again
     assert reused == 2 * CHUNK and runner.cached_ids == PROMPT
     assert [layer.get_seq_length() for layer in runner.cache.layers] == [len(PROMPT)] * 2
     torch.testing.assert_close(logits, fresh_logits(fast_loaded, PROMPT), rtol=1e-4, atol=1e-4)
@@ -171,10 +171,10 @@ def test_a_resumed_chunk_keeps_the_tokens_the_next_prompt_still_has(fast_loaded:
     """The keystroke that cancelled changed the prompt inside the stopped chunk: the tokens before the change are
     kept (a token's key/values do not depend on later ones), the others dropped."""
     runner = stopped_in_second_chunk(fast_loaded, monkeypatch, stop_at=1)
-    prompt = PROMPT[:700] + [9 + i % 200 for i in range(300)]
+    prompt = PROMPT[:300] + [9 + i % 200 for i in range(200)]
     with layers_run(fast_loaded) as ran:
         logits, _ = runner.prefill(prompt)
-    assert ran == [(1, 700 - CHUNK), (0, 300), (1, 300)]
+    assert ran == [(1, 300 - CHUNK), (0, 200), (1, 200)]
     assert [layer.get_seq_length() for layer in runner.cache.layers] == [len(prompt)] * 2
     torch.testing.assert_close(logits, fresh_logits(fast_loaded, prompt), rtol=1e-4, atol=1e-4)
 
@@ -194,6 +194,25 @@ def test_a_stopped_chunk_the_next_prompt_does_not_continue_is_dropped(fast_loade
 def test_a_fast_chunk_cancelled_before_its_first_layer_keeps_nothing_of_it(fast_loaded: Any, monkeypatch) -> None:
     runner = stopped_in_second_chunk(fast_loaded, monkeypatch, stop_at=0)
     assert runner.partial is None and [layer.get_seq_length() for layer in runner.cache.layers] == [CHUNK] * 2
+
+
+def test_the_first_chunk_of_an_empty_cache_is_resumed_too(fast_loaded: Any) -> None:
+    """Stopped in its first chunk, the layers it did not reach still empty."""
+    runner = ModelRunner(fast_loaded.model, fast_loaded.device, layer_seconds=100.0)  # one chunk
+    checks = iter(range(100))
+    with pytest.raises(Cancelled):
+        runner.prefill(PROMPT, lambda: next(checks) == 2)  # the prefill's check, layer 0's, then before layer 1
+    assert runner.cached_ids == [] and runner.partial is not None and runner.partial.layer == 1
+    with layers_run(fast_loaded) as ran:
+        logits, _ = runner.prefill(PROMPT)
+    assert ran == [(1, len(PROMPT) - 1), (0, 1), (1, 1)]  # the last token runs on its own: its logits
+    torch.testing.assert_close(logits, fresh_logits(fast_loaded, PROMPT), rtol=1e-4, atol=1e-4)
+    with pytest.raises(Cancelled):
+        runner.prefill([7] + PROMPT, lambda: next(checks) == 5)  # shares nothing: the stopped chunk is dropped
+    assert runner.partial is not None
+    logits, reused = runner.prefill(PROMPT[:10])
+    assert reused == 0
+    torch.testing.assert_close(logits, fresh_logits(fast_loaded, PROMPT[:10]), rtol=1e-4, atol=1e-4)
 
 
 def test_a_resumed_chunk_cancelled_again_resumes_again(fast_loaded: Any, monkeypatch) -> None:

@@ -5,7 +5,9 @@ than a typist waits for a superseded request to stop; checking between chunks al
 the chunks short and pay a tax per chunk (every chunk reads all the weights again). Here the
 forward itself stops: `interruptible(cancelled)` makes the decoder layers hooked by
 `hook_layers` raise `Cancelled` before running once `cancelled()` turns true, so a chunk stops
-within one layer's time. The check is thread-local: forwards of other threads are not stopped.
+within one layer's time. A forward that calls `checkpoint(layer, hidden)` itself (the fast path's
+`FastLM`) raises `Interrupted` instead, with what a prefill needs to resume it at that layer. The
+check is thread-local: forwards of other threads are not stopped.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import torch
 from transformers import DynamicCache
 
 from spd_lsp.engine.decoding.interrupt import Interrupted, decoder_layers, hook_layers, interruptible
-from spd_lsp.engine.decoding.padding import key_values, left_padded_mask, padded_cache, plain_cache
+from spd_lsp.engine.decoding.padding import full_layers, key_values, left_padded_mask, padded_cache, plain_cache
 from spd_lsp.engine.decoding.placement import device_sync
 from spd_lsp.api import CancelCheck, Cancelled, never_cancelled
 from spd_lsp.engine.decoding.threads import cpu_pressure, intra_op_threads
@@ -48,6 +48,7 @@ ACCELERATOR_PREFILL_CHUNK = 512
 CHUNK_SECONDS = 0.3
 LAYER_SECONDS = 0.06
 MIN_CHUNK, MAX_CHUNK = 512, 4096
+MIN_LAYER_CHUNK = 256  # the fast path's (it keeps what a cancel stopped: shorter chunks lose nothing)
 FIRST_TOKEN_SECONDS = 0.001  # the first chunk's guess, before a forward was timed (~0.4-1 ms/token on 2 cores)
 NO_LOGITS = torch.empty(0, dtype=torch.long)  # `logits_to_keep` of a chunk before the last: no output head
 # Prompt caches kept: the current one and the last others (another document, another
@@ -179,12 +180,13 @@ class ModelRunner:
     def timed_chunk(self, to_go: int) -> int | None:
         """Tokens of the next chunk of `prefill` with `to_go` tokens left, at the last chunk's speed; None where
         chunks are not timed. Where a cancelled forward resumes: `to_go` in the fewest equal chunks whose layers
-        last at most `layer_seconds` (at least MIN_CHUNK tokens a chunk before they are split); elsewhere about
+        last at most `layer_seconds` (at least MIN_LAYER_CHUNK tokens a chunk before they are split); elsewhere about
         `chunk_seconds`, the rest whole where it is under half a chunk more."""
         if self.chunk_seconds is None:
             return None
         seconds = self.layer_seconds * self.layers if self.resumable else self.chunk_seconds
-        tokens = int(min(MAX_CHUNK, max(MIN_CHUNK, seconds / self.token_seconds)))
+        shortest = MIN_LAYER_CHUNK if self.resumable else MIN_CHUNK
+        tokens = int(min(MAX_CHUNK, max(shortest, seconds / self.token_seconds)))
         if self.resumable:
             return -(-to_go // -(-to_go // tokens))  # ceil(to_go / ceil(to_go / tokens))
         return to_go if to_go <= tokens * 3 // 2 else tokens
@@ -220,7 +222,7 @@ class ModelRunner:
         try:
             ran = run()
         except Interrupted as stop:
-            if self.resumable and stop.layer > 0 and plain_cache(self.cache):
+            if self.resumable and stop.layer > 0 and full_layers(self.cache):
                 self.partial = Partial(self.cache, len(self.cached_ids), list(chunk), stop.layer, stop.hidden)
             elif not self._crop_layers(len(self.cached_ids)):
                 self.cache, self.cached_ids = None, []
@@ -239,16 +241,17 @@ class ModelRunner:
         """Finish the layers of the chunk a cancel stopped (`partial`) for as many of its tokens as `prompt_ids`
         still has after the cache's (causal attention: a token's key/values do not depend on later ones), at
         least one token left for the chunks after; else drop that chunk's key/values. Cancellable as a chunk is."""
-        partial, self.partial = self.partial, None
-        if partial is None or partial.cache is not self.cache:
+        partial = self.partial
+        if partial is None:
             return
         shared = 0
-        if self.cached_ids == prompt_ids[: partial.start]:
+        if partial.cache is self.cache and self.cached_ids == prompt_ids[: partial.start]:
             shared = min(common_prefix_length(partial.ids, prompt_ids[partial.start :]),
                          len(prompt_ids) - 1 - partial.start)
         if shared <= 0:
-            self._crop_layers(partial.start)
+            self._settle()
             return
+        self.partial = None
         for layer in self.cache.layers[: partial.layer]:
             layer.crop(partial.start + shared - layer.get_seq_length())
         chunk, hidden = partial.ids[:shared], partial.hidden[:, :shared]
@@ -261,7 +264,9 @@ class ModelRunner:
         """Drop the key/values of a chunk a cancel stopped inside its forward (`partial`): every layer then holds
         exactly `cached_ids`."""
         partial, self.partial = self.partial, None
-        if partial is not None and partial.cache is self.cache and not self._crop_layers(partial.start):
+        if partial is None or partial.cache is not self.cache:
+            return
+        if not (partial.start and self._crop_layers(partial.start)):  # nothing before the chunk, or not cut
             self.cache, self.cached_ids = None, []
 
     def _activate(self, prompt_ids: list[int]) -> None:
