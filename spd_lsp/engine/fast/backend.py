@@ -16,7 +16,7 @@ import torch
 from transformers import DynamicCache
 
 from spd_lsp.engine.fast.cache import BucketLayer, bucket_cache, bucketed
-from spd_lsp.engine.fast.compile import Compiled
+from spd_lsp.engine.fast.compile import Compiled, mark_dynamic
 from spd_lsp.engine.fast.model import FastLM
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,8 @@ class FastBackend:
             return None
         for layer in layers:
             layer.reserve(length + 1)
+            for buffer in (layer.key_buffer, layer.value_buffer):
+                mark_dynamic(buffer, 2)  # one compiled graph for every bucket length
         column = torch.tensor([length], device=self.device)
         logits = self.step_fn(embeds, column, [l.key_buffer for l in layers], [l.value_buffer for l in layers])
         for layer in layers:

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from spd_lsp.engine.decoding.attention import MAX_QUERY, grouped_attention
 from spd_lsp.engine.decoding.interrupt import checkpoint
 from spd_lsp.engine.fast.int4 import Int4Weight, Packed
+from spd_lsp.engine.fast.int8 import Int8Weight
 
 FAMILIES = ("llama", "qwen2")
 # Rows x tokens up to which a projection runs its int4 weight where it has one: decode steps of up to 8 rows;
@@ -50,9 +51,10 @@ def unsupported(model: Any) -> str | None:
 
 
 class Projection(torch.nn.Module):
-    """x @ weight.T (+ bias); through `int4` instead for at most `INT4_MAX_TOKENS` rows where it is set."""
+    """x @ weight.T (+ bias); through `int4` (an int4 or int8 weight) instead for at most `INT4_MAX_TOKENS` rows
+    where it is set."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, int4: Int4Weight | None) -> None:
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, int4: Int4Weight | Int8Weight | None) -> None:
         super().__init__()
         self.weight, self.bias, self.int4 = weight, bias, int4
 
@@ -94,9 +96,10 @@ class CausalOutput:
 
 class FastLM(torch.nn.Module):
     """The decoder of a transformers Llama/Qwen2 causal LM, on its weights; `int4`: per layer, its fused projections
-    packed as int4 (`int4.pack`), or None (float weights only)."""
+    packed as int4 (`int4.pack`), or None (float weights only); `head`: the output projection as int8 for decode
+    steps (`int8.py`), or None (its float weight)."""
 
-    def __init__(self, model: Any, int4: Packed | None = None) -> None:
+    def __init__(self, model: Any, int4: Packed | None = None, *, head: Int8Weight | None = None) -> None:
         super().__init__()
         config = model.config
         reason = unsupported(model)
@@ -125,9 +128,11 @@ class FastLM(torch.nn.Module):
                 down=Projection(mlp.down_proj.weight.detach(), None, packed.get("down")),
             ))
         self.int4_modules = torch.nn.ModuleList(
-            [p.int4 for b in self.blocks for p in (b.qkv, b.out, b.gate_up, b.down) if p.int4 is not None])
+            [p.int4 for b in self.blocks for p in (b.qkv, b.out, b.gate_up, b.down) if p.int4 is not None]
+            + ([head] if head is not None else []))
         self.norm = model.model.norm.weight.detach()
         self.head = model.get_output_embeddings().weight.detach()
+        self.output = Projection(self.head, None, head)
         rotary = model.model.rotary_emb
         length = max(getattr(config, "max_position_embeddings", 0) or 0, 8192)
         freqs = torch.outer(torch.arange(length, dtype=torch.float32, device=self.device),
@@ -146,10 +151,9 @@ class FastLM(torch.nn.Module):
 
     def weight_bytes(self, *, int4: bool) -> int:
         """Bytes of weights one decode step reads: the int4 projections where `int4` (and there are some), the head."""
-        total = self.head.numel() * self.head.element_size()
-        for block in self.blocks:
-            for p in (block.qkv, block.out, block.gate_up, block.down):
-                total += p.int4.nbytes() if int4 and p.int4 is not None else p.weight.numel() * p.weight.element_size()
+        total = 0
+        for p in [p for block in self.blocks for p in (block.qkv, block.out, block.gate_up, block.down)] + [self.output]:
+            total += p.int4.nbytes() if int4 and p.int4 is not None else p.weight.numel() * p.weight.element_size()
         return total
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -208,7 +212,7 @@ class FastLM(torch.nn.Module):
             return x.new_empty(batch, 0, self.head.shape[0])
         if last_only:
             x = x[:, -1:]
-        return F.linear(self._norm(x, self.norm), self.head)
+        return self.output(self._norm(x, self.norm))
 
     # -- transformers' calling convention, over any of its caches (eager) ---------------------------------
     @torch.inference_mode()
