@@ -17,7 +17,8 @@ interleaved: one whole forward, `ModelRunner.prefill` as shipped (chunks sized b
 in ~0.3 s chunks (the rule before) and in fixed 96-token chunks, as ratios to the whole forward; then
 how long a shipped prefill of 2,048 tokens takes to stop once cancelled at a random moment (max and
 median over max(N, `--tries`) tries each), what it kept, and what the next prefill of the prompt costs.
-`--threads 1 --clock cpu` measures CPU time of one thread: the ratios hold on a loaded machine.
+`--threads 1 --clock cpu` measures CPU time of one thread, and the runners size their chunks by it: what an
+idle machine would run and measure, on a loaded one (the wall clock sizes them smaller under load).
 
     nice .venv/bin/python -m bench.bench_prefill --compare-chunks 3 [--threads 1 --clock cpu]
 """
@@ -31,6 +32,7 @@ import statistics
 import sys
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -135,13 +137,15 @@ def compare_chunks(rounds: int, clock: Any, tries: int = 5) -> int:
     lm.cpu_pressure = lambda: None  # the threads asked for, whatever the load
     models = {dtype: load_model(dtype=dtype) for dtype in ("bfloat16", "float32")}
     ids = models["float32"].tokenizer.encode(corpus(), add_special_tokens=False)
-    layers = models["float32"].model.config.num_hidden_layers
     kinds = {"one forward": dict(chunk_tokens=10**6), "shipped (timed chunks)": {},
-             "0.3 s chunks (before)": dict(layer_seconds=lm.CHUNK_SECONDS / layers),
-             "96-token chunks": dict(chunk_tokens=96)}
+             "0.3 s chunks (before)": {}, "96-token chunks": dict(chunk_tokens=96)}
     runners = {(dtype, kind): ModelRunner(loaded.model, loaded.device, slots=1, **kw)
                for dtype, loaded in models.items() for kind, kw in kinds.items()}
+    for dtype in models:  # the rule before: ~0.3 s chunks of at least 512 tokens, a cancelled chunk dropped
+        runners[dtype, "0.3 s chunks (before)"].resumable = False
+    lm.time = SimpleNamespace(perf_counter=clock)  # the runners size their chunks by the clock measured
     times: dict[tuple[str, int, str], list[float]] = {}
+    chunks: dict[str, int] = {}  # forwards the last prefill of each kind ran
     for r in range(rounds):
         for dtype in models:
             for length in (512, 2048):
@@ -149,12 +153,13 @@ def compare_chunks(rounds: int, clock: Any, tries: int = 5) -> int:
                 for kind in kinds:
                     runner = runners[dtype, kind]
                     runner.rewind(0)
-                    started = clock()
+                    forwards, started = runner.forwards, clock()
                     runner.prefill(prompt)
                     times.setdefault((dtype, length, kind), []).append(clock() - started)
+                    chunks[kind] = runner.forwards - forwards
                 whole = times[dtype, length, "one forward"][-1]
                 print(f"round {r} {dtype} {length}: " + ", ".join(
-                    f"{kind} {1000 * times[dtype, length, kind][-1]:.0f} ms" for kind in kinds)
+                    f"{kind} {1000 * times[dtype, length, kind][-1]:.0f} ms ({chunks[kind]})" for kind in kinds)
                     + f" (shipped: {1000 * runners[dtype, 'shipped (timed chunks)'].token_seconds:.2f} ms/token"
                     f" last chunk); load {os.getloadavg()[0]:.1f}", flush=True)
     print(f"\ntorch threads {threads}, clock {clock.__name__}, {rounds} interleaved rounds; median ms (x one forward)")
@@ -172,12 +177,12 @@ def compare_chunks(rounds: int, clock: Any, tries: int = 5) -> int:
         for attempt in range(max(rounds, tries)):
             prompt = ids[(2 * attempt + 2) * 2048 :][:2048]
             runner.rewind(0)
-            deadline = time.perf_counter() + random.Random(attempt).uniform(0.05, 0.9) * 1.5 * sum(
+            deadline = clock() + random.Random(attempt).uniform(0.05, 0.9) * 1.5 * sum(
                 times[dtype, 2048, "one forward"]) / rounds
             flagged: list[float] = []
 
             def cancelled() -> bool:
-                now = time.perf_counter()
+                now = clock()
                 if now >= deadline and not flagged:
                     flagged.append(deadline)
                 return bool(flagged)
@@ -185,7 +190,7 @@ def compare_chunks(rounds: int, clock: Any, tries: int = 5) -> int:
             try:
                 runner.prefill(prompt, cancelled)
             except Cancelled:
-                stops.append(1000 * (time.perf_counter() - flagged[0]))
+                stops.append(1000 * (clock() - flagged[0]))
                 partial = runner.partial
                 kept.append(f"{len(runner.cached_ids)}" + (f"+{len(partial.ids)}@{partial.layer}" if partial else ""))
                 started = clock()
