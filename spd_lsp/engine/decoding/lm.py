@@ -34,21 +34,21 @@ log = logging.getLogger(__name__)
 CPU_PREFILL_CHUNK = 96
 ACCELERATOR_PREFILL_CHUNK = 512
 # A runner's own prefill (`ModelRunner.prefill`) sizes its chunks by time instead, from the seconds per
-# token its last chunk took, at least MIN_CHUNK tokens. Short chunks cost a tax (96-token chunks: 3.4x
-# one forward's time for 2,048 tokens, bf16; 512-token ones 1.23x: each chunk reads all the weights
-# again, runs its linears on fewer rows and its attention under a mask over the whole cache rather
-# than causally), so the chunks are long, and a superseded prefill stops within one decoder layer
-# instead (`interrupt.py`). Where the forward can resume at a layer (the fast path: `Interrupted`), a
-# cancelled chunk keeps the layers it ran and the next prefill goes on from there (`Partial`): its
-# chunks are the fewest equal ones whose layers last at most LAYER_SECONDS (the stop's latency), which in
-# bf16 on 2 idle cores is a whole 2,048-token prompt in one forward. Elsewhere a cancelled prefill keeps only the chunks it
-# finished, so its chunks last about CHUNK_SECONDS: shorter than the time between two keystrokes,
-# they still make progress while the user types. `bench/bench_prefill.py --compare-chunks`:
-# docs/performance.md.
+# token its last chunk took. Short chunks cost a tax (96-token chunks: 3.4x one forward's time for 2,048
+# tokens, bf16; 512-token ones 1.23x: each chunk reads all the weights again, runs its linears on fewer
+# rows and its attention under a mask over the whole cache rather than causally), so the chunks are
+# long, and a superseded prefill stops within one decoder layer instead (`interrupt.py`). Where the
+# forward can resume at a layer (the fast path: `Interrupted`), a cancelled chunk keeps the layers it
+# ran and the next prefill goes on from there (`Partial`): its chunks are the fewest equal ones whose
+# layers last at most LAYER_SECONDS (the stop's latency), at least MIN_LAYER_CHUNK tokens; on this
+# machine, idle, that is a whole 2,048-token bf16 prompt in one forward. Elsewhere a cancelled prefill
+# keeps only the chunks it finished, so its chunks last about CHUNK_SECONDS, at least MIN_CHUNK tokens:
+# shorter than the time between two keystrokes, they still make progress while the user types.
+# `bench/bench_prefill.py --compare-chunks`: docs/performance.md.
 CHUNK_SECONDS = 0.3
 LAYER_SECONDS = 0.06
 MIN_CHUNK, MAX_CHUNK = 512, 4096
-MIN_LAYER_CHUNK = 256  # the fast path's (it keeps what a cancel stopped: shorter chunks lose nothing)
+MIN_LAYER_CHUNK = 256
 FIRST_TOKEN_SECONDS = 0.001  # the first chunk's guess, before a forward was timed (~0.4-1 ms/token on 2 cores)
 NO_LOGITS = torch.empty(0, dtype=torch.long)  # `logits_to_keep` of a chunk before the last: no output head
 # Prompt caches kept: the current one and the last others (another document, another
@@ -173,9 +173,14 @@ class ModelRunner:
             with interruptible(cancelled if self.chunk_seconds is not None else never_cancelled):
                 logits = self.feed(prompt_ids, chunk, lambda: self.forward(self.cache, ids=torch.tensor([chunk]),
                                                                            logits=last))
-            if len(chunk) >= MIN_CHUNK:
+            if len(chunk) >= self.shortest_chunk:
                 self.token_seconds = (time.perf_counter() - started) / len(chunk)
         return logits, reused
+
+    @property
+    def shortest_chunk(self) -> int:
+        """The fewest tokens a timed chunk runs before the chunks are split (fewer: the whole rest)."""
+        return MIN_LAYER_CHUNK if self.resumable else MIN_CHUNK
 
     def timed_chunk(self, to_go: int) -> int | None:
         """Tokens of the next chunk of `prefill` with `to_go` tokens left, at the last chunk's speed; None where
@@ -185,8 +190,7 @@ class ModelRunner:
         if self.chunk_seconds is None:
             return None
         seconds = self.layer_seconds * self.layers if self.resumable else self.chunk_seconds
-        shortest = MIN_LAYER_CHUNK if self.resumable else MIN_CHUNK
-        tokens = int(min(MAX_CHUNK, max(shortest, seconds / self.token_seconds)))
+        tokens = int(min(MAX_CHUNK, max(self.shortest_chunk, seconds / self.token_seconds)))
         if self.resumable:
             return -(-to_go // -(-to_go // tokens))  # ceil(to_go / ceil(to_go / tokens))
         return to_go if to_go <= tokens * 3 // 2 else tokens
