@@ -74,12 +74,12 @@ def variants(args: argparse.Namespace) -> list[Variant]:
                                        ("fast eager int4", True, False, "float"), ("fast compiled int4", True, True, "float"),
                                        ("fast eager int4+int8 head", True, False, "int8"),
                                        ("fast compiled int4+int8 head", True, True, "int8")):
-        if keep is not None and name not in keep:
-            continue
+        if (keep is not None and name not in keep) or (head == "int8" and args.device != "cpu"):
+            continue  # the int8 head is the CPU's (outputWeights)
         loaded = load_model(args.model, args.device, fast=False)
         # int4: the GGUF's Q4_1 blocks; a model without them (gpu-check's random weights) quantised from float ones
         backend = fast.build(loaded.model, gguf=gguf if int4 else None, quantize="int4" if int4 else None,
-                             compile=False, head=head if args.device == "cpu" else "float")
+                             compile=False, head=head)
         if compiled:  # compiled in the first call (the warm-up below), not in the background
             backend.step_fn = Compiled(backend.step_tensors, loaded.device, status=backend.info, mode=INLINE)
         fast.attach(loaded.model, backend)

@@ -206,3 +206,28 @@ def test_the_int8_output_head_is_the_float_head_within_its_rounding_and_only_for
     assert backend.lm.weight_bytes(int4=True) < float_bytes
     with pytest.raises(ValueError, match="head 'int2'"):
         fast.build(tiny_model("llama").model, compile=False, head="int2")
+
+
+def test_a_left_padded_batch_step_takes_the_padded_step_and_matches_transformers() -> None:
+    """The engine batch's rows (left padding, a position per row) run `padded_step_tensors`, with transformers'
+    numbers for the rows' real positions."""
+    torch.set_num_threads(1)
+    loaded, plain = tiny_model("llama+fast"), tiny_model("llama")
+    ours, theirs = ModelRunner(loaded.model, loaded.device), ModelRunner(plain.model, plain.device)
+    rows = [list(range(3, 20)), [0, 0, 0, 0, 0] + list(range(7, 19))]  # the second row left-padded by 5
+    mask = torch.tensor([[1] * 17, [0] * 5 + [1] * 12])
+    positions = torch.tensor([list(range(17)), [0] * 5 + list(range(12))])
+    backend = fast.attached(loaded.model)
+    ours_cache, theirs_cache = backend.new_cache(), DynamicCache()
+    ours.forward(ours_cache, ids=torch.tensor(rows), attention_mask=mask, position_ids=positions)
+    theirs.forward(theirs_cache, ids=torch.tensor(rows), attention_mask=mask, position_ids=positions)
+    before = backend.steps
+    for step, token in enumerate((5, 6)):
+        mask = torch.cat([mask, torch.ones(2, 1, dtype=mask.dtype)], dim=1)
+        position = torch.tensor([[17 + step], [12 + step]])
+        got = ours.forward(ours_cache, embeds=ours.embed(torch.tensor([[token], [token]])), attention_mask=mask,
+                           position_ids=position)
+        want = theirs.forward(theirs_cache, embeds=theirs.embed(torch.tensor([[token], [token]])),
+                              attention_mask=mask, position_ids=position)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    assert backend.steps == before + 2  # both through the fast step, not the eager forward

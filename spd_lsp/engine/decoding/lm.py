@@ -132,8 +132,8 @@ class ModelRunner:
         head is skipped where the model takes `logits_to_keep`: a prefill chunk before the last).
         """
         self.forwards += 1
-        if self.fast is not None and embeds is not None and attention_mask is None and position_ids is None:
-            stepped = self.fast.step(cache, embeds)  # a plain decode step: the compiled one
+        if self.fast is not None and embeds is not None:
+            stepped = self.fast.step(cache, embeds, attention_mask, position_ids)  # a decode step: the compiled one
             if stepped is not None:
                 logits = stepped[:, -1, :].float()
                 device_sync(self.device)

@@ -199,7 +199,8 @@ class Compiled:
                 compiled = self.compiled
                 if compiled is not None:
                     # A shape whose guards still fail (it should not: the key is what they check) runs eager
-                    # rather than compiling here, in the caller.
+                    # rather than compiling here, in the caller. (Skipping dynamo's guards, `skip_guard_eval_unsafe`,
+                    # measured no faster: 56.6 against 56.5 ms a step, 8 interleaved rounds at load 6.)
                     with torch.compiler.set_stance("eager_on_recompile"):
                         out = compiled(*args)
                     self.calls += 1
