@@ -103,3 +103,14 @@ def test_a_case_holds_the_whole_text_before_the_cursor(tmp_path: Path) -> None:
     case = _case(position, tmp_path, token_spans(engine.tokenizer))
     assert case is not None and case.whole_prefix == text[: text.index(position.prefix + position.target) + 3000]
     assert len(case.whole_prefix) > 3000 and case.whole_prefix.endswith(position.prefix)
+
+
+def test_the_cold_table_pairs_each_budget_with_the_default_at_the_same_positions() -> None:
+    from evaluation.context_study import cold_table
+
+    records = [{"position": i, "budget": budget, "verify": mode, "prefill_tokens": budget, "prefill_ms": budget * 0.5,
+                "verify_ms": 100.0, "total_ms": budget * 0.5 + 300 + (200 if mode == "continue" else 0) + i, "load": 1.0}
+               for i in range(5) for budget in (512, 1024) for mode in ("cut", "continue")]
+    rows = {tuple(line.split(" | ")[:2]): line for line in cold_table(records).splitlines()[2:]}
+    assert "| 256 | 302 | 100 | 558 | +1.000 " in rows["| 512", "cut"]  # prefill, total - prefill, verify, total
+    assert "| 1014 | +1.817 " in rows["| 1024", "continue"]  # 512 + 300 + 200 + 2, over 512-cut's 558
