@@ -75,7 +75,7 @@ from spd_lsp.context.retrieval import ChunkIndex
 from spd_lsp.context.snippets import around, identifiers, query_text, select
 from spd_lsp.session.session import token_spans
 
-PREFIX_TOKENS = 512  # the CPU default budget of the server
+PREFIX_TOKENS = 512  # the `prefix` row's budget: the CPU default until the budget study (now CPU_PREFIX_TOKENS = 1024)
 # The prefix alone under other budgets (issue 21 item 4: spend a cheaper prefill on context); not run by default.
 BUDGETS: dict[str, int] = {f"prefix-{tokens}": tokens for tokens in (256, 1024, 2048)}
 DEFAULT_CONFIGS: dict[str, str] = {"prefix": "prefix", "filename": "filename", "snippets": "file_sep"}
