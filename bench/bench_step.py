@@ -2,7 +2,8 @@
 bytes-per-step floor, in one run.
 
 Variants: `hf` (transformers' LlamaForCausalLM on a DynamicCache, the path before the fast one), `fast eager bf16`,
-`fast compiled bf16`, `fast compiled int4` (the GGUF's own Q4_1 blocks), and `fast eager int4`. Each step feeds
+`fast compiled bf16`, `fast compiled int4` (the GGUF's own Q4_1 blocks), `fast eager int4`, and both int4 ones
+with the output projection as int8 rows (`+int8 head`, CPU). Each step feeds
 one input embedding per row ([rows, 1, H], what a superposed step feeds) after a prompt of --prompt tokens and
 is cut back after, so every step sees the same cache; rows: 1 (greedy and SPD, any k: ONE row) and --rows
 (a batch: 8 editors' rows, or a batched baseline's k). Variants run interleaved, a round of --steps steps each
@@ -31,7 +32,7 @@ import torch
 from spd_lsp.engine import fast
 from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.decoding.placement import device_sync
-from spd_lsp.engine.fast.compile import Compiled
+from spd_lsp.engine.fast.compile import INLINE, Compiled
 from spd_lsp.engine.model import load_model, resolve_source
 
 PREFIX = "import os\n\ndef list_python_files(root):\n    \"\"\"Every .py file under root.\"\"\"\n    found = []\n"
@@ -68,16 +69,19 @@ def variants(args: argparse.Namespace) -> list[Variant]:
     keep = {name.strip() for name in args.only.split(",")} if args.only else None
     hf = load_model(args.model, args.device, fast=False)
     made = [Variant("hf", hf, _bytes(hf.model))]  # the first: the ratios' base
-    for name, int4, compiled in (("fast eager bf16", False, False), ("fast compiled bf16", False, True),
-                                 ("fast eager int4", True, False), ("fast compiled int4", True, True)):
-        if keep is not None and name not in keep:
-            continue
+    for name, int4, compiled, head in (("fast eager bf16", False, False, "float"),
+                                       ("fast compiled bf16", False, True, "float"),
+                                       ("fast eager int4", True, False, "float"), ("fast compiled int4", True, True, "float"),
+                                       ("fast eager int4+int8 head", True, False, "int8"),
+                                       ("fast compiled int4+int8 head", True, True, "int8")):
+        if (keep is not None and name not in keep) or (head == "int8" and args.device != "cpu"):
+            continue  # the int8 head is the CPU's (outputWeights)
         loaded = load_model(args.model, args.device, fast=False)
         # int4: the GGUF's Q4_1 blocks; a model without them (gpu-check's random weights) quantised from float ones
         backend = fast.build(loaded.model, gguf=gguf if int4 else None, quantize="int4" if int4 else None,
-                             compile=False)
-        if compiled:
-            backend.step_fn = Compiled(backend.step_tensors, loaded.device, status=backend.info)
+                             compile=False, head=head)
+        if compiled:  # compiled in the first call (the warm-up below), not in the background
+            backend.step_fn = Compiled(backend.step_tensors, loaded.device, status=backend.info, mode=INLINE)
         fast.attach(loaded.model, backend)
         made.append(Variant(name, loaded, backend.lm.weight_bytes(int4=int4)))
     return made
@@ -150,17 +154,17 @@ def main(argv: list[str] | None = None) -> int:
 def spd_table(made: list[Variant], args: argparse.Namespace) -> None:
     """Whole SPD k=3 requests (10 tokens, no stop at the line's end, the prompt cache warm) per variant, interleaved:
     the request's time and its ms per step as its timings count them (selection and n-grams outside)."""
-    from spd_lsp.api import DecodeOptions
+    from spd_lsp.api import DecodeOptions, DecodeRequest
     from spd_lsp.engine.local import LocalEngine
 
-    options = DecodeOptions(k=3, max_tokens=10, stop_at_newline=False, heal=False)
+    request = DecodeRequest(PREFIX, DecodeOptions(k=3, max_tokens=10, stop_at_newline=False, heal=False))
     engines = [LocalEngine(variant.loaded) for variant in made]
     for engine in engines:
-        engine.complete(PREFIX, options)  # the prompt cached, the step compiled
+        engine.complete(request)  # the prompt cached, the step compiled
     results: list[list[tuple[float, float]]] = [[] for _ in made]
     for round_ in range(args.rounds):
         for i in list(range(len(made)))[round_ % len(made):] + list(range(len(made)))[: round_ % len(made)]:
-            timings = engines[i].complete(PREFIX, options).timings
+            timings = engines[i].complete(request).timings
             results[i].append((timings.total_s * 1000, timings.per_step_ms))
     print("SPD k=3 request (warm prompt):   total ms median / min   model ms per step median   x hf")
     base = statistics.median(t for t, _ in results[0])

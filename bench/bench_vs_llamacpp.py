@@ -16,7 +16,8 @@ alternating which goes first; the table gives medians and the ratio ours / llama
   as llama-cpp-python has no parallel n; ours SPD k=3 verified), and our 3 drafts against its 1;
 - cold request of `--cold-tokens` tokens: nothing cached, 1 draft (ours greedy and SPD k=3).
 
-    .venv/bin/python -m bench.bench_vs_llamacpp [--rounds 8] [--threads 2] [--package jinja2]
+    .venv/bin/python -m bench.bench_vs_llamacpp [--rounds 8] [--threads 2] [--package jinja2] [--no-compile]
+        [--head int8]
 
 Not part of `make test`; tests/bench/test_vs_llamacpp.py checks the table on fake timings.
 """
@@ -109,15 +110,20 @@ def main() -> int:
     parser.add_argument("--package", default="jinja2", help="the installed package whose sources are the prefixes")
     parser.add_argument("--decode-tokens", type=int, default=32)
     parser.add_argument("--cold-tokens", type=int, default=512)
+    parser.add_argument("--no-compile", dest="compile", action="store_false",
+                        help="our decode step eager (default: compiled, waited for before the rounds)")
+    parser.add_argument("--head", default="float", choices=("float", "int8"), help="our output projection's weights")
     args = parser.parse_args()
 
     import torch
 
     from bench.bench_server import prefixes
-    from spd_lsp.api import DecodeOptions
+    from spd_lsp.api import DecodeOptions, DecodeRequest
+    from spd_lsp.engine import fast
     from spd_lsp.engine.decoding import lm
     from spd_lsp.engine.local import LocalEngine
-    from spd_lsp.engine.model import bundled_gguf, cpu_pressure, load_model
+    from spd_lsp.engine.decoding.threads import cpu_pressure
+    from spd_lsp.engine.model import bundled_gguf, load_model
     from spd_lsp.settings import Settings
 
     try:
@@ -127,9 +133,14 @@ def main() -> int:
         return 2
     torch.set_num_threads(args.threads)
     lm.cpu_pressure = lambda: None  # the same threads as llama.cpp's, whatever the machine's load
-    loaded = load_model()
-    engine = LocalEngine(loaded)
+    loaded = load_model(compile=args.compile, head=args.head)
+    engine = LocalEngine(loaded)  # its warm-up step hands the step to the background compile (CPU)
     engine.runner.threads = args.threads
+    backend = fast.attached(loaded.model)
+    if backend is not None and args.compile:
+        started = time.perf_counter()
+        backend.step_fn.wait(timeout=3600)
+        print(f"our step compiled in {time.perf_counter() - started:.0f} s: {backend.info}", flush=True)
     shipped = Settings().decode_options()
     greedy = replace(shipped, method="greedy", k=1)
     stepping = replace(greedy, max_tokens=args.decode_tokens, stop_at_newline=False, heal=False)
@@ -146,7 +157,7 @@ def main() -> int:
     cold_three = Measure(f"cold {args.cold_tokens}-token request, ours SPD k=3 vs its 1 draft", "ms")
 
     def ours(prefix: str, options: DecodeOptions) -> Any:
-        return engine.complete(prefix, options)
+        return engine.complete(DecodeRequest(prefix, options))
 
     def ours_cold(prefix: str, options: DecodeOptions) -> float:
         engine.runner.parked = []  # no other prompt's cache to continue either
@@ -179,7 +190,7 @@ def main() -> int:
             cold_ids = engine.encode(texts[(r + shift) % args.rounds])
             row.theirs.append(timed(lambda: anchor.complete(cold_ids, tokens=LINE_TOKENS, line=True, greedy=False)))
 
-    print(f"model {loaded.name} ({loaded.dtype}); llama.cpp: {anchor.system}")
+    print(f"model {loaded.name} ({loaded.dtype}; ours: {(loaded.fast or {}).get('weights')}, compiled {args.compile}); llama.cpp: {anchor.system}")
     print(f"threads {args.threads} each; prefixes: the sources of {args.package}; {args.rounds} interleaved rounds")
     for r in range(args.rounds):
         sides = (our_side, their_side) if r % 2 == 0 else (their_side, our_side)

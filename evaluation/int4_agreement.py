@@ -44,16 +44,17 @@ def summary(rows: list[dict], a: str, b: str) -> str:
 
 
 def engine(name: str) -> LocalEngine:
-    """hf: transformers' forward (bf16 here); fast-bf16: the fast path on the float weights; int4: the default load."""
+    """hf: transformers' forward (bf16 here); fast-bf16: the fast path on the float weights; int4: the default load;
+    int8-head: int4 with the output projection as int8 rows. The fast ones run eager (no compile mid-run)."""
     if name == "hf":
         return LocalEngine(load_model(fast=False))
     if name == "fast-bf16":
         from spd_lsp.engine import fast
 
         loaded = load_model(fast=False)
-        fast.attach(loaded.model, fast.build(loaded.model))
+        fast.attach(loaded.model, fast.build(loaded.model, compile=False))
         return LocalEngine(loaded)
-    loaded = load_model()
+    loaded = load_model(compile=False, head="int8" if name == "int8-head" else "float")
     if not (loaded.fast and loaded.fast.get("weights", "").startswith("int4")):
         raise SystemExit(f"the default model did not load with int4 decode weights: {loaded.fast}")
     return LocalEngine(loaded)
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--positions", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "eval")
-    parser.add_argument("--pair", default="hf,int4", help="the two engines: hf, fast-bf16 or int4 (default hf,int4)")
+    parser.add_argument("--pair", default="hf,int4", help="the two engines: hf, fast-bf16, int4 or int8-head (default hf,int4)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     a, b = args.pair.split(",")

@@ -18,6 +18,7 @@ DECODINGS: tuple[str, ...] = tuple(name for name, method in METHOD.items() if me
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
 QUANTIZE: tuple[str, ...] = ("none", "int8", "int4")  # int4: the fast path's, from float weights
+OUTPUT_WEIGHTS: tuple[str, ...] = ("int8", "float")  # the fast path's output projection in decode steps (CPU)
 # How SPD's drafts are verified (decoding/verify.py): cut at the first implausible token, cut and
 # continued greedily by the model, or not verified (blends reach the editor).
 VERIFY: tuple[str, ...] = ("cut", "continue", "off")
@@ -69,6 +70,7 @@ class Settings:
     dtype: str = "auto"
     quantize: str = "none"
     fast_path: bool = True  # our own forward with a compiled decode step (spd_lsp/engine/fast) where it covers the model
+    output_weights: str = "int8"  # the fast path's output projection in CPU decode steps: int8 rows or the float weight
     max_prefix_tokens: int | None = None  # None = CPU_PREFIX_TOKENS / ACCELERATOR_PREFIX_TOKENS
     multiline: bool = False
     verify: str = "cut"
@@ -102,7 +104,7 @@ class Settings:
 
     def model_key(self) -> tuple[str | None, ...]:
         """What a model load depends on: a change here means a reload."""
-        return (self.model, self.device, self.dtype, self.quantize, self.fast_path, self.engine, self.engine_token_file,
+        return (self.model, self.device, self.dtype, self.quantize, self.fast_path, self.output_weights, self.engine, self.engine_token_file,
                 self.engine_certificate)
 
 
@@ -220,6 +222,7 @@ KEYS: dict[str, tuple[str, Check]] = {
     "dtype": ("dtype", _choice(DTYPES)),
     "quantize": ("quantize", _choice(QUANTIZE)),
     "fastPath": ("fast_path", _boolean),
+    "outputWeights": ("output_weights", _choice(OUTPUT_WEIGHTS)),
     "maxPrefixTokens": ("max_prefix_tokens", _optional(_integer(16, 32768))),
     "multiline": ("multiline", _boolean),
     "verify": ("verify", _choice(VERIFY)),

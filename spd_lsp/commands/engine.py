@@ -21,7 +21,7 @@ from pathlib import Path
 
 from spd_lsp import auth
 from spd_lsp.api import Loaded
-from spd_lsp.settings import DEVICES, DTYPES, QUANTIZE, Settings
+from spd_lsp.settings import DEVICES, DTYPES, OUTPUT_WEIGHTS, QUANTIZE, Settings
 from spd_lsp.engine.model import ModelLoadError
 from spd_lsp.remote import daemon
 from spd_lsp.remote.server import EngineServer, Listener
@@ -43,6 +43,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--dtype", default="auto", choices=DTYPES)
     parser.add_argument("--quantize", default="none", choices=QUANTIZE)
+    parser.add_argument("--fast-path", action=argparse.BooleanOptionalAction, default=True,
+                        help="the fast decode path where it covers the model (fastPath)")
+    parser.add_argument("--output-weights", default="int8", choices=OUTPUT_WEIGHTS,
+                        help="the fast path's output projection in CPU decode steps (outputWeights)")
     parser.add_argument("--idle-timeout", type=float, default=None,
                         help="exit after this many seconds without a connection (default: never for TCP, "
                         f"{daemon.IDLE_TIMEOUT_S:.0f} for the Unix socket; 0 = never)")
@@ -65,7 +69,8 @@ def load(settings: Settings) -> Loaded:
         return getattr(importlib.import_module(module), name)(settings)
     from spd_lsp.engine.loading import load_local
 
-    return load_local(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path)
+    return load_local(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path,
+                      head=settings.output_weights)
 
 
 def main(argv: list[str]) -> int:
@@ -74,7 +79,8 @@ def main(argv: list[str]) -> int:
 
     args = parse_args(argv)
     configure_logging(args.log_file, args.log_level)
-    settings = Settings(model=args.model, device=args.device, dtype=args.dtype, quantize=args.quantize)
+    settings = Settings(model=args.model, device=args.device, dtype=args.dtype, quantize=args.quantize,
+                        fast_path=args.fast_path, output_weights=args.output_weights)
     token = None
     listener = Listener()
     try:

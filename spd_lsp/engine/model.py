@@ -248,6 +248,7 @@ def load_model(
     small_query: bool | None = None,
     fast: bool = True,
     compile: bool = True,
+    head: str = "float",
 ) -> LoadedModel:
     """`attention`: transformers' kernel. SDPA stays the default: on this CPU "eager" took 0.84x
     SDPA's time per decode step and per prompt (`bench/bench_prefill.py --compare-kernels 3`),
@@ -260,7 +261,8 @@ def load_model(
     `fast`: run the model on spd_lsp/engine/fast (our own forward, int4 decode weights from a Q4_1 GGUF's
     blocks, a compiled step) where its family and device are covered; transformers' forward otherwise,
     with `quantize="int8"`, or when False. `quantize="int4"` needs it (int4 from the float weights).
-    `compile`: compile its decode step (worth it in a long-lived process; a one-shot command runs it eager)."""
+    `compile`: compile its decode step (worth it in a long-lived process; a one-shot command runs it eager).
+    `head`: the fast path's output projection for decode steps, "float" or "int8" (`engine/fast/int8.py`)."""
     from transformers import AutoModelForCausalLM
 
     started = time.perf_counter()
@@ -288,7 +290,7 @@ def load_model(
         model = quantize_int8(model)
     elif quantize not in (None, "none", "int4"):
         raise ModelLoadError(f"unknown quantisation {quantize!r} (expected 'int8', 'int4' or none)")
-    fast_info = _attach_fast(model, source, quantize, compile=compile) if fast and quantize != "int8" else None
+    fast_info = _attach_fast(model, source, quantize, compile=compile, head=head) if fast and quantize != "int8" else None
     if quantize == "int4" and not (fast_info and fast_info.get("weights", "").startswith("int4")):
         raise ModelLoadError("int4 weights need the fast path (fastPath: true) on a Llama/Qwen2 model on cpu or cuda"
                              + (f"; here: {fast_info['reason']}" if fast_info and "reason" in fast_info else ""))
@@ -305,14 +307,16 @@ def load_model(
     )
 
 
-def _attach_fast(model: Any, source: ModelSource, quantize: str | None, *, compile: bool) -> dict[str, Any]:
+def _attach_fast(model: Any, source: ModelSource, quantize: str | None, *, compile: bool,
+                 head: str = "float") -> dict[str, Any]:
     """The fast backend on `model` (attached: every ModelRunner of it uses it) and its live status; where the model
     is not covered, {"fastPath": False, "reason": ...} (logged once) and transformers' forward."""
     from spd_lsp.engine import fast
 
     try:
         backend = fast.build(model, gguf=source.path if source.gguf_file else None, quantize=quantize,
-                             cache=_cache_dir(source) if source.gguf_file else None, compile=compile)
+                             cache=_cache_dir(source) if source.gguf_file else None, compile=compile,
+                             head=head)
     except ValueError as exc:
         log.info("transformers' forward: the fast path does not cover %s", exc)
         return {"fastPath": False, "reason": str(exc)}

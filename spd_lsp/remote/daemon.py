@@ -42,7 +42,8 @@ class Paths:
 
 def model_args(settings: Any) -> list[str]:
     """The `spd-lsp engine` flags that select the model of `settings` (and name its socket)."""
-    args = ["--device", settings.device, "--dtype", settings.dtype, "--quantize", settings.quantize]
+    args = ["--device", settings.device, "--dtype", settings.dtype, "--quantize", settings.quantize,
+            "--fast-path" if settings.fast_path else "--no-fast-path", "--output-weights", settings.output_weights]
     return (["--model", settings.model] if settings.model else []) + args
 
 

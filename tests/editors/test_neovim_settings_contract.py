@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.editors.nvim_driver import NVIM, REPO, Nvim
-from spd_lsp.settings import CONTEXT_KEYS, DECODINGS, DEVICES, DTYPES, KEYS, NGRAM_KEYS, QUANTIZE, VERIFY, parse_settings
+from spd_lsp.settings import (CONTEXT_KEYS, DECODINGS, DEVICES, DTYPES, KEYS, NGRAM_KEYS, OUTPUT_WEIGHTS, QUANTIZE, VERIFY,
+                              parse_settings)
 from spd_lsp.engine.prompt.formats import PROMPT_FORMATS
 
 VSCODE_MANIFEST = REPO / "editor-integrations" / "vscode" / "package.json"
@@ -29,6 +30,7 @@ NEOVIM_OPTIONS = {
     "dtype": "float32",
     "quantize": "int8",
     "fast_path": False,
+    "output_weights": "float",
     "max_prefix_tokens": 256,
     "multiline": True,
     "verify": "continue",
@@ -84,7 +86,7 @@ def test_vscode_contributes_one_setting_per_server_key_with_the_servers_choices(
     server = ({f"spd.{key}" for key in KEYS} | {f"spd.ngrams.{key}" for key in NGRAM_KEYS}
               | {f"spd.context.{key}" for key in CONTEXT_KEYS})
     assert set(properties) - {"spd.serverPath"} == server
-    choices_of = {"decoding": DECODINGS, "device": DEVICES, "dtype": DTYPES, "quantize": QUANTIZE, "verify": VERIFY,
+    choices_of = {"decoding": DECODINGS, "device": DEVICES, "dtype": DTYPES, "quantize": QUANTIZE, "outputWeights": OUTPUT_WEIGHTS, "verify": VERIFY,
                   "promptFormat": PROMPT_FORMATS}
     for key, choices in choices_of.items():
         assert tuple(properties[f"spd.{key}"]["enum"]) == choices, key

@@ -12,7 +12,7 @@ from transformers import DynamicCache, Qwen2Config, Qwen2ForCausalLM
 
 from spd_lsp.engine import fast
 from spd_lsp.engine.decoding.lm import ModelRunner
-from spd_lsp.engine.fast.cache import MIN_CAPACITY, BucketLayer, bucket, bucket_cache
+from spd_lsp.engine.fast.cache import GRANULE, MIN_CAPACITY, BucketLayer, bucket, bucket_cache
 from spd_lsp.engine.fast.int4 import Int4Weight
 from spd_lsp.engine.fast.model import FastLM
 from spd_lsp.engine.fast.q4 import BLOCK, Groups, quantise, unpack_q4_1, unpermute_order
@@ -73,7 +73,7 @@ def test_bucket_layers_crop_copy_reorder_and_grow_as_plain_layers() -> None:
     more = torch.randn(3, 3, MIN_CAPACITY, 4)
     forked.update(more, more, 0)
     theirs.update(more, more, 0)
-    assert forked.layers[0].key_buffer.shape[2] == bucket(3 + MIN_CAPACITY) == 2 * MIN_CAPACITY
+    assert forked.layers[0].key_buffer.shape[2] == bucket(3 + MIN_CAPACITY) == MIN_CAPACITY + GRANULE
     torch.testing.assert_close(forked.layers[0].keys, theirs.layers[0].keys)
     torch.testing.assert_close(forked.layers[0].values, theirs.layers[0].values)
     assert ours.get_seq_length() == 3 and torch.equal(ours.layers[0].keys, keys[:, :, :3])  # the copy left it alone
@@ -153,3 +153,81 @@ def test_the_decode_step_compiles_as_one_graph_and_buckets_do_not_recompile(monk
     assert backend.info["compiled"], backend.info["compileReason"]  # fullgraph: a graph break would have failed it
     assert backend.steps == 4 and counters["stats"]["unique_graphs"] == 1
     torch._dynamo.reset()
+
+
+def test_the_step_compiles_in_the_background_and_serves_eager_until_it_is_ready(monkeypatch) -> None:
+    """The CPU default: the first step of a shape runs eager and hands a twin of its inputs to the compile thread;
+    once that graph is ready, steps of the shape run it (same numbers as eager); a new bucket queues another."""
+    monkeypatch.setenv("SPD_LSP_COMPILE", "background")
+    torch._dynamo.reset()
+    loaded = tiny_model("llama")
+    backend = fast.build(loaded.model, compile=True)
+    assert not backend.info["compiled"] and "background" in backend.info["compileReason"]
+    fast.attach(loaded.model, backend)
+    runner = ModelRunner(loaded.model, loaded.device)
+    eager = ModelRunner(tiny_model("llama+fast").model, loaded.device)
+    for r in (runner, eager):
+        r.prefill(list(range(3, 20)))
+
+    def step(token: int) -> None:
+        got = runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[token]])))
+        want = eager.forward(eager.cache, embeds=eager.embed(torch.tensor([[token]])))
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
+
+    step(5)  # eager; the compile starts
+    assert backend.step_fn.calls == 0 and len(backend.step_fn.queued) == 1
+    assert backend.step_fn.wait(timeout=600), backend.info
+    assert backend.info["compiled"] and backend.info["compileReason"] is None and backend.info["compileSeconds"]
+    for token in (6, 7, 8):
+        step(token)
+    assert backend.step_fn.calls == 3  # the compiled graph ran them
+    runner.prefill(list(range(3, 20)) + list(range(300)))  # a longer bucket: its length is a dynamic dimension
+    assert runner.cache.layers[0].key_buffer.shape[2] > 256
+    runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[9]])))
+    assert backend.step_fn.calls == 4 and len(backend.step_fn.queued) == 1  # the same graph: nothing queued
+    torch._dynamo.reset()
+
+
+def test_the_int8_output_head_is_the_float_head_within_its_rounding_and_only_for_decode_steps() -> None:
+    from spd_lsp.engine.fast.int8 import Int8Weight
+
+    torch.manual_seed(0)
+    weight = torch.randn(300, 64, dtype=torch.bfloat16)
+    head = Int8Weight.of(weight)
+    x = torch.randn(2, 64, dtype=torch.bfloat16)
+    want = x.float() @ weight.float().T
+    got = head(x).float()
+    assert head.weight.dtype == torch.int8 and head.nbytes() < weight.numel() * 2 / 1.9
+    assert (got - want).abs().max() < 0.05 * want.abs().max()  # per-row int8: close, not equal
+    loaded = tiny_model("llama")
+    backend = fast.build(loaded.model, compile=False, head="int8")
+    assert "int8 output rows" in backend.weights and backend.lm.output.int4 is not None
+    float_bytes = fast.build(tiny_model("llama").model, compile=False).lm.weight_bytes(int4=True)
+    assert backend.lm.weight_bytes(int4=True) < float_bytes
+    with pytest.raises(ValueError, match="head 'int2'"):
+        fast.build(tiny_model("llama").model, compile=False, head="int2")
+
+
+def test_a_left_padded_batch_step_takes_the_padded_step_and_matches_transformers() -> None:
+    """The engine batch's rows (left padding, a position per row) run `padded_step_tensors`, with transformers'
+    numbers for the rows' real positions."""
+    torch.set_num_threads(1)
+    loaded, plain = tiny_model("llama+fast"), tiny_model("llama")
+    ours, theirs = ModelRunner(loaded.model, loaded.device), ModelRunner(plain.model, plain.device)
+    rows = [list(range(3, 20)), [0, 0, 0, 0, 0] + list(range(7, 19))]  # the second row left-padded by 5
+    mask = torch.tensor([[1] * 17, [0] * 5 + [1] * 12])
+    positions = torch.tensor([list(range(17)), [0] * 5 + list(range(12))])
+    backend = fast.attached(loaded.model)
+    ours_cache, theirs_cache = backend.new_cache(), DynamicCache()
+    ours.forward(ours_cache, ids=torch.tensor(rows), attention_mask=mask, position_ids=positions)
+    theirs.forward(theirs_cache, ids=torch.tensor(rows), attention_mask=mask, position_ids=positions)
+    before = backend.steps
+    for step, token in enumerate((5, 6)):
+        mask = torch.cat([mask, torch.ones(2, 1, dtype=mask.dtype)], dim=1)
+        position = torch.tensor([[17 + step], [12 + step]])
+        got = ours.forward(ours_cache, embeds=ours.embed(torch.tensor([[token], [token]])), attention_mask=mask,
+                           position_ids=position)
+        want = theirs.forward(theirs_cache, embeds=theirs.embed(torch.tensor([[token], [token]])),
+                              attention_mask=mask, position_ids=position)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    assert backend.steps == before + 2  # both through the fast step, not the eager forward

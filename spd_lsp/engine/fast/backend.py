@@ -3,8 +3,9 @@
 A plain decode step is one input embedding a row ([B, 1, H], superposed or not) on a bucketed cache
 (`cache.py`) whose rows all hold the same positions (one request's prompt, or its forked rows): the
 step writes its key/values at column `length` of the fixed buffers and attends to the whole buffer
-masked past it, so its shapes are (rows, bucket) and nothing syncs with the host. Anything else
-(prefill chunks, verification's trees, the batch's padded rows) runs `FastLM` eagerly on the cache it is given.
+masked past it, so its shapes are (rows, bucket) and nothing syncs with the host. The engine batch's
+left-padded rows (each at its own position, a padding mask per row) take a second compiled step of the same
+form. Anything else (prefill chunks, verification's trees) runs `FastLM` eagerly on the cache it is given.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 from transformers import DynamicCache
 
 from spd_lsp.engine.fast.cache import BucketLayer, bucket_cache, bucketed
-from spd_lsp.engine.fast.compile import Compiled
+from spd_lsp.engine.fast.compile import Compiled, mark_dynamic
 from spd_lsp.engine.fast.model import FastLM
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,9 @@ class FastBackend:
                                      "weightMegabytes": {"decode": round(lm.weight_bytes(int4=True) / 1e6, 1),
                                                          "float": round(lm.weight_bytes(int4=False) / 1e6, 1)}}
         self.step_fn = Compiled(self.step_tensors, lm.device, enabled=compile, status=self.info)
+        # The engine batch's left-padded rows (positions and padding per row): a graph of their own.
+        self.info["paddedStep"] = {}
+        self.padded_fn = Compiled(self.padded_step_tensors, lm.device, enabled=compile, status=self.info["paddedStep"])
         self.steps = 0
 
     def new_cache(self) -> DynamicCache:
@@ -44,10 +48,18 @@ class FastBackend:
                      values: list[torch.Tensor]) -> torch.Tensor:
         """Logits [B, 1, V] of inputs x [B, 1, H] at position `column` [1] of every row, written there into `keys`/`values`
         (per layer [B, kv heads, bucket, D]); what it attends to: the columns up to `column`."""
-        positions = column.expand(x.shape[0], 1)
         visible = torch.arange(keys[0].shape[2], device=x.device) <= column
-        mask = visible[None, None, None, :]
+        return self._step(x, column, keys, values, column.expand(x.shape[0], 1), visible[None, None, None, :])
 
+    def padded_step_tensors(self, x: torch.Tensor, column: torch.Tensor, keys: list[torch.Tensor],
+                            values: list[torch.Tensor], positions: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
+        """`step_tensors` for left-padded rows: each at its own `positions` [B, 1], attending where `padding` [B, bucket]
+        is True and at most up to `column` (transformers' 2-D mask joined with causality, as `FastLM.mask` does)."""
+        visible = (torch.arange(keys[0].shape[2], device=x.device) <= column)[None, :] & padding
+        return self._step(x, column, keys, values, positions, visible[:, None, None, :])
+
+    def _step(self, x: torch.Tensor, column: torch.Tensor, keys: list[torch.Tensor], values: list[torch.Tensor],
+              positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         def write(index: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             keys[index].index_copy_(2, column, k)
             values[index].index_copy_(2, column, v)
@@ -56,18 +68,34 @@ class FastBackend:
         return self.lm.forward(x, positions, mask, write, last_only=True)
 
     @torch.inference_mode()
-    def step(self, cache: Any, embeds: torch.Tensor) -> torch.Tensor | None:
-        """Logits [B, 1, V] of a plain decode step on `cache`, or None where this is not one (the caller runs `lm`)."""
-        if embeds.shape[1] != 1 or not bucketed(cache):
+    def step(self, cache: Any, embeds: torch.Tensor, attention_mask: torch.Tensor | None = None,
+             position_ids: torch.Tensor | None = None) -> torch.Tensor | None:
+        """Logits [B, 1, V] of a decode step on `cache`, or None where this is not one (the caller runs `lm`):
+        one embedding a row, all rows at the same length; `attention_mask` [B, length + 1] and `position_ids`
+        [B, 1]: the engine batch's left-padded rows (both or neither)."""
+        if embeds.shape[1] != 1 or not bucketed(cache) or (attention_mask is None) != (position_ids is None):
             return None
         layers: list[BucketLayer] = cache.layers
         length = layers[0].length
         if embeds.shape[0] != layers[0].key_buffer.shape[0] or any(layer.length != length for layer in layers):
             return None
+        padded = attention_mask is not None
+        if padded and (attention_mask.dim() != 2 or tuple(attention_mask.shape) != (embeds.shape[0], length + 1)
+                       or tuple(position_ids.shape) != (embeds.shape[0], 1)):
+            return None
         for layer in layers:
             layer.reserve(length + 1)
+            for buffer in (layer.key_buffer, layer.value_buffer):
+                mark_dynamic(buffer, 2)  # one compiled graph for every bucket length
         column = torch.tensor([length], device=self.device)
-        logits = self.step_fn(embeds, column, [l.key_buffer for l in layers], [l.value_buffer for l in layers])
+        keys, values = [l.key_buffer for l in layers], [l.value_buffer for l in layers]
+        if padded:
+            padding = torch.zeros(embeds.shape[0], keys[0].shape[2], dtype=torch.bool, device=self.device)
+            padding[:, : length + 1] = attention_mask.to(self.device).bool()
+            mark_dynamic(padding, 1)
+            logits = self.padded_fn(embeds, column, keys, values, position_ids.to(self.device), padding)
+        else:
+            logits = self.step_fn(embeds, column, keys, values)
         for layer in layers:
             layer.length = length + 1
         self.steps += 1

@@ -1,15 +1,27 @@
 """torch.compile of the decode step: inductor on the CPU, CUDA graphs on CUDA; eager, said once, where it cannot.
 
+How it compiles (`SPD_LSP_COMPILE`):
+- CPU default, "background": the step runs eager until a compiled graph for its shapes (rows, cache bucket) is
+  ready. The first step of a new shape hands a twin of its inputs (zeros of the same shapes, dtypes, strides and
+  inference mode) to one niced background thread, which compiles on it; from then on steps of that shape run the
+  compiled graph. So the model's load and the first requests never wait for inductor (the first compile took
+  77-546 s under load here, docs/performance-step.md), and the compiled step still ships.
+- "1", and CUDA's default: compile on the first call, in the caller (CUDA graphs are captured in the thread that
+  runs them; unmeasured here, no GPU).
+- "0": eager (the tests run so, but for the tests of the compile itself).
+
 The compile cache lives in the user cache (`TORCHINDUCTOR_CACHE_DIR`, and Triton's on CUDA), so a later start
-reuses the first one's kernels: only dynamo's trace runs again. SPD_LSP_COMPILE=0 runs eager (the tests do,
-but for the test of the compile itself).
+reuses the first one's kernels: only dynamo's trace runs again.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import queue
 import shutil
+import sys
+import threading
 import time
 from typing import Any, Callable
 
@@ -20,17 +32,21 @@ from spd_lsp.engine.fast import compile_cache_dir, use_compile_cache
 log = logging.getLogger(__name__)
 
 COMPILE_ENV = "SPD_LSP_COMPILE"
+BACKGROUND, INLINE = "background", "inline"
+# While the background thread compiles (dynamo's trace and inductor's codegen are Python: minutes the first time),
+# the GIL changes hands this often. At Python's default 5 ms the stepping thread waited at each of its ~750 ops:
+# eager steps took 85 ms median, 523 ms p90 during a compile; at 0.2 ms, 30.5 / 33.0 ms (eager alone ~23 ms;
+# /tmp probe in docs/performance-step.md, load ~2-4).
+SWITCH_INTERVAL_S = 0.0002
+# Distinct shapes (rows x bucket) one step function may compile; dynamo's own default (8) is below what a long
+# session meets (1 and k rows, buckets 256 ... 8,192).
+RECOMPILE_LIMIT = 32
 
 
 def why_not(device: torch.device) -> str | None:
     """Why the step cannot be compiled here (None: it can be tried)."""
-    setting = os.environ.get(COMPILE_ENV)
-    if setting == "0":
+    if os.environ.get(COMPILE_ENV) == "0":
         return f"{COMPILE_ENV}=0"
-    if device.type == "cpu" and setting != "1":
-        # Measured: the first compile of the 30-layer step took 119 s (load ~10), and 77 s with inductor's cache
-        # warm at load ~8, all of it before the model answers; the compiled step gains 19.4 against 23.8 ms eager.
-        return f"eager by default on the CPU (the compile holds the model's load for minutes; {COMPILE_ENV}=1 compiles)"
     if device.type not in ("cpu", "cuda"):
         return f"no compiled step on {device.type}"
     if device.type == "cpu" and not (shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
@@ -39,21 +55,92 @@ def why_not(device: torch.device) -> str | None:
     return None
 
 
+def mode_for(device: torch.device) -> str:
+    """BACKGROUND or INLINE (see the module's doc)."""
+    setting = os.environ.get(COMPILE_ENV)
+    if setting == "1":
+        return INLINE
+    if setting == BACKGROUND:
+        return BACKGROUND
+    return INLINE if device.type == "cuda" else BACKGROUND
+
+
+Key = tuple[Any, ...]
+
+
+def dynamic_dims(tensor: torch.Tensor) -> frozenset[int]:
+    """The dimensions `torch._dynamo.mark_dynamic` marked on `tensor` (one graph serves every size there)."""
+    return frozenset(getattr(tensor, "_dynamo_dynamic_indices", ()))
+
+
+def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
+    if dim not in dynamic_dims(tensor):
+        torch._dynamo.mark_dynamic(tensor, dim)
+
+
+def signature(args: tuple[Any, ...]) -> Key:
+    """What dynamo's guards on these arguments look at: each tensor's shape and stride (but for its dynamic
+    dimensions), dtype, device, inference mode."""
+    def one(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            dynamic = dynamic_dims(value)
+            if dynamic:
+                shape = tuple(None if i in dynamic else n for i, n in enumerate(value.shape))
+                return (shape, value.is_contiguous(), value.dtype, value.device, value.is_inference())
+            return (tuple(value.shape), value.stride(), value.dtype, value.device, value.is_inference())
+        if isinstance(value, (list, tuple)):
+            return tuple(one(v) for v in value)
+        return value
+    return tuple(one(a) for a in args)
+
+
+def twin(value: Any) -> Any:
+    """Zeros shaped, strided and inference-marked as `value` (lists element by element): inputs to compile on."""
+    if isinstance(value, torch.Tensor):
+        with torch.inference_mode(value.is_inference()):
+            made = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=value.device).zero_()
+        for dim in dynamic_dims(value):
+            mark_dynamic(made, dim)
+        return made
+    if isinstance(value, list):
+        return [twin(v) for v in value]
+    return value
+
+
+def describe(args: tuple[Any, ...]) -> str:
+    """"1 row, 1,024 positions": the shape a step graph is compiled for (the decode step's x and keys)."""
+    x, keys = args[0], args[2]
+    rows = x.shape[0]
+    return f"{rows} row{'s' if rows != 1 else ''}, {keys[0].shape[2]:,} positions"
+
+
 class Compiled:
-    """`fn` compiled on its first call (`fullgraph`: a graph break is an error); on any failure, `fn` itself from
-    then on, the reason logged once and kept in `reason`."""
+    """`fn` compiled (`fullgraph`: a graph break is an error), in the background or on the first call (`mode_for`);
+    on any compile failure, `fn` itself from then on, the reason logged once and kept in `reason`.
+
+    `status` (shown in `spd.status`): `compiled` (a compiled graph serves steps, or will on the first call),
+    `compileReason` (why not, or "compiling in the background: ..."), `compileSeconds` (the first graph's),
+    `compiledShapes` (background: the shapes ready)."""
 
     def __init__(self, fn: Callable[..., Any], device: torch.device, *, enabled: bool = True,
-                 status: dict[str, Any] | None = None) -> None:
+                 status: dict[str, Any] | None = None, mode: str | None = None) -> None:
         self.fn = fn
         self.status = status if status is not None else {}
         self.device = device
         self.reason = why_not(device) if enabled else "compile off"
+        self.mode = mode or mode_for(device)  # `mode`: INLINE or BACKGROUND whatever the environment says
         self.compiled: Callable[..., Any] | None = None
         self.compile_s: float | None = None
-        self.calls = 0
+        self.calls = 0  # steps run compiled
+        self.ready: dict[Key, float] = {}  # background: shapes compiled, and their seconds
+        self.queued: set[Key] = set()
+        self.compiling: str | None = None
+        self._lock = threading.Lock()  # held by the background compile; a step runs compiled only when it is free
+        self._jobs: queue.Queue[tuple[Key, tuple[Any, ...], bool, bool]] = queue.Queue()
+        self._worker: threading.Thread | None = None
         if self.reason is None:
             use_compile_cache()
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
             mode = "reduce-overhead" if device.type == "cuda" else None
             self.compiled = torch.compile(fn, fullgraph=True, dynamic=False, mode=mode)
         elif enabled:
@@ -61,24 +148,36 @@ class Compiled:
         self._report()
 
     def _report(self) -> None:
-        """`compiled`: the step runs compiled (or will: it compiles on its first call); `compileReason`: why not."""
-        self.status.update(compiled=self.active, compileReason=self.reason, compileSeconds=self.compile_s)
+        background = self.mode == BACKGROUND and self.compiled is not None
+        reason = self.reason
+        if background and not self.ready:
+            reason = f"compiling in the background: {self.compiling}" if self.compiling else \
+                "compiles in the background on the first step"
+        self.status.update(compiled=self.active if not background else bool(self.ready), compileReason=reason,
+                           compileSeconds=None if self.compile_s is None else round(self.compile_s, 1))
+        if background:
+            self.status["compiledShapes"] = len(self.ready)
 
     @property
     def active(self) -> bool:
+        """A compiled step is on (background: it may not be ready for a shape yet)."""
         return self.compiled is not None
 
     def __call__(self, *args: Any) -> Any:
         if self.compiled is None:
             return self.fn(*args)
+        if self.mode == BACKGROUND:
+            return self._background(args)
+        return self._inline(args)
+
+    # -- on the first call, in the caller ---------------------------------------------------------------------
+    def _inline(self, args: tuple[Any, ...]) -> Any:
         first = self.calls == 0
         started = time.perf_counter()
         try:
             out = self.compiled(*args)
         except Exception as exc:  # noqa: BLE001 - any compile failure: eager, said once
-            self.compiled, self.reason = None, f"compile failed: {type(exc).__name__}: {str(exc)[:300]}"
-            log.warning("decode step runs eager: %s", self.reason)
-            self._report()
+            self._failed(exc)
             return self.fn(*args)
         self.calls += 1
         if first:
@@ -86,3 +185,82 @@ class Compiled:
             log.info("compiled the decode step in %.1f s (cache: %s)", self.compile_s, compile_cache_dir())
             self._report()
         return out
+
+    def _failed(self, exc: BaseException) -> None:
+        self.compiled, self.reason = None, f"compile failed: {type(exc).__name__}: {str(exc)[:300]}"
+        log.warning("decode step runs eager: %s", self.reason)
+        self._report()
+
+    # -- in the background ----------------------------------------------------------------------------------
+    def _background(self, args: tuple[Any, ...]) -> Any:
+        key = signature(args)
+        if key in self.ready and self._lock.acquire(blocking=False):
+            try:
+                compiled = self.compiled
+                if compiled is not None:
+                    # A shape whose guards still fail (it should not: the key is what they check) runs eager
+                    # rather than compiling here, in the caller. (Skipping dynamo's guards, `skip_guard_eval_unsafe`,
+                    # measured no faster: 56.6 against 56.5 ms a step, 8 interleaved rounds at load 6.)
+                    with torch.compiler.set_stance("eager_on_recompile"):
+                        out = compiled(*args)
+                    self.calls += 1
+                    return out
+            finally:
+                self._lock.release()
+        elif key not in self.ready:
+            self.prepare(*args)
+        return self.fn(*args)
+
+    def prepare(self, *args: Any) -> None:
+        """Background: compile for the shapes of `args` (a twin of them: they are not touched), unless done or queued."""
+        key = signature(args)
+        if self.compiled is None or self.mode != BACKGROUND or key in self.ready or key in self.queued:
+            return
+        self.queued.add(key)
+        self._jobs.put((key, twin(list(args)), torch.is_inference_mode_enabled(), torch.is_grad_enabled()))
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._compile_jobs, name="spd-compile", daemon=True)
+            self._worker.start()
+
+    def _compile_jobs(self) -> None:
+        try:  # this thread only (Linux: a thread's nice value is its own; the compiler processes it starts inherit it)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except (AttributeError, OSError):
+            pass
+        while self.compiled is not None:
+            key, args, inference, grad = self._jobs.get()
+            self.compiling = describe(tuple(args))
+            self._report()
+            log.info("compiling the decode step in the background (%s; cache: %s)", self.compiling,
+                     compile_cache_dir())
+            started = time.perf_counter()
+            interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
+            try:
+                with self._lock, torch.inference_mode(inference), torch.set_grad_enabled(grad):
+                    compiled = self.compiled
+                    if compiled is None:
+                        return
+                    compiled(*args)
+            except Exception as exc:  # noqa: BLE001 - any compile failure: eager, said once
+                self._failed(exc)
+                return
+            finally:
+                sys.setswitchinterval(interval)
+            seconds = time.perf_counter() - started
+            self.ready[key] = seconds
+            if self.compile_s is None:
+                self.compile_s = seconds
+            log.info("compiled the decode step for %s in %.1f s: steps of that shape run it now", self.compiling,
+                     seconds)
+            self.compiling = None
+            self._report()
+
+    def wait(self, timeout: float) -> bool:
+        """Background: block until every shape handed over so far is compiled (or compiling failed); True if so."""
+        deadline = time.monotonic() + timeout
+        while self.compiled is not None and len(self.ready) < len(self.queued):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return self.compiled is None or len(self.ready) >= len(self.queued)

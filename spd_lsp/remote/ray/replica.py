@@ -31,6 +31,7 @@ class ModelSettings:
     dtype: str = "auto"
     quantize: str = "none"
     fast_path: bool = True  # the fast decode path where the family is covered (Settings.fast_path)
+    output_weights: str = "int8"  # its output projection in CPU decode steps (Settings.output_weights)
     base_store: str | None = None  # the team's base n-gram store on the serving machine
     max_batch: int = 32  # superposed requests decoded together on one replica
 
@@ -49,7 +50,8 @@ class EngineReplica:
         from spd_lsp.engine.loading import load_local
         from spd_lsp.remote.server import EngineServer, Listener
 
-        loaded = load_local(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path)
+        loaded = load_local(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path,
+                            head=settings.output_weights)
         self.name = serve.get_replica_context().replica_id.to_full_id_str()
         self.info = {**loaded.info, "replica": self.name}
         # Never listens: the daemon's request reading, stores and scheduler, with the rules of a
