@@ -13,10 +13,12 @@ chunks and 10 decode steps, with the eager and the SDPA attention kernels, inter
 `--compare-threads N` instead times N rounds of a 128-token prefill with 1 torch thread
 and with torch's default, interleaved, with the CPU pressure (Linux PSI) at each round.
 `--compare-chunks N` instead times N rounds, per dtype (bf16, fp32) and prompt length (512, 2,048),
-interleaved: one whole forward, `ModelRunner.prefill` as shipped (chunks sized by time) and in
-fixed 96-token chunks (before), as ratios to the whole forward; then how long a shipped prefill of
-2,048 tokens takes to stop once cancelled at a random moment (max and median over N tries each).
-`--threads 1 --clock cpu` measures CPU time of one thread: the ratios hold on a loaded machine.
+interleaved: one whole forward, `ModelRunner.prefill` as shipped (chunks sized by a layer's time),
+in ~0.3 s chunks (the rule before) and in fixed 96-token chunks, as ratios to the whole forward; then
+how long a shipped prefill of 2,048 tokens takes to stop once cancelled at a random moment (max and
+median over max(N, `--tries`) tries each), what it kept, and what the next prefill of the prompt costs.
+`--threads 1 --clock cpu` measures CPU time of one thread, and the runners size their chunks by it: what an
+idle machine would run and measure, on a loaded one (the wall clock sizes them smaller under load).
 
     nice .venv/bin/python -m bench.bench_prefill --compare-chunks 3 [--threads 1 --clock cpu]
 """
@@ -30,6 +32,7 @@ import statistics
 import sys
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -60,7 +63,8 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.compare_chunks:
-        return compare_chunks(args.compare_chunks, time.thread_time if args.clock == "cpu" else time.perf_counter)
+        return compare_chunks(args.compare_chunks, time.thread_time if args.clock == "cpu" else time.perf_counter,
+                              args.tries)
     if args.compare_kernels:
         return compare_kernels(args.dtype, args.compare_kernels)
     loaded = load_model(dtype=args.dtype)
@@ -127,16 +131,21 @@ def compare_kernels(dtype: str, rounds: int) -> int:
     return 0
 
 
-def compare_chunks(rounds: int, clock: Any) -> int:
+def compare_chunks(rounds: int, clock: Any, tries: int = 5) -> int:
     """A whole forward, the shipped chunked prefill and 96-token chunks, interleaved; then the shipped one cancelled."""
     threads = torch.get_num_threads()
     lm.cpu_pressure = lambda: None  # the threads asked for, whatever the load
     models = {dtype: load_model(dtype=dtype) for dtype in ("bfloat16", "float32")}
     ids = models["float32"].tokenizer.encode(corpus(), add_special_tokens=False)
-    kinds = {"one forward": dict(chunk_tokens=10**6), "shipped (timed chunks)": {}, "96-token chunks": dict(chunk_tokens=96)}
+    kinds = {"one forward": dict(chunk_tokens=10**6), "shipped (timed chunks)": {},
+             "0.3 s chunks (before)": {}, "96-token chunks": dict(chunk_tokens=96)}
     runners = {(dtype, kind): ModelRunner(loaded.model, loaded.device, slots=1, **kw)
                for dtype, loaded in models.items() for kind, kw in kinds.items()}
+    for dtype in models:  # the rule before: ~0.3 s chunks of at least 512 tokens, a cancelled chunk dropped
+        runners[dtype, "0.3 s chunks (before)"].resumable = False
+    lm.time = SimpleNamespace(perf_counter=clock)  # the runners size their chunks by the clock measured
     times: dict[tuple[str, int, str], list[float]] = {}
+    chunks: dict[str, int] = {}  # forwards the last prefill of each kind ran
     for r in range(rounds):
         for dtype in models:
             for length in (512, 2048):
@@ -144,12 +153,13 @@ def compare_chunks(rounds: int, clock: Any) -> int:
                 for kind in kinds:
                     runner = runners[dtype, kind]
                     runner.rewind(0)
-                    started = clock()
+                    forwards, started = runner.forwards, clock()
                     runner.prefill(prompt)
                     times.setdefault((dtype, length, kind), []).append(clock() - started)
+                    chunks[kind] = runner.forwards - forwards
                 whole = times[dtype, length, "one forward"][-1]
                 print(f"round {r} {dtype} {length}: " + ", ".join(
-                    f"{kind} {1000 * times[dtype, length, kind][-1]:.0f} ms" for kind in kinds)
+                    f"{kind} {1000 * times[dtype, length, kind][-1]:.0f} ms ({chunks[kind]})" for kind in kinds)
                     + f" (shipped: {1000 * runners[dtype, 'shipped (timed chunks)'].token_seconds:.2f} ms/token"
                     f" last chunk); load {os.getloadavg()[0]:.1f}", flush=True)
     print(f"\ntorch threads {threads}, clock {clock.__name__}, {rounds} interleaved rounds; median ms (x one forward)")
@@ -163,16 +173,16 @@ def compare_chunks(rounds: int, clock: Any) -> int:
             print(f"| {dtype} | {length} | " + " | ".join(cells) + " |")
     for dtype, loaded in models.items():
         runner = runners[dtype, "shipped (timed chunks)"]
-        stops, kept = [], []
-        for attempt in range(max(rounds, 5)):
+        stops, kept, resumed = [], [], []
+        for attempt in range(max(rounds, tries)):
             prompt = ids[(2 * attempt + 2) * 2048 :][:2048]
             runner.rewind(0)
-            deadline = time.perf_counter() + random.Random(attempt).uniform(0.05, 0.9) * 1.5 * sum(
+            deadline = clock() + random.Random(attempt).uniform(0.05, 0.9) * 1.5 * sum(
                 times[dtype, 2048, "one forward"]) / rounds
             flagged: list[float] = []
 
             def cancelled() -> bool:
-                now = time.perf_counter()
+                now = clock()
                 if now >= deadline and not flagged:
                     flagged.append(deadline)
                 return bool(flagged)
@@ -180,11 +190,17 @@ def compare_chunks(rounds: int, clock: Any) -> int:
             try:
                 runner.prefill(prompt, cancelled)
             except Cancelled:
-                stops.append(1000 * (time.perf_counter() - flagged[0]))
-                kept.append(len(runner.cached_ids))
+                stops.append(1000 * (clock() - flagged[0]))
+                partial = runner.partial
+                kept.append(f"{len(runner.cached_ids)}" + (f"+{len(partial.ids)}@{partial.layer}" if partial else ""))
+                started = clock()
+                runner.prefill(prompt)  # the next request, for the same prompt: what is left of it
+                resumed.append((clock() - started) / statistics.median(times[dtype, 2048, "one forward"]))
         if stops:
             print(f"{dtype}: cancelled 2,048-token prefill stopped {statistics.median(stops):.0f} ms (median), "
-                  f"{max(stops):.0f} ms (max) after the cancel, {len(stops)} tries; tokens kept {kept}")
+                  f"{max(stops):.0f} ms (max) after the cancel, {len(stops)} tries; tokens kept {kept} "
+                  "(cached+chunk@the layer it stopped before); the next prefill of the prompt cost "
+                  + ", ".join(f"{r:.2f}" for r in resumed) + " x one forward")
     return 0
 
 

@@ -24,13 +24,19 @@ test split: the others fill), and --start/--stop split the indexes between proce
     .venv/bin/python -m evaluation.context_study report docs/study/context-test-a.jsonl docs/study/context-test-b.jsonl
 
 `--configs prefix prefix-256 prefix-1024 prefix-2048` instead compares prompt budgets of the prefix alone
-(`BUDGETS`; docs/study/context-budget.md).
+(`BUDGETS`; docs/study/context-budget.md). `run`'s latency columns do not time a budget's cold request
+(a position's configurations share one engine: an equal prompt is cached); `cold` does, interleaved,
+on positions with more than the largest budget's tokens before the cursor, per verification mode:
+
+    nice -n 5 .venv/bin/python -m evaluation.context_study cold --split validation --positions 12 \\
+        --budgets 256 512 1024 2048 --verify cut continue --out docs/study/budget-cold.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 from dataclasses import asdict, dataclass, replace
@@ -39,9 +45,11 @@ from typing import Any
 
 import platformdirs
 
-from spd_lsp.settings import Settings
+from spd_lsp.settings import VERIFY, Settings
 from spd_lsp.cursor import fit_prefix
+from spd_lsp.engine.decoding import lm
 from spd_lsp.engine.decoding.lm import common_prefix_length
+from spd_lsp.engine.decoding.threads import cpu_pressure
 from spd_lsp.api import DecodeOptions, DecodeRequest, PromptContext
 from spd_lsp.engine.local import LocalEngine
 from evaluation import report
@@ -67,7 +75,7 @@ from spd_lsp.context.retrieval import ChunkIndex
 from spd_lsp.context.snippets import around, identifiers, query_text, select
 from spd_lsp.session.session import token_spans
 
-PREFIX_TOKENS = 512  # the CPU default budget of the server
+PREFIX_TOKENS = 512  # the `prefix` row's budget: the CPU default until the budget study (now CPU_PREFIX_TOKENS = 1024)
 # The prefix alone under other budgets (issue 21 item 4: spend a cheaper prefill on context); not run by default.
 BUDGETS: dict[str, int] = {f"prefix-{tokens}": tokens for tokens in (256, 1024, 2048)}
 DEFAULT_CONFIGS: dict[str, str] = {"prefix": "prefix", "filename": "filename", "snippets": "file_sep"}
@@ -91,12 +99,13 @@ def _case(position: Position, root: Path, spans: Any) -> Case | None:
     at = text.find(position.prefix + position.target)
     if at < 0:
         return None
-    line_end = text.find("\n", at + len(position.prefix))
+    cursor = at + len(position.prefix)
+    line_end = text.find("\n", cursor)
     after = position.suffix + (text[line_end:line_end + SUFFIX_CHARS] if line_end >= 0 else "")
-    fitted = replace(position, prefix=fit_prefix(position.prefix, spans, PREFIX_TOKENS))
+    whole = text[:cursor]  # the sample's prefix holds its last 3,000 characters only: ~730 tokens
+    fitted = replace(position, prefix=fit_prefix(whole, spans, PREFIX_TOKENS))
     editor = position.prefix + after
-    return Case(fitted, after, str(position.path.relative_to(root)), around(editor, len(position.prefix)),
-                position.prefix)
+    return Case(fitted, after, str(position.path.relative_to(root)), around(editor, len(position.prefix)), whole)
 
 
 def _snippets(case: Case, index: ChunkIndex, engine: LocalEngine, budget: int) -> list[tuple[str, str]]:
@@ -144,9 +153,9 @@ def _prepare(args: argparse.Namespace, tokenizer: Any, *, with_stores: bool = Tr
     return stores, indexes, cases
 
 
-def shipped(max_tokens: int) -> DecodeOptions:
+def shipped(max_tokens: int, verify: str = Settings.verify) -> DecodeOptions:
     """The server's default decoding (SPD, k = 3, n-grams, verification on) at `max_tokens`."""
-    return Settings(max_tokens=max_tokens).decode_options()
+    return Settings(max_tokens=max_tokens, verify=verify).decode_options()
 
 
 def run(args: argparse.Namespace) -> None:
@@ -171,6 +180,59 @@ def run(args: argparse.Namespace) -> None:
         _say(f"{name} {kind} {index + 1}/{len(sample)}")
     for store in stores.values():
         store.close()
+
+
+def cold(args: argparse.Namespace) -> None:
+    """Cold requests (nothing cached) per (budget, verification mode), interleaved per position, at
+    `--threads` threads whatever the CPU pressure; one JSON line per request, then the medians."""
+    engine = LocalEngine(load_model())
+    engine.runner.slots, engine.runner.threads = 1, args.threads  # no parked prompt cache to reuse
+    lm.cpu_pressure = lambda: None  # the threads asked for, whatever the load (the pressure is recorded)
+    stores, _, cases = _prepare(args, engine.tokenizer)
+    longest = max(args.budgets) + 16
+    long_enough = [(name, c) for (name, _), sample in cases.items() for c in sample
+                   if len(engine.encode(c.whole_prefix or "")) > longest][: args.positions]
+    spans = token_spans(engine.tokenizer)
+    arms = [(budget, mode) for budget in args.budgets for mode in args.verify]
+    records = []
+    with args.out.open("a") as out:
+        for i, (name, case) in enumerate(long_enough):
+            engine.set_ngrams(stores[name])
+            for budget, mode in arms[i % len(arms):] + arms[: i % len(arms)]:  # rotated: no arm always first
+                prefix = fit_prefix(case.whole_prefix or "", spans, budget)
+                request = DecodeRequest(prefix, shipped(args.max_tokens, mode), context=PromptContext(
+                    case.suffix, None, (), "python"), prompt_format="prefix")
+                engine.runner.rewind(0)
+                t = engine.complete(request).timings
+                record = {"corpus": name, "position": i, "budget": budget, "verify": mode,
+                          "prefill_tokens": t.prefill_tokens, "reused_tokens": t.reused_tokens,
+                          "prefill_ms": 1000 * t.prefill_s, "verify_ms": 1000 * t.verify_s,
+                          "total_ms": 1000 * t.total_s, "steps": t.steps, "step_ms": t.per_step_ms,
+                          "threads": args.threads, "load": os.getloadavg()[0], "cpu_pressure": cpu_pressure()}
+                records.append(record)
+                out.write(json.dumps(record) + "\n")
+            _say(f"{name} {i + 1}/{len(long_enough)}: load {os.getloadavg()[0]:.1f}")
+    for store in stores.values():
+        store.close()
+    print(cold_table(records))
+
+
+def cold_table(records: list[dict[str, Any]]) -> str:
+    """Medians per (budget, mode), and the total's ratio to the first arm's at the same positions."""
+    arms = sorted({(r["budget"], r["verify"]) for r in records}, key=lambda a: (a[0], VERIFY.index(a[1])))
+    by = {(r["position"], r["budget"], r["verify"]): r for r in records}
+    base = (512, Settings.verify) if (512, Settings.verify) in arms else arms[0]
+    lines = ["| budget | verify | requests | prompt tokens | prefill ms | decode + verify ms | verify ms | total ms "
+             f"| total × {base[0]} {base[1]} [95 % CI] | load |", "| ---: | --- |" + " ---: |" * 8]
+    for arm in arms:
+        mine = [r for r in records if (r["budget"], r["verify"]) == arm]
+        pairs = [(r["total_ms"], by[r["position"], *base]["total_ms"]) for r in mine if (r["position"], *base) in by]
+        ratio = paired(*zip(*pairs), "median_ratio") if len(pairs) > 1 else "-"
+        m = {c: statistics.median(r[c] for r in mine) for c in ("prefill_tokens", "prefill_ms", "verify_ms", "total_ms", "load")}
+        decode = statistics.median(r["total_ms"] - r["prefill_ms"] for r in mine)
+        lines.append(f"| {arm[0]} | {arm[1]} | {len(mine)} | {m['prefill_tokens']:.0f} | {m['prefill_ms']:.0f} | "
+                     f"{decode:.0f} | {m['verify_ms']:.0f} | {m['total_ms']:.0f} | {ratio} | {m['load']:.1f} |")
+    return "\n".join(lines)
 
 
 def recall(args: argparse.Namespace) -> None:
@@ -262,6 +324,19 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "study")
     for flag, default in {"--per-kind": 150, "--seed": 0, "--snippet-tokens": 256}.items():
         c.add_argument(flag, type=int, default=default)
+    t = sub.add_parser("cold", help="time cold requests per prompt budget and verification mode, interleaved")
+    t.set_defaults(action=cold)
+    t.add_argument("--out", type=Path, required=True)
+    t.add_argument("--split", choices=("validation", "test"), default="validation")
+    t.add_argument("--budgets", nargs="+", type=int, default=[256, PREFIX_TOKENS, 1024, 2048])
+    t.add_argument("--verify", nargs="+", choices=VERIFY, default=[Settings.verify])
+    t.add_argument("--packages", nargs="+", default=list(STUDY_PACKAGES))
+    t.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "study")
+    for flag, default in {"--positions": 12, "--per-kind": 100, "--seed": 0, "--max-tokens": 10, "--threads": 2}.items():
+        t.add_argument(flag, type=int, default=default)
+    u = sub.add_parser("cold-report", help="the cold requests' table from their JSON lines")
+    u.set_defaults(action=lambda a: print(cold_table([json.loads(line) for p in a.paths for line in p.read_text().splitlines()])))
+    u.add_argument("paths", type=Path, nargs="+")
     s = sub.add_parser("report", help="tables and paired intervals from a run's JSON lines")
     s.set_defaults(action=_report)
     s.add_argument("paths", type=Path, nargs="+")

@@ -200,7 +200,7 @@ COMPARISON_COLUMNS = [("method", "config", "str"), ("vs", "against", "str"), ("�
                       ("ΔP@3", "P@3", "str"), ("chars best ×", "chars best", "str"), ("time ×", "time", "str")]
 
 
-def report_on(paths: list[Path], configs: list[str] | None = None) -> dict[str, Any]:
+def report_on(paths: list[Path], configs: list[str] | None = None, against: Sequence[str] = BASELINES) -> dict[str, Any]:
     scores = load(paths, configs)
     keys = sorted(set.intersection(*(set(v) for v in scores.values())))  # positions every config answered
     out: dict[str, Any] = {"positions": len(keys), "all": _summary_rows(scores, keys), "by_kind": {}}
@@ -212,7 +212,7 @@ def report_on(paths: list[Path], configs: list[str] | None = None) -> dict[str, 
             out["by_kind"][kind] = _summary_rows(scores, subset)
             print(f"### {kind} ({len(subset)} positions)\n")
             print(report.simple_table(out["by_kind"][kind], SUMMARY_COLUMNS) + "\n")
-    out["paired"] = [row for base in BASELINES if base in scores for row in comparisons(scores, keys, base)]
+    out["paired"] = [row for base in against if base in scores for row in comparisons(scores, keys, base)]
     print("### paired differences, 95 % bootstrap intervals (all positions)\n")
     print(report.simple_table(out["paired"], COMPARISON_COLUMNS))
     return out
@@ -240,6 +240,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--plot", type=Path, help="also plot the blend rate by rank here (PNG)")
     s.add_argument("--configs", nargs="+", help="only these configurations (default: every one in the files)")
     s.add_argument("--curve", type=Path, help="also plot quality against time per request here (PNG)")
+    s.add_argument("--against", nargs="+", default=list(BASELINES), help="the paired differences' baselines")
     return p
 
 
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         run(args)
     else:
-        out = report_on(args.paths, args.configs)
+        out = report_on(args.paths, args.configs, args.against)
         if args.json:
             args.json.write_text(json.dumps(out, indent=1))
         if args.plot:

@@ -276,7 +276,7 @@ def load_model(
     small_query: bool | None = None,
     fast: bool = True,
     compile: bool = True,
-    head: str = "float",
+    head: str = "int8",
 ) -> LoadedModel:
     """`attention`: transformers' kernel. SDPA stays the default: on this CPU "eager" took 0.84x
     SDPA's time per decode step and per prompt (`bench/bench_prefill.py --compare-kernels 3`),
@@ -290,7 +290,8 @@ def load_model(
     blocks, a compiled step) where its family and device are covered; transformers' forward otherwise,
     with `quantize="int8"`, or when False. `quantize="int4"` needs it (int4 from the float weights).
     `compile`: compile its decode step (worth it in a long-lived process; a one-shot command runs it eager).
-    `head`: the fast path's output projection for decode steps, "float" or "int8" (`engine/fast/int8.py`)."""
+    `head`: the fast path's output projection in CPU decode steps, "int8" (the default, as `Settings.output_weights`)
+    or "float" (`engine/fast/int8.py`)."""
     from transformers import AutoModelForCausalLM
 
     started = time.perf_counter()

@@ -15,6 +15,7 @@ from evaluation.context_study import Case, answer, report_on, shipped
 from evaluation.metrics import score_request
 from evaluation.positions import Position
 from evaluation.study import schedule
+from spd_lsp.session.session import token_spans
 from tests.engine.test_prompt_formats import family_engine
 
 
@@ -83,3 +84,33 @@ def test_a_budget_configuration_fits_the_whole_prefix_to_its_own_budget() -> Non
     assert tokens["prefix"] < 256 - 10  # the fitted prefix as the case holds it
     for config in ("prefix-256", "prefix-1024"):  # cut at a line start: up to a line under the budget
         assert BUDGETS[config] - 40 <= tokens[config] <= BUDGETS[config] + 2, tokens
+
+
+def test_a_case_holds_the_whole_text_before_the_cursor(tmp_path: Path) -> None:
+    """A sampled position's prefix is its last 3,000 characters (~730 tokens): the 1,024- and 2,048-token
+    budgets were cut from that and never saw more (the pilot's median prompt of 732 tokens at both)."""
+    from evaluation.context_study import _case
+    from evaluation.positions import sample_positions
+
+    lines = [f"    value_{i} = compute({i}, {i + 1})\n" for i in range(300)]
+    text = "def f():\n" + "".join(lines)
+    path = tmp_path / "pkg" / "a.py"
+    path.parent.mkdir()
+    path.write_text(text)
+    position = max(sample_positions([path], 50, kinds=("line_start",)), key=lambda p: len(p.prefix))
+    assert len(position.prefix) == 3000
+    engine = family_engine("file_sep")
+    case = _case(position, tmp_path, token_spans(engine.tokenizer))
+    assert case is not None and case.whole_prefix == text[: text.index(position.prefix + position.target) + 3000]
+    assert len(case.whole_prefix) > 3000 and case.whole_prefix.endswith(position.prefix)
+
+
+def test_the_cold_table_pairs_each_budget_with_the_default_at_the_same_positions() -> None:
+    from evaluation.context_study import cold_table
+
+    records = [{"position": i, "budget": budget, "verify": mode, "prefill_tokens": budget, "prefill_ms": budget * 0.5,
+                "verify_ms": 100.0, "total_ms": budget * 0.5 + 300 + (200 if mode == "continue" else 0) + i, "load": 1.0}
+               for i in range(5) for budget in (512, 1024) for mode in ("cut", "continue")]
+    rows = {tuple(line.split(" | ")[:2]): line for line in cold_table(records).splitlines()[2:]}
+    assert "| 256 | 302 | 100 | 558 | +1.000 " in rows["| 512", "cut"]  # prefill, total - prefill, verify, total
+    assert "| 1014 | +1.817 " in rows["| 1024", "continue"]  # 512 + 300 + 200 + 2, over 512-cut's 558

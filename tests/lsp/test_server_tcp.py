@@ -29,15 +29,18 @@ def initialize(token: Any = None, msg_id: int = 1, **options: Any) -> dict[str, 
             "params": {"capabilities": {}, "initializationOptions": options}}
 
 
-def listening_addresses(port: int) -> set[str]:
-    """Local addresses with a socket listening on `port`, from /proc/net/tcp{,6} (hex)."""
+def listening_addresses(port: int, reads: int = 5) -> set[str]:
+    """Local addresses with a socket listening on `port`, from /proc/net/tcp{,6} (hex): the union of a few reads,
+    as the kernel writes those tables in pieces and a read during heavy socket churn elsewhere on the machine
+    can skip a row (seen once: the listening socket missing while another job opened 3,000 connections a second)."""
     found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for row in Path(table).read_text().splitlines()[1:]:
-            local, state = row.split()[1], row.split()[3]
-            address, _, hex_port = local.partition(":")
-            if int(hex_port, 16) == port and state == "0A":  # LISTEN
-                found.add(address)
+    for _ in range(reads):
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            for row in Path(table).read_text().splitlines()[1:]:
+                local, state = row.split()[1], row.split()[3]
+                address, _, hex_port = local.partition(":")
+                if int(hex_port, 16) == port and state == "0A":  # LISTEN
+                    found.add(address)
     return found
 
 

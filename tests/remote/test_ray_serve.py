@@ -93,7 +93,8 @@ def test_answers_equal_single_process_decoding(cluster, model_settings):
     from spd_lsp.engine.local import LocalEngine
     from spd_lsp.engine.model import load_model
 
-    engine = LocalEngine(load_model(model_settings.model, model_settings.device, model_settings.dtype))
+    engine = LocalEngine(load_model(model_settings.model, model_settings.device, model_settings.dtype,
+                                    head=model_settings.output_weights))
     prefixes = [PREFIX, "for name in names:\n    if ", "import os\nimport "]
     for options in (OPTIONS, DecodeOptions(method="beam", k=2, max_tokens=5)):
         for prefix in prefixes:

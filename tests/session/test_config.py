@@ -49,7 +49,7 @@ def test_verify_setting_maps_onto_the_verification_options() -> None:
 def test_disabled_ngrams_zero_alpha_and_device_dependent_budget() -> None:
     settings, _ = parse_settings({"ngrams": {"enabled": False}})
     assert settings.decode_options().alpha == 0.0
-    assert settings.prefix_budget("cpu") == 512 and settings.prefix_budget("cuda") == 2048
+    assert settings.prefix_budget("cpu") == 1024 and settings.prefix_budget("cuda") == 2048
 
 
 @pytest.mark.parametrize(

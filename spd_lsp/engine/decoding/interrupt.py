@@ -5,7 +5,9 @@ than a typist waits for a superseded request to stop; checking between chunks al
 the chunks short and pay a tax per chunk (every chunk reads all the weights again). Here the
 forward itself stops: `interruptible(cancelled)` makes the decoder layers hooked by
 `hook_layers` raise `Cancelled` before running once `cancelled()` turns true, so a chunk stops
-within one layer's time. The check is thread-local: forwards of other threads are not stopped.
+within one layer's time. A forward that calls `checkpoint(layer, hidden)` itself (the fast path's
+`FastLM`) raises `Interrupted` instead, with what a prefill needs to resume it at that layer. The
+check is thread-local: forwards of other threads are not stopped.
 """
 
 from __future__ import annotations
@@ -34,11 +36,22 @@ def interruptible(cancelled: CancelCheck) -> Iterator[None]:
         _local.check = outer
 
 
-def checkpoint() -> None:
-    """Raise `Cancelled` where the innermost `interruptible` block's check says so; nothing outside one."""
+class Interrupted(Cancelled):
+    """A forward cancelled before its decoder layer `layer`, whose input there was `hidden` [B, T, H]: the layers
+    before it hold the forward's key/values, the others do not. A forward that can start at a layer (the fast
+    path's `FastLM`) raises it, so that a prefill can resume there (`ModelRunner.prefill`) rather than start over."""
+
+    def __init__(self, layer: int, hidden: torch.Tensor) -> None:
+        super().__init__()
+        self.layer, self.hidden = layer, hidden
+
+
+def checkpoint(layer: int | None = None, hidden: torch.Tensor | None = None) -> None:
+    """Raise `Cancelled` where the innermost `interruptible` block's check says so; nothing outside one. Given the
+    layer about to run and its input, `Interrupted` with them."""
     check = getattr(_local, "check", None)
     if check is not None and check():
-        raise Cancelled()
+        raise Cancelled() if layer is None or hidden is None else Interrupted(layer, hidden)
 
 
 def decoder_layers(model: Any) -> torch.nn.ModuleList | None:

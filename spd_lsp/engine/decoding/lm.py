@@ -12,13 +12,14 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from transformers import DynamicCache
 
-from spd_lsp.engine.decoding.interrupt import hook_layers, interruptible
-from spd_lsp.engine.decoding.padding import key_values, left_padded_mask, padded_cache, plain_cache
+from spd_lsp.engine.decoding.interrupt import Interrupted, decoder_layers, hook_layers, interruptible
+from spd_lsp.engine.decoding.padding import full_layers, key_values, left_padded_mask, padded_cache, plain_cache
 from spd_lsp.engine.decoding.placement import device_sync
 from spd_lsp.api import CancelCheck, Cancelled, never_cancelled
 from spd_lsp.engine.decoding.threads import cpu_pressure, intra_op_threads
@@ -32,16 +33,22 @@ log = logging.getLogger(__name__)
 # the time of 64 per prompt (bf16, SDPA).
 CPU_PREFILL_CHUNK = 96
 ACCELERATOR_PREFILL_CHUNK = 512
-# A runner's own prefill (`ModelRunner.prefill`) sizes its chunks by time instead: about this many
-# seconds each, from the seconds per token its last chunk took, at least MIN_CHUNK tokens. Short
-# chunks cost a tax (96-token chunks: 3.4x one forward's time for 2,048 tokens, bf16; each chunk
-# reads all the weights again, runs its linears on fewer rows and its attention under a mask), so
-# the chunks are long, and a superseded prefill stops within one decoder layer instead
-# (`interrupt.py`). They are not longer because a cancelled prefill keeps only the chunks it
-# finished: a chunk shorter than the time between two keystrokes still makes progress while the
-# user types. `bench/bench_prefill.py --compare-chunks`: docs/performance.md.
+# A runner's own prefill (`ModelRunner.prefill`) sizes its chunks by time instead, from the seconds per
+# token its last chunk took. Short chunks cost a tax (96-token chunks: 3.4x one forward's time for 2,048
+# tokens, bf16; 512-token ones 1.23x: each chunk reads all the weights again, runs its linears on fewer
+# rows and its attention under a mask over the whole cache rather than causally), so the chunks are
+# long, and a superseded prefill stops within one decoder layer instead (`interrupt.py`). Where the
+# forward can resume at a layer (the fast path: `Interrupted`), a cancelled chunk keeps the layers it
+# ran and the next prefill goes on from there (`Partial`): its chunks are the fewest equal ones whose
+# layers last at most LAYER_SECONDS (the stop's latency), at least MIN_LAYER_CHUNK tokens; on this
+# machine, idle, that is a whole 2,048-token bf16 prompt in one forward. Elsewhere a cancelled prefill
+# keeps only the chunks it finished, so its chunks last about CHUNK_SECONDS, at least MIN_CHUNK tokens:
+# shorter than the time between two keystrokes, they still make progress while the user types.
+# `bench/bench_prefill.py --compare-chunks`: docs/performance.md.
 CHUNK_SECONDS = 0.3
+LAYER_SECONDS = 0.06
 MIN_CHUNK, MAX_CHUNK = 512, 4096
+MIN_LAYER_CHUNK = 256
 FIRST_TOKEN_SECONDS = 0.001  # the first chunk's guess, before a forward was timed (~0.4-1 ms/token on 2 cores)
 NO_LOGITS = torch.empty(0, dtype=torch.long)  # `logits_to_keep` of a chunk before the last: no output head
 # Prompt caches kept: the current one and the last others (another document, another
@@ -76,11 +83,12 @@ class ModelRunner:
 
     def __init__(
         self, model: Any, device: torch.device, *, chunk_tokens: int | None = None, slots: int = CACHE_SLOTS,
-        chunk_seconds: float | None = CHUNK_SECONDS,
+        chunk_seconds: float | None = CHUNK_SECONDS, layer_seconds: float = LAYER_SECONDS,
     ):
         """`chunk_tokens`: the tokens of a shared forward (`prefill_together`, the Batcher); given, `prefill`
-        runs chunks of exactly that many too. Else `prefill` runs chunks of about `chunk_seconds` each,
-        cancellable inside a forward (None: `chunk_tokens`' chunks, cancellable between them)."""
+        runs chunks of exactly that many too. Else `prefill` runs timed chunks, cancellable inside a forward:
+        of about `layer_seconds` a decoder layer where a cancelled forward resumes (the fast path), else of
+        about `chunk_seconds` each (None: `chunk_tokens`' chunks, cancellable between them)."""
         self.model = model
         self.device = device
         default_chunk = CPU_PREFILL_CHUNK if device.type == "cpu" else ACCELERATOR_PREFILL_CHUNK
@@ -91,6 +99,11 @@ class ModelRunner:
         self.embedding = model.get_input_embeddings()
         self.fast = attached(model)
         self.net = self.fast or model
+        self.layers = len(decoder_layers(model) or ())
+        # The fast path's forward raises `Interrupted` and starts at any layer: a cancelled chunk is resumed.
+        self.resumable = self.fast is not None and self.layers > 0
+        self.layer_seconds = layer_seconds
+        self.partial: Partial | None = None  # the chunk a cancel stopped inside its forward, to resume
         parameters = inspect.signature(model.forward).parameters if self.fast is None else {"logits_to_keep": None}
         self._keep_last = "logits_to_keep" in parameters
         # transformers 5 renames past_key_values to cache; accept both generations.
@@ -143,10 +156,12 @@ class ModelRunner:
     def prefill(self, prompt_ids: list[int], cancelled: CancelCheck = never_cancelled) -> tuple[torch.Tensor, int]:
         """Logits after prompt_ids, feeding only what the cache lacks; returns (logits, reused).
 
-        The new tokens run in chunks (`chunk_seconds` or `chunk_tokens`, see `__init__`); `cancelled()` is
-        checked before each, and inside each forward where its chunks are timed; it raises `Cancelled` with
-        the chunks already run kept in the cache.
+        The new tokens run in chunks (timed or `chunk_tokens`, see `__init__`); `cancelled()` is checked
+        before each, and inside each forward where its chunks are timed; it raises `Cancelled` with the
+        chunks already run kept in the cache, and where the forward can resume, the layers it ran of the
+        chunk it stopped in (`Partial`: the next prefill goes on from there).
         """
+        self._resume(prompt_ids, cancelled)
         reused = self.prepare(prompt_ids)
         logits = None
         while logits is None:
@@ -158,21 +173,32 @@ class ModelRunner:
             with interruptible(cancelled if self.chunk_seconds is not None else never_cancelled):
                 logits = self.feed(prompt_ids, chunk, lambda: self.forward(self.cache, ids=torch.tensor([chunk]),
                                                                            logits=last))
-            if len(chunk) >= MIN_CHUNK:
+            if len(chunk) >= self.shortest_chunk:
                 self.token_seconds = (time.perf_counter() - started) / len(chunk)
         return logits, reused
 
+    @property
+    def shortest_chunk(self) -> int:
+        """The fewest tokens a timed chunk runs before the chunks are split (fewer: the whole rest)."""
+        return MIN_LAYER_CHUNK if self.resumable else MIN_CHUNK
+
     def timed_chunk(self, to_go: int) -> int | None:
-        """Tokens of the next chunk of `prefill` with `to_go` tokens left: about `chunk_seconds` at the last
-        chunk's speed, the rest whole where it is under half a chunk more; None where chunks are not timed."""
+        """Tokens of the next chunk of `prefill` with `to_go` tokens left, at the last chunk's speed; None where
+        chunks are not timed. Where a cancelled forward resumes: `to_go` in the fewest equal chunks whose layers
+        last at most `layer_seconds` (at least MIN_LAYER_CHUNK tokens a chunk before they are split); elsewhere about
+        `chunk_seconds`, the rest whole where it is under half a chunk more."""
         if self.chunk_seconds is None:
             return None
-        tokens = int(min(MAX_CHUNK, max(MIN_CHUNK, self.chunk_seconds / self.token_seconds)))
+        seconds = self.layer_seconds * self.layers if self.resumable else self.chunk_seconds
+        tokens = int(min(MAX_CHUNK, max(self.shortest_chunk, seconds / self.token_seconds)))
+        if self.resumable:
+            return -(-to_go // -(-to_go // tokens))  # ceil(to_go / ceil(to_go / tokens))
         return to_go if to_go <= tokens * 3 // 2 else tokens
 
     def prepare(self, prompt_ids: list[int]) -> int:
         """Make the cache hold the longest part of `prompt_ids` it can reuse (at least one token is left
         to run, for logits); returns that part's length, 0 where the cache starts empty."""
+        self._settle()
         self._activate(prompt_ids)
         if self.device.type == "cpu":  # per request, in the thread that runs the forwards
             torch.set_num_threads(intra_op_threads(self.threads, cpu_pressure()))
@@ -199,6 +225,12 @@ class ModelRunner:
         may hold part of the chunk), and where it was cancelled inside, cut back to `cached_ids`."""
         try:
             ran = run()
+        except Interrupted as stop:
+            if self.resumable and stop.layer > 0 and full_layers(self.cache):
+                self.partial = Partial(self.cache, len(self.cached_ids), list(chunk), stop.layer, stop.hidden)
+            elif not self._crop_layers(len(self.cached_ids)):
+                self.cache, self.cached_ids = None, []
+            raise
         except Cancelled:
             if not self._crop_layers(len(self.cached_ids)):
                 self.cache, self.cached_ids = None, []
@@ -208,6 +240,38 @@ class ModelRunner:
             raise
         self.cached_ids = list(prompt_ids[: len(self.cached_ids) + len(chunk)])
         return ran if len(self.cached_ids) == len(prompt_ids) else None
+
+    def _resume(self, prompt_ids: list[int], cancelled: CancelCheck) -> None:
+        """Finish the layers of the chunk a cancel stopped (`partial`) for as many of its tokens as `prompt_ids`
+        still has after the cache's (causal attention: a token's key/values do not depend on later ones), at
+        least one token left for the chunks after; else drop that chunk's key/values. Cancellable as a chunk is."""
+        partial = self.partial
+        if partial is None:
+            return
+        shared = 0
+        if partial.cache is self.cache and self.cached_ids == prompt_ids[: partial.start]:
+            shared = min(common_prefix_length(partial.ids, prompt_ids[partial.start :]),
+                         len(prompt_ids) - 1 - partial.start)
+        if shared <= 0:
+            self._settle()
+            return
+        self.partial = None
+        for layer in self.cache.layers[: partial.layer]:
+            layer.crop(partial.start + shared - layer.get_seq_length())
+        chunk, hidden = partial.ids[:shared], partial.hidden[:, :shared]
+        with interruptible(cancelled):
+            self.feed(prompt_ids, chunk, lambda: self.net(inputs_embeds=hidden, first_layer=partial.layer,
+                                                          **{self._cache_kwarg: self.cache, "use_cache": True,
+                                                             "logits_to_keep": NO_LOGITS}))
+
+    def _settle(self) -> None:
+        """Drop the key/values of a chunk a cancel stopped inside its forward (`partial`): every layer then holds
+        exactly `cached_ids`."""
+        partial, self.partial = self.partial, None
+        if partial is None or partial.cache is not self.cache:
+            return
+        if not (partial.start and self._crop_layers(partial.start)):  # nothing before the chunk, or not cut
+            self.cache, self.cached_ids = None, []
 
     def _activate(self, prompt_ids: list[int]) -> None:
         """Make the cache that shares most with `prompt_ids` the current one.
@@ -238,6 +302,7 @@ class ModelRunner:
 
     def rewind(self, length: int) -> None:
         """Drop positions past `length` (superposed or draft tokens) so the prompt stays reusable."""
+        self._settle()
         if self._crop(length):
             self.cached_ids = self.cached_ids[:length]
         else:
@@ -245,6 +310,7 @@ class ModelRunner:
 
     def fork(self, batch: int) -> DynamicCache:
         """A private copy of the prompt cache with `batch` rows, for batched baselines."""
+        self._settle()
         assert self.cache is not None
         forked = copy.deepcopy(self.cache)
         forked.batch_repeat_interleave(batch)
@@ -278,6 +344,18 @@ class ModelRunner:
         """Append ids [B, T] to cache; return the logits at every position [B, T, V] in fp32 (verification)."""
         out = self.net(input_ids=ids.to(self.device), **{self._cache_kwarg: cache, "use_cache": True})
         return out.logits.float()
+
+
+@dataclass
+class Partial:
+    """A prefill chunk stopped inside its forward: `cache`'s layers before `layer` hold its `ids` after `start`
+    positions, the others `start`; `hidden` [1, len(ids), H] is that layer's input."""
+
+    cache: Any
+    start: int
+    ids: list[int]
+    layer: int
+    hidden: torch.Tensor
 
 
 Prefilled = tuple[torch.Tensor, int] | BaseException  # a row of `prefill_together`: (logits, reused) or its error

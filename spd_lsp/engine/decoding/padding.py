@@ -16,10 +16,14 @@ KeyValues = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values [
 
 def plain_cache(cache: Any) -> bool:
     """A cache the batch can slice: every layer a full (not sliding) key/value layer."""
+    return full_layers(cache) and all(getattr(layer, "keys", None) is not None for layer in cache.layers)
+
+
+def full_layers(cache: Any) -> bool:
+    """Every layer of `cache` a full (not sliding) key/value layer, maybe still empty."""
     layers = getattr(cache, "layers", None)
-    return bool(layers) and all(
-        (type(layer).__name__ == "DynamicLayer" or getattr(layer, "plain", False)) and getattr(layer, "keys", None) is not None for layer in layers
-    )
+    return bool(layers) and all(type(layer).__name__ == "DynamicLayer" or getattr(layer, "plain", False)
+                                for layer in layers)
 
 
 def key_values(cache: DynamicCache) -> KeyValues:

@@ -167,10 +167,14 @@ class FastLM(torch.nn.Module):
         rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         return x * cos + rotated * sin
 
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """[B, T, heads * dim] of q [B, heads, T, D] on k/v [B, kv heads, S, D] under mask [B or 1, 1, T, S]
-        (bool: True attends; float: added)."""
+        (bool: True attends; float: added); None: causal, S = T (a prompt's first chunk: SDPA's causal kernel skips
+        the masked half, which it computes under an explicit mask: 2,048 tokens 17 against 36 ms a layer in bf16)."""
         batch, heads, tokens, dim = q.shape
+        if mask is None:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            return out.transpose(1, 2).reshape(batch, tokens, heads * dim)
         if tokens == 1:  # a group's query heads stacked on the query axis: each key/value head read once
             stacked = q.view(batch, self.kv_heads, heads // self.kv_heads, dim)
             out = F.scaled_dot_product_attention(stacked, k, v, attn_mask=mask)
@@ -180,19 +184,21 @@ class FastLM(torch.nn.Module):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
         return out.transpose(1, 2).reshape(batch, tokens, heads * dim)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, write: Write,
-                *, last_only: bool = False, head: bool = True,
-                before_layer: Callable[[], None] | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, write: Write,
+                *, last_only: bool = False, head: bool = True, first_layer: int = 0,
+                before_layer: Callable[[int, torch.Tensor], None] | None = None) -> torch.Tensor:
         """Logits [B, T or 1, V] in the model's dtype of input embeddings x [B, T, H] at `positions` [B, T];
-        `head=False`: none (an empty [B, 0, V]: a prefill chunk before the last); `before_layer` runs before each
-        block (eager only: a cancelled prefill stops there, `engine/decoding/interrupt.py`)."""
+        `head=False`: none (an empty [B, 0, V]: a prefill chunk before the last); `first_layer`: x is that block's
+        input (a cancelled prefill resumed); `before_layer(index, input)` runs before each block (eager only: a
+        cancelled prefill stops there, `engine/decoding/interrupt.py`)."""
         batch, tokens, _ = x.shape
         cos = self.cos[positions].to(x.dtype)[:, None]
         sin = self.sin[positions].to(x.dtype)[:, None]
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        for index, block in enumerate(self.blocks):
+        for index in range(first_layer, len(self.blocks)):
+            block = self.blocks[index]
             if before_layer is not None:
-                before_layer()
+                before_layer(index, x)
             h = self._norm(x, block.attn_norm)
             q, k, v = block.qkv(h).split([q_size, kv_size, kv_size], dim=-1)
             q = self._rotate(q.view(batch, tokens, self.heads, self.head_dim).transpose(1, 2), cos, sin)
@@ -212,10 +218,12 @@ class FastLM(torch.nn.Module):
     @torch.inference_mode()
     def __call__(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None, *,
                  attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
-                 past_key_values: Any = None, logits_to_keep: int = 0, **_: Any) -> CausalOutput:
+                 past_key_values: Any = None, logits_to_keep: int = 0, first_layer: int = 0, **_: Any) -> CausalOutput:
+        """`first_layer`: `inputs_embeds` are that layer's inputs, its cache and the next ones' hold what it
+        attends to (`FastLM.forward`)."""
         x = self.embedding(input_ids) if inputs_embeds is None else inputs_embeds
         batch, tokens, _ = x.shape
-        past = past_key_values.get_seq_length() if past_key_values is not None else 0
+        past = past_key_values.get_seq_length(first_layer) if past_key_values is not None else 0
         if position_ids is None:
             position_ids = torch.arange(past, past + tokens, device=x.device)[None].expand(batch, tokens)
         mask = self.mask(attention_mask, past, tokens, x.device)
@@ -227,14 +235,18 @@ class FastLM(torch.nn.Module):
         no_head = isinstance(logits_to_keep, torch.Tensor) and logits_to_keep.numel() == 0
         last_only = not no_head and not isinstance(logits_to_keep, torch.Tensor) and logits_to_keep == 1
         return CausalOutput(self.forward(x, position_ids, mask, write, last_only=last_only, head=not no_head,
-                                         before_layer=checkpoint))
+                                         first_layer=first_layer, before_layer=checkpoint))
 
-    def mask(self, attention_mask: torch.Tensor | None, past: int, tokens: int, device: torch.device) -> torch.Tensor:
+    def mask(self, attention_mask: torch.Tensor | None, past: int, tokens: int, device: torch.device
+             ) -> torch.Tensor | None:
         """[B or 1, 1, T, past + T]: transformers' masks as ours. A 4-D mask is taken as it is (float: added); a 2-D
         one [B, past + T] (1 attends) is joined with causality by column; a query row that would see nothing
-        sees everything (its output is a pad's, never read), as transformers does for SDPA."""
+        sees everything (its output is a pad's, never read), as transformers does for SDPA. None: plain causality
+        on an empty cache (`_attend`'s causal kernel)."""
         if attention_mask is not None and attention_mask.dim() == 4:
             return attention_mask if attention_mask.dtype == torch.bool else attention_mask.to(self.dtype)
+        if attention_mask is None and past == 0 and tokens > 1:
+            return None
         columns = torch.arange(past + tokens, device=device)
         allowed = (columns[None, :] <= past + torch.arange(tokens, device=device)[:, None])[None, None]
         if attention_mask is not None:
