@@ -7,8 +7,9 @@
    the slowest front end's time from the kill to its next answer with drafts, and whether
    any request went unanswered (hung) past ANSWER_S;
 3. team server: a TCP engine with a token, `--clients` authenticated clients in a loop;
-   their latency p95 alone, then with one client flooding garbage (random bytes, bad
-   frames, wrong tokens, reconnecting as fast as it can);
+   their latency alone, with one client (its own process) flooding a dead port (the control:
+   its CPU cost only), and flooding the engine with garbage (random bytes, bad frames, wrong
+   tokens, reconnecting as fast as it can); then the same flood with the per-address limit off;
 4. disk full (root only: a filled 256 kB tmpfs): the auto engine's runtime dir (socket and
    log) on it, and the dequantised model cache on it (a fresh cache directory).
 
@@ -37,6 +38,7 @@ from typing import Any
 from bench.bench_faults import ANSWER_S, Server
 from bench.bench_server import percentile, rss_mb
 from bench.isolation import isolated_env
+from spd_lsp.remote.daemon import answering
 
 PROGRAM = "import os\n\n\ndef walk(root):\n    for name in os.listdir(root):\n        path = os.path.join(root, "
 URI = "file:///bench/engine_faults.py"
@@ -56,6 +58,26 @@ def engine_pids(runtime: Path) -> set[int]:
         if b"engine" in words and any(str(runtime).encode() in w for w in words) and state != "Z":
             found.add(int(entry.name))
     return found
+
+
+def serving_pids(runtime: Path) -> set[int]:
+    """The engines serving a socket under `runtime` (holding its serving lock): not their standby
+    spares (`spd_lsp/remote/standby.py`), which `engine_pids` counts too."""
+    from spd_lsp.remote.standby import serving_pid
+
+    pids = {serving_pid(sock) for sock in runtime.glob("spd-lsp/engine-*.sock")}
+    return {pid for pid in pids if pid is not None} & engine_pids(runtime)
+
+
+def pss_mb(pid: int) -> float:
+    """Proportional set size: pages shared with the standby (its fork's weights) counted half each."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 class FrontEnd:
@@ -98,8 +120,8 @@ class FrontEnd:
             await asyncio.sleep(pause)
 
 
-async def front_ends(count: int, tmp: Path, runtime: Path, model: str | None) -> list[FrontEnd]:
-    options = {"engine": "auto", "k": 3, "maxTokens": 8} | ({"model": model} if model else {})
+async def front_ends(count: int, tmp: Path, runtime: Path, model: str | None, *, standby: bool = True) -> list[FrontEnd]:
+    options = {"engine": "auto", "engineStandby": standby, "k": 3, "maxTokens": 8} | ({"model": model} if model else {})
     ends = []
     for i in range(count):
         env = {**isolated_env(tmp / f"fe{i}"), "XDG_RUNTIME_DIR": str(runtime)}
@@ -113,21 +135,26 @@ async def front_ends(count: int, tmp: Path, runtime: Path, model: str | None) ->
 
 
 class RssSampler:
+    """Every 2 s: the serving engine's RSS, and the PSS of every engine process (the serving one and its
+    standby: they share the weights, which RSS would count twice)."""
+
     def __init__(self, runtime: Path) -> None:
-        self.runtime, self.samples = runtime, []
+        self.runtime, self.samples, self.pss = runtime, [], []
         self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
         while True:
-            pids = engine_pids(self.runtime)
-            if pids:
-                self.samples.append(sum(rss_mb(pid) for pid in pids))
+            serving, everyone = serving_pids(self.runtime), engine_pids(self.runtime)
+            if serving:
+                self.samples.append(sum(rss_mb(pid) for pid in serving))
+                self.pss.append(sum(pss_mb(pid) for pid in everyone))
             await asyncio.sleep(2.0)
 
     def stop(self) -> dict[str, float]:
         self._task.cancel()
-        s = self.samples or [float("nan")]
-        return {"rss_first_mb": round(s[0]), "rss_max_mb": round(max(s)), "rss_last_mb": round(s[-1])}
+        s, p = self.samples or [float("nan")], self.pss or [float("nan")]
+        return {"rss_first_mb": round(s[0]), "rss_max_mb": round(max(s)), "rss_last_mb": round(s[-1]),
+                "pss_first_mb": round(p[0]), "pss_max_mb": round(max(p)), "pss_last_mb": round(p[-1])}
 
 
 def _latency(values: list[float]) -> str:
@@ -146,7 +173,8 @@ async def load_phase(ends: list[FrontEnd], runtime: Path, seconds: float) -> Non
     drafts = sum(with_drafts for e in ends for _, with_drafts in e.answers)
     print(f"\n## load: {len(ends)} front ends typing for {seconds / 60:g} min against one auto engine")
     print(f"sent {sent}, answered {sent - unanswered}, with drafts {drafts}, unanswered {unanswered}; {_latency(latencies)}")
-    print(f"engine RSS: first {rss['rss_first_mb']} MB, max {rss['rss_max_mb']} MB, last {rss['rss_last_mb']} MB "
+    print(f"serving engine RSS: first {rss['rss_first_mb']} MB, max {rss['rss_max_mb']} MB, last {rss['rss_last_mb']} MB; "
+          f"engine + standby PSS: first {rss['pss_first_mb']} MB, max {rss['pss_max_mb']} MB, last {rss['pss_last_mb']} MB "
           f"({len(sampler.samples)} samples)")
 
 
@@ -166,12 +194,18 @@ async def kill_phase(ends: list[FrontEnd], runtime: Path, kills: int, gap: float
     typing = [asyncio.create_task(keep_typing(end)) for end in ends]
     first_answer: list[float] = []
     drafts_again: list[float] = []
+    takeover: list[float] = []  # kill -> another engine answers at the socket (the standby, or a new load)
     missing = 0
     for _ in range(kills):
         await asyncio.sleep(gap * random.uniform(1.0, 2.0))
         killed = time.monotonic()
-        for pid in engine_pids(runtime):
+        killed_pids = serving_pids(runtime)
+        for pid in killed_pids:  # not its standby: that one is to take over
             os.kill(pid, signal.SIGKILL)
+        while time.monotonic() - killed < ANSWER_S and not (serving_pids(runtime) - killed_pids and any(
+                answering(sock) for sock in runtime.glob("spd-lsp/engine-*.sock"))):
+            await asyncio.sleep(0.01)
+        takeover.append(time.monotonic() - killed)
         while time.monotonic() - killed < ANSWER_S and not all(
                 any(at > killed and with_drafts for at, with_drafts in end.answers) for end in ends):
             await asyncio.sleep(0.1)
@@ -185,15 +219,50 @@ async def kill_phase(ends: list[FrontEnd], runtime: Path, kills: int, gap: float
     await asyncio.gather(*typing)
     unanswered = sum(end.unanswered for end in ends)
     print(f"\n## kill -9 of the engine mid-batch, {kills} times, {len(ends)} front ends typing (a keystroke every 0.3 s)")
+    print("kill -> another engine answers at the socket: " + ", ".join(f"{x:.2f}s" for x in takeover))
+    steady = [x for end in ends for x in end.latencies[-len(end.answers):]]
+    print(f"every answer of the phase (the same keystrokes, kills included): {_latency(steady)}")
     print("slowest front end, kill -> its next answer (empty or not): " + ", ".join(f"{x:.1f}s" for x in first_answer))
-    print("slowest front end, kill -> drafts again (a new engine loaded): " + ", ".join(f"{x:.1f}s" for x in drafts_again))
+    print("slowest front end, kill -> drafts again: " + ", ".join(f"{x:.1f}s" for x in drafts_again))
     print(f"max: next answer {max(first_answer):.1f} s, drafts again {max(drafts_again):.1f} s (target <= 5 s); "
           f"front ends without drafts after {ANSWER_S:.0f} s: {missing}; requests unanswered after {ANSWER_S:.0f} s: "
           f"{unanswered}; front ends alive: {sum(e.server.alive for e in ends)}/{len(ends)}")
     return unanswered == 0 and missing == 0 and max(first_answer) <= 5.0
 
 
+def flood(host: str, port: int, seconds: float, token: str) -> int:
+    """One client flooding `host:port` with garbage for `seconds` (random bytes, huge lengths, wrong
+    tokens, bad frames after a good hello), reconnecting as fast as it can; run in its own process.
+    Returns the connections it made (or tried: a dead port refuses each)."""
+    from spd_lsp.remote import protocol
+
+    rng, sent, deadline = random.Random(0), 0, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=5) as sock:
+                kind = rng.randrange(4)
+                if kind == 0:
+                    sock.sendall(rng.randbytes(rng.randrange(1, 4096)))
+                elif kind == 1:
+                    sock.sendall(struct.pack(">I", 0xFFFFFFF0) + rng.randbytes(64))
+                elif kind == 2:
+                    protocol.send(sock, protocol.hello("wrong-token"))
+                else:
+                    protocol.send(sock, protocol.hello(TOKEN))
+                    protocol.receive(sock)
+                    sock.sendall(struct.pack(">I", 8) + b"\xc1" * 8)
+        except (OSError, EOFError, protocol.FrameError):
+            pass
+        sent += 1
+    return sent
+
+
 def team_phase(clients: int, seconds: float, tmp: Path, model: str | None) -> None:
+    """Per engine (the per-address limit on, then off): warm, then the clients alone, with the flooder
+    (its own process) hitting a dead port (the control: only its CPU cost remains), and flooding the engine."""
+    import concurrent.futures
+    import multiprocessing
+
     from spd_lsp.api import DecodeOptions
     from spd_lsp.remote import protocol
     from spd_lsp.remote.address import parse
@@ -202,76 +271,76 @@ def team_phase(clients: int, seconds: float, tmp: Path, model: str | None) -> No
     token = tmp / "token"
     token.write_text(TOKEN + "\n")
     token.chmod(0o600)
-    command = [sys.executable, "-m", "spd_lsp.cli", "engine", "--tcp", "0", "--token-file", str(token),
-               "--log-level", "WARNING", *(["--model", model] if model else [])]
     env = isolated_env(tmp)
     env.pop("SPD_LSP_ENGINE_LOADER", None)
-    engine = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-    where = next(line for line in engine.stdout if "listening on" in line).rsplit(" ", 1)[1].strip()
-    address = parse(where)
     options = DecodeOptions(k=3, max_tokens=8).to_dict()
+    dead = socket.socket()  # bound, never listening: every connection refused at once
+    dead.bind(("127.0.0.1", 0))
+    flooder = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    flooder.submit(time.sleep, 0).result()  # started before any phase
 
-    def client(latencies: list[float], failures: list[str], stop: threading.Event, n: int) -> None:
-        connection = Connection(address, token=TOKEN)
-        i = 0
-        while not stop.is_set():
-            i += 1
-            started = time.monotonic()
-            wire = {"prefix": f"# client {n} {i}\n{PROGRAM}", "options": options}
-            _, future = connection.request(protocol.complete_request(0, wire))
-            answer = future.result(timeout=ANSWER_S)
-            if answer.get("op") != "result":
-                failures.append(str(answer.get("code")))
-            latencies.append(time.monotonic() - started)
-        connection.close()
-
-    def flood(stop: threading.Event, sent: list[int]) -> None:
-        rng = random.Random(0)
-        while not stop.is_set():
-            try:
-                with socket.create_connection((address.host, address.port), timeout=5) as sock:
-                    kind = rng.randrange(4)
-                    if kind == 0:
-                        sock.sendall(rng.randbytes(rng.randrange(1, 4096)))
-                    elif kind == 1:
-                        sock.sendall(struct.pack(">I", 0xFFFFFFF0) + rng.randbytes(64))
-                    elif kind == 2:
-                        protocol.send(sock, protocol.hello("wrong-token"))
-                    else:
-                        protocol.send(sock, protocol.hello(TOKEN))
-                        protocol.receive(sock)
-                        sock.sendall(struct.pack(">I", 8) + b"\xc1" * 8)
-                    sent[0] += 1
-            except (OSError, EOFError, protocol.FrameError):
-                sent[0] += 1
-
-    def phase(flooding: bool) -> tuple[list[float], list[str], int]:
+    def phase(address: Any, target: int | None) -> tuple[list[float], list[str], int]:
         latencies: list[float] = []
         failures: list[str] = []
         stop = threading.Event()
-        sent = [0]
-        threads = [threading.Thread(target=client, args=(latencies, failures, stop, n)) for n in range(clients)]
-        if flooding:
-            threads.append(threading.Thread(target=flood, args=(stop, sent)))
+        connected = threading.Barrier(clients + 1)
+
+        def client(n: int) -> None:
+            connection = Connection(address, token=TOKEN)  # before the flood: an address backing off refuses new ones
+            connected.wait()
+            i = 0
+            while not stop.is_set():
+                i += 1
+                started = time.monotonic()
+                wire = {"prefix": f"# client {n} {i}\n{PROGRAM}", "options": options}
+                _, future = connection.request(protocol.complete_request(0, wire))
+                answer = future.result(timeout=ANSWER_S)
+                if answer.get("op") != "result":
+                    failures.append(str(answer.get("code")))
+                latencies.append(time.monotonic() - started)
+            connection.close()
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
         for thread in threads:
             thread.start()
+        connected.wait()
+        garbage = flooder.submit(flood, "127.0.0.1", target, seconds, TOKEN) if target else None
         time.sleep(seconds)
         stop.set()
         for thread in threads:
             thread.join(ANSWER_S + 5)
-        return latencies, failures, sent[0]
+        return latencies, failures, garbage.result() if garbage else 0
 
+    print(f"\n## team server: {clients} authenticated TCP clients, {seconds:g} s per phase, the flooder in its own process")
     try:
-        phase(False)  # warm: the first prompts of each client
-        quiet, quiet_failures, _ = phase(False)
-        flooded, flood_failures, garbage = phase(True)
-        print(f"\n## team server: {clients} authenticated TCP clients, {seconds:g} s per phase")
-        print(f"alone:         {len(quiet)} answered, {len(quiet_failures)} failed; {_latency(quiet)}")
-        print(f"with a flood:  {len(flooded)} answered, {len(flood_failures)} failed; {_latency(flooded)}; "
-              f"{garbage} garbage connections ({garbage / seconds:.0f}/s); engine alive: {engine.poll() is None}")
+        for limit in (None, "0"):
+            command = [sys.executable, "-m", "spd_lsp.cli", "engine", "--tcp", "0", "--token-file", str(token),
+                       "--log-level", "WARNING", *(["--peer-limit", limit] if limit else []),
+                       *(["--model", model] if model else [])]
+            engine = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+            try:
+                where = next(line for line in engine.stdout if "listening on" in line).rsplit(" ", 1)[1].strip()
+                address = parse(where)
+                phase(address, None)  # warm: the first prompts of each client
+                runs = [("alone", None)] + ([("flooding a dead port", dead.getsockname()[1])] if limit is None else [])
+                runs.append(("flooding the engine", address.port))
+                print(f"per-address limit: {'off (--peer-limit 0)' if limit else 'on (default)'}")
+                for name, target in runs:
+                    latencies, failed, garbage = phase(address, target)
+                    print(f"  {name + ':':<22} {len(latencies)} answered, {len(failed)} failed; {_latency(latencies)}"
+                          + (f"; {garbage} flood connections ({garbage / seconds:.0f}/s)" if target else ""))
+                connection = Connection(address, token=TOKEN)
+                _, future = connection.request({"op": protocol.STATUS})
+                status = future.result(timeout=30)["status"]
+                connection.close()
+                print(f"  engine alive: {engine.poll() is None}; refused {status['refused']}, bad frames "
+                      f"{status['badFrames']}, peers {status.get('peers')}")
+            finally:
+                engine.kill()
+                engine.wait()
     finally:
-        engine.kill()
-        engine.wait()
+        flooder.shutdown()
+        dead.close()
 
 
 async def disk_full_phase(tmp: Path, model: str | None) -> None:
@@ -295,12 +364,28 @@ async def disk_full_phase(tmp: Path, model: str | None) -> None:
         await ends[0].server.stop()
         env = {**isolated_env(tmp / "cache-full"), "SPD_LSP_MODEL_CACHE": str(mount / "cache")}
         env.pop("SPD_LSP_ENGINE_LOADER", None)
-        started = time.monotonic()
-        run = subprocess.run([sys.executable, "-m", "spd_lsp.cli", "engine", "--socket", str(tmp / "c.sock"),
-                              *(["--model", model] if model else [])], capture_output=True, text=True, env=env,
-                             timeout=300)
-        print(f"engine with its model cache on it: exit {run.returncode} after {time.monotonic() - started:.0f} s: "
-              f"{run.stderr.strip().splitlines()[-1] if run.stderr.strip() else '(no message)'}")
+        started, sock = time.monotonic(), tmp / "c.sock"
+        engine = subprocess.Popen([sys.executable, "-m", "spd_lsp.cli", "engine", "--socket", str(sock),
+                                   "--idle-timeout", "5", *(["--model", model] if model else [])],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        while not answering(sock) and engine.poll() is None and time.monotonic() - started < 300:
+            await asyncio.sleep(0.2)
+        loaded = time.monotonic() - started
+        if engine.poll() is None:
+            from spd_lsp.remote import protocol
+            from spd_lsp.remote.address import parse
+            from spd_lsp.remote.client import Connection
+
+            connection = Connection(parse(f"unix:{sock}"))
+            _, future = connection.request(protocol.complete_request(0, {"prefix": PROGRAM, "options": {"k": 3}}))
+            drafts = len(future.result(timeout=120).get("drafts") or [])
+            _, future = connection.request({"op": protocol.STATUS})
+            note = future.result(timeout=30)["status"]["model"].get("modelCache")
+            connection.close()
+            print(f"engine with its model cache on it: serving after {loaded:.0f} s, {drafts} drafts; status: {note}")
+        engine.wait(60)
+        said = engine.stderr.read().count("cannot write the model cache")
+        print(f"  exit {engine.returncode} once idle; the reason in its log {said} time(s)")
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
@@ -313,7 +398,7 @@ async def run(args: argparse.Namespace) -> int:
     ok = True
     try:
         if args.minutes > 0 or args.kills > 0:
-            ends = await front_ends(args.front_ends, tmp, runtime, args.model)
+            ends = await front_ends(args.front_ends, tmp, runtime, args.model, standby=args.standby)
             try:
                 await asyncio.gather(*(end.keystroke() for end in ends))  # the engine starts, once
                 if args.minutes > 0:
@@ -330,6 +415,9 @@ async def run(args: argparse.Namespace) -> int:
         if args.disk_full:
             await disk_full_phase(tmp, args.model)
     finally:
+        if os.environ.get("SPD_BENCH_KEEP_LOGS"):  # the engines' logs, for a run to explain
+            for log in runtime.glob("spd-lsp/*.log"):
+                shutil.copy(log, Path(os.environ["SPD_BENCH_KEEP_LOGS"]) / log.name)
         shutil.rmtree(runtime, ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)
     return 0 if ok else 1
@@ -345,6 +433,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=16, help="team-server clients (0: skip)")
     parser.add_argument("--team-s", type=float, default=60.0, help="seconds per team-server phase")
     parser.add_argument("--no-disk-full", dest="disk_full", action="store_false")
+    parser.add_argument("--no-standby", dest="standby", action="store_false", help="engineStandby: false")
     parser.add_argument("--model", help="model (default: the bundled one)")
     parser.add_argument("--seed", type=int, default=0)
     return asyncio.run(run(parser.parse_args()))

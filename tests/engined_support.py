@@ -20,6 +20,7 @@ LOADER = "tests.engined_support:tiny_loaded"
 def tiny_loaded(settings: Any) -> Loaded:
     if os.environ.get("SPD_TEST_ENGINE_BROKEN"):
         raise OSError("this engine was told not to start")
+    time.sleep(float(os.environ.get("SPD_TEST_ENGINE_LOAD_S", "0")))  # a real model's load (~7 s), where a test needs it
     return Loaded(LocalEngine(tiny_model("llama")), {"name": "tiny-llama", "device": "cpu"}, "cpu")
 
 

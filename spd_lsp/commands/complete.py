@@ -87,7 +87,8 @@ def main(argv: list[str]) -> int:
     from spd_lsp.engine.model import ModelLoadError
 
     try:
-        loaded = load_engine(settings, compile=False)  # one request does not repay the step's compile
+        # One request repays neither the step's compile nor a standby (an "auto" engine it starts has no spare).
+        loaded = load_engine(replace(settings, engine_standby=False), compile=False)
     except (ModelLoadError, OSError, ConnectionError) as exc:
         print(f"spd-lsp: {exc}", file=sys.stderr)
         return 2

@@ -23,8 +23,9 @@ from spd_lsp import auth
 from spd_lsp.api import Loaded
 from spd_lsp.settings import DEVICES, DTYPES, OUTPUT_WEIGHTS, QUANTIZE, Settings
 from spd_lsp.engine.model import ModelLoadError
-from spd_lsp.remote import daemon
+from spd_lsp.remote import daemon, peers
 from spd_lsp.remote.server import EngineServer, Listener
+from spd_lsp.remote.standby import Turn
 
 log = logging.getLogger(__name__)
 LOADER_ENV = "SPD_LSP_ENGINE_LOADER"  # "module:function(settings) -> api.Loaded" (tests, embedding)
@@ -50,8 +51,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--idle-timeout", type=float, default=None,
                         help="exit after this many seconds without a connection (default: never for TCP, "
                         f"{daemon.IDLE_TIMEOUT_S:.0f} for the Unix socket; 0 = never)")
+    parser.add_argument("--peer-limit", type=int, default=peers.FAILURES, metavar="N",
+                        help=f"TCP: an address failing N handshakes within {peers.WINDOW_S:.0f} s has its new connections "
+                        f"closed at accept for {peers.BACKOFF_S:.0f} s (0: no limit)")
     parser.add_argument("--base-store", type=Path, help="TCP: the team's base n-gram store, read-only")
     parser.add_argument("--max-batch", type=int, default=32, help="superposed requests decoded together")
+    parser.add_argument("--standby", action="store_true",
+                        help="Unix socket: keep a spare (a fork, sharing the weights) that takes the socket over "
+                        "if this engine dies (not on CUDA)")
     parser.add_argument("--log-file")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = parser.parse_args(argv)
@@ -59,6 +66,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error("--certfile and --keyfile go together")
     if args.tcp is None and (args.certfile or args.token_file):
         parser.error("--certfile and --token-file are for --tcp")
+    if args.tcp is not None and args.standby:
+        parser.error("--standby is for a Unix socket")
     return args
 
 
@@ -97,18 +106,39 @@ def main(argv: list[str]) -> int:
         print(f"spd-lsp engine: error: {exc}", file=sys.stderr)
         return 2
     _release_load_memory()
+    turn = None
+    if listener.socket_path is not None:
+        wanted = args.standby and loaded.device_type != "cuda"
+        if args.standby and not wanted:
+            log.info("no standby engine on CUDA: a CUDA context does not survive a fork")
+        turn = Turn.take(listener.socket_path, standby=wanted, self_test=lambda: _self_test(loaded))
     idle = args.idle_timeout if args.idle_timeout is not None else (None if args.tcp is not None else daemon.IDLE_TIMEOUT_S)
     info = {**loaded.info, "pid": os.getpid()}
     server = EngineServer(loaded.engine, info, listener, idle_timeout=idle or None, base_store=args.base_store,
-                          max_batch=args.max_batch)
+                          max_batch=args.max_batch, standby=turn, peer_limit=args.peer_limit)
     try:
         asyncio.run(server.serve())
     except KeyboardInterrupt:
         pass
     finally:
+        if turn is not None:
+            turn.close()
         if token is not None:
             token.discard()
+    if turn is not None and turn.took_over:
+        # A fork's copies of the exit handlers (inductor's compile workers are the parent's) may wait on
+        # what it does not own: done, skip them.
+        logging.shutdown()
+        os._exit(0)
     return 0
+
+
+def _self_test(loaded: Loaded) -> None:
+    """A spare's first decode, right after the fork: one that hangs there (a thread pool copied mid-use)
+    is ended by `Turn.take`'s alarm rather than found broken at the takeover."""
+    from spd_lsp.api import DecodeOptions, DecodeRequest
+
+    loaded.engine.complete(DecodeRequest("def f():\n    return", options=DecodeOptions(k=2, max_tokens=2)))
 
 
 def _release_load_memory() -> None:

@@ -20,4 +20,6 @@ def load_local(model: str | None, device: str = "auto", dtype: str = "auto", qua
         info.update(compiled=False, compileReason=f"transformers' forward: {info['reason']}")
     info.update(name=loaded.name, source=loaded.source, device=str(loaded.device),
                 dtype=str(loaded.dtype).removeprefix("torch."), loadSeconds=round(loaded.load_s, 3))
+    if loaded.cache_note:
+        info["modelCache"] = loaded.cache_note  # why it loads from the GGUF in memory (spd.status says it)
     return Loaded(engine, info, loaded.device.type)

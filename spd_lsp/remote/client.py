@@ -155,6 +155,7 @@ class RemoteEngine:
         self._connect = connect
         self._connection = connection
         self._address = str(connection.address) if connection is not None else None
+        self._engine_info = dict(connection.info) if connection is not None else {}  # the newest hello's
         self._workspace: NgramSource | None = None
         self._stores: list[dict[str, Any]] | None = None
 
@@ -196,16 +197,18 @@ class RemoteEngine:
 
     def link(self) -> dict[str, Any]:
         """For `spd.status`: the engine's address, whether the connection is up now (a dead
-        engine closes it at once), and the requests answered empty because it was gone."""
+        engine closes it at once), the requests answered empty because it was gone, and the info
+        (pid, model) of the engine it reached last: a restarted one's, not the first one's."""
         connection = self._connection
         return {"address": self._address, "connected": connection is not None and connection.alive,
-                "failures": self.failures}
+                "failures": self.failures, "engineInfo": self._engine_info}
 
     def _ask(self, message: dict[str, Any], cancelled: CancelCheck, *, restart: bool) -> dict[str, Any]:
         if self._connection is None or not self._connection.alive or restart:
             self._drop()
             self._connection = self._connect(restart=restart)
             self._address = str(self._connection.address)
+            self._engine_info = dict(self._connection.info)
         connection = self._connection
         request_id, future = connection.request(message)
         waited = 0.0

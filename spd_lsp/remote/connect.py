@@ -31,7 +31,7 @@ def load_remote(settings: Any) -> Loaded:
             attempts = HELLO_ATTEMPTS if restart else 1
             for attempt in range(1, attempts + 1):
                 try:
-                    sock = daemon.ensure(flags, start_timeout=wait)
+                    sock = daemon.ensure(flags, start_timeout=wait, standby=settings.engine_standby)
                 except TimeoutError as exc:  # loading still: this request answers nothing, the next one may not
                     raise EngineStarting(str(exc)) from exc
                 except (RuntimeError, OSError) as exc:  # it could not start: the request answers nothing

@@ -4,7 +4,8 @@
 (`engine-<key>.sock`, 0600), its start lock and its log. Two front ends starting at
 once take the lock in turn: the second finds the first one's engine answering.
 The engine exits after `IDLE_TIMEOUT_S` without connections; the next request
-starts it again.
+starts it again. With `standby` it keeps a spare that takes the socket over when it dies
+(`remote/standby.py`); front ends wait for that spare instead of starting another engine.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import fasteners
 import platformdirs
 
-from spd_lsp.remote import protocol
+from spd_lsp.remote import protocol, standby as spare
 
 log = logging.getLogger(__name__)
 IDLE_TIMEOUT_S = 600.0
@@ -81,12 +82,14 @@ def answering(path: Path) -> bool:
 
 
 def ensure(model_args: list[str], *, idle_timeout: float = IDLE_TIMEOUT_S,
-           start_timeout: float = START_TIMEOUT_S) -> Path:
+           start_timeout: float = START_TIMEOUT_S, standby: bool = False) -> Path:
     """The socket of this user's engine for `model_args`, started (once) if none answers.
 
     Waits at most `start_timeout` for it to answer (TimeoutError): a front end whose engine
     was killed waits a few seconds and answers no drafts meanwhile, while the engine it
     started goes on loading; the next call waits for that one instead of starting another.
+    `standby`: the engine it starts keeps a spare (`remote/standby.py`); an engine already
+    running keeps what it was started with.
     """
     _started[:] = [process for process in _started if process.poll() is None]
     paths = paths_for(model_args)
@@ -97,8 +100,9 @@ def ensure(model_args: list[str], *, idle_timeout: float = IDLE_TIMEOUT_S,
             return paths.socket
         if not (_loading(paths) or _ours_loading(paths)):
             paths.socket.unlink(missing_ok=True)  # a dead engine's socket
+            log.info("starting an engine for %s", paths.socket)
             command = [sys.executable, "-m", "spd_lsp.cli", "engine", "--socket", str(paths.socket),
-                       "--idle-timeout", str(idle_timeout), *model_args]
+                       "--idle-timeout", str(idle_timeout), *model_args] + (["--standby"] if standby else [])
             with open(paths.log, "ab") as out:
                 process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                            start_new_session=True)  # outlives the front end that started it
@@ -110,7 +114,7 @@ def ensure(model_args: list[str], *, idle_timeout: float = IDLE_TIMEOUT_S,
     deadline = time.monotonic() + start_timeout
     while not answering(paths.socket):
         mine = next((p for p in _started if str(paths.socket) in p.args), None)
-        if mine is not None and mine.poll() is not None:
+        if mine is not None and mine.poll() is not None and not _loading(paths):
             raise RuntimeError(f"the engine exited with {mine.returncode} while starting; see {paths.log}")
         if time.monotonic() > deadline:
             if not (_loading(paths) or _ours_loading(paths)):
@@ -125,13 +129,19 @@ def _ours_loading(paths: Paths) -> bool:
 
 
 def _loading(paths: Paths) -> bool:
-    """Whether the engine last started for `paths.socket` is alive (so it is loading, or serving)."""
+    """Whether the engine last started for `paths.socket` (or its standby, taking over) is alive: so it
+    is loading, or serving."""
+    return spare.held(paths.socket) or any(_alive(pid_path, paths.socket)
+                                           for pid_path in (paths.pid, spare.standby_file(paths.socket)))
+
+
+def _alive(pid_path: Path, socket_path: Path) -> bool:
     try:
-        pid = int(paths.pid.read_text())
+        pid = int(pid_path.read_text())
     except (OSError, ValueError):
         return False
     try:
-        return str(paths.socket).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()  # not a reused pid
+        return str(socket_path).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()  # not a reused pid (a zombie's is empty)
     except FileNotFoundError:
         return False
     except OSError:  # no /proc (macOS): alive is the best we know
@@ -140,3 +150,4 @@ def _loading(paths: Paths) -> bool:
             return True
         except OSError:
             return False
+

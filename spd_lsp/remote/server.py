@@ -4,16 +4,20 @@ asyncio handles the connections; every model call runs on the batching scheduler
 one thread. A connection's first frame must be `hello`: over TCP its token is compared
 in constant time (`hmac.compare_digest`, as `spd_lsp.auth`); over the owner-only Unix
 socket any token is accepted. A bad frame is answered with an error and the connection
-closed; the engine itself never stops for a client's mistake.
+closed; the engine itself never stops for a client's mistake. Over TCP, an address that
+keeps failing its handshake has its new connections closed at accept for a while
+(`remote/peers.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import math
 import os
+import signal
 import ssl
 import sys
 import time
@@ -29,6 +33,7 @@ from ngram_db.store import NgramStore
 from spd_lsp.api import Cancelled
 from spd_lsp.remote import protocol
 from spd_lsp.remote import tokenizer as tokenizer_wire
+from spd_lsp.remote.peers import FAILURES, PeerGuard
 from spd_lsp.engine.batcher import BatchJob, Batcher
 
 log = logging.getLogger(__name__)
@@ -113,6 +118,12 @@ def announce(line: str) -> None:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the unwritten line stays out of the exit's flush
 
 
+def _peer_address(writer: asyncio.StreamWriter) -> str | None:
+    """The peer's IP address over TCP; None on a Unix socket (owner-only: no limits)."""
+    peer = writer.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else None
+
+
 def _check_limits(options: DecodeOptions) -> None:
     """Refuse options no front end sends: out of `OPTION_LIMITS`, or numbers that are not finite."""
     for name, value in options.to_dict().items():
@@ -135,17 +146,20 @@ def _entry(entry: Any, key: str, kind: type) -> tuple[Any, float]:
 
 class EngineServer:
     def __init__(self, engine: Any, info: dict[str, Any], listener: Listener, *, idle_timeout: float | None = None,
-                 base_store: Path | None = None, max_batch: int = 32) -> None:
+                 base_store: Path | None = None, max_batch: int = 32, standby: Any = None,
+                 peer_limit: int = FAILURES) -> None:
         from spd_lsp.tokens import tokenizer_identity
 
         self.engine = engine
         self.info = info
         self.listener = listener
         self.idle_timeout = idle_timeout
+        self.standby = standby  # remote/standby.py's Turn: its spare shows in the status
         self.scheduler = Batcher(engine, max_batch=max_batch)
         self.stores = Stores(tokenizer_identity(engine.tokenizer), base_store)
         self.connections = 0
         self.counts = {"connections": 0, "refused": 0, "badFrames": 0, "requests": 0}
+        self.peers = PeerGuard(failures=peer_limit)  # 0: no limit
         self._last_active = time.monotonic()
         self._running = 0
         self._stop: asyncio.Event | None = None
@@ -154,6 +168,8 @@ class EngineServer:
     async def serve(self) -> None:
         """Until stopped or idle for `idle_timeout` seconds with no connection."""
         self._stop = asyncio.Event()
+        with contextlib.suppress(ValueError, NotImplementedError):  # not the main thread, or not Unix
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.stop)  # a clean exit ends the spare
         listener = self.listener
         if listener.socket_path is not None:
             server = await asyncio.start_unix_server(self._connection, path=str(listener.socket_path))
@@ -197,26 +213,37 @@ class EngineServer:
         return self._tokenizer_wire
 
     def status(self) -> dict[str, Any]:
-        return {"model": self.info, "live": self.connections, **self.counts, "scheduler": self.scheduler.status()}
+        spare = self.standby.status() if self.standby is not None else {"standby": None}
+        return {"model": self.info, "live": self.connections, **self.counts, "peers": self.peers.status(),
+                "scheduler": self.scheduler.status(), **spare}
 
     # -- one connection -------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = _peer_address(writer)
+        if self.peers.blocked(peer):  # backing off: no read, no answer
+            writer.transport.abort()
+            return
         self.connections += 1
         self.counts["connections"] += 1
         self._last_active = time.monotonic()
         jobs: dict[int, BatchJob] = {}
         tasks: set[asyncio.Task] = set()
+        admitted = False
         try:
-            if await self._admit(reader, writer):
+            admitted = await self._admit(reader, writer)
+            if admitted:
                 await self._serve_frames(reader, writer, jobs, tasks)
         except (EOFError, ConnectionError, ssl.SSLError, asyncio.IncompleteReadError):
             pass
         except protocol.FrameError as exc:
             self.counts["badFrames"] += 1
+            admitted = False  # a bad frame counts against its address, authenticated or not
             await self._send(writer, protocol.error(None, protocol.BAD_FRAME, str(exc)))
         except Exception:  # noqa: BLE001 - one connection's failure never stops the engine
             log.exception("engine connection failed")
         finally:
+            if not admitted:
+                self.peers.failed(peer)
             for job in jobs.values():
                 job.cancel()
             for task in tasks:

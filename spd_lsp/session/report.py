@@ -27,6 +27,13 @@ def engine_link(setting: str, engine: Any) -> dict[str, Any]:
     }
 
 
+def model_info(info: dict[str, Any], engine: Any) -> dict[str, Any]:
+    """The model's info as loaded, updated with what the engine it reached last says of itself (its
+    pid, its model): a shared engine may have been replaced since the load."""
+    link = engine.link() if hasattr(engine, "link") else {}  # (test doubles may have none)
+    return {**info, **(link.get("engineInfo") or {})}
+
+
 def summary(status: dict[str, Any]) -> str:
     """The status in a few labelled lines, the most telling first."""
     rows = [
@@ -49,7 +56,8 @@ def _model(status: dict[str, Any]) -> str:
     if not model:
         return f"not loaded: {status['error']}" if status.get("error") else "not loaded yet"
     where = ", ".join(str(model[key]) for key in ("device", "dtype") if model.get(key))
-    return f"{model.get('name', '?')} on {where or '?'}, {_mode(model)}"
+    cache = f"; {model['modelCache']}" if model.get("modelCache") else ""
+    return f"{model.get('name', '?')} on {where or '?'}, {_mode(model)}{cache}"
 
 
 def _mode(model: dict[str, Any]) -> str:

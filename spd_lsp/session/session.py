@@ -497,7 +497,7 @@ class Session:
         """What the server does, for `spd.status`: the fields, and `summary`, the same as readable lines."""
         loaded = self._loaded
         status = {
-            "model": loaded.info if loaded else None,
+            "model": report.model_info(loaded.info, loaded.engine) if loaded else None,
             "error": self._error,
             "engine": report.engine_link(self.settings.engine, loaded.engine if loaded else None),
             "settings": {

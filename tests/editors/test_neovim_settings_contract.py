@@ -37,6 +37,7 @@ NEOVIM_OPTIONS = {
     "engine": "tcp://127.0.0.1:7777",
     "engine_token_file": "/run/team.token",
     "engine_certificate": "/etc/team.pem",
+    "engine_standby": False,
     "ngrams": {
         "enabled": False,
         "orders": [2, 3],

@@ -36,7 +36,8 @@ def engine(tmp_path_factory: pytest.TempPathFactory):
     token = directory / "token"
     token.write_text(TOKEN + "\n")
     token.chmod(0o600)
-    process, where = start_engine(["--tcp", "0", "--token-file", str(token)], engine_env(directory))
+    # --peer-limit 0: the rounds fail handshakes from this address, then connect to check the engine
+    process, where = start_engine(["--tcp", "0", "--peer-limit", "0", "--token-file", str(token)], engine_env(directory))
     yield process, where
     process.kill()
     process.wait()

@@ -55,3 +55,39 @@ def test_status_reports_the_engine_connected_then_not_connected_once_it_died(run
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def _decoded(suggestions) -> bool:
+    """Answered by a model (a request the engine could not take answers with no steps)."""
+    return suggestions.timings is not None and suggestions.timings.steps > 0
+
+
+def test_status_shows_the_engine_it_reconnected_to(runtime: Path) -> None:
+    """Defect (issue 24, round 3): after the engine was replaced (killed, another started on its socket),
+    `spd.status` kept the first engine's pid and info."""
+    socket = runtime / "engine.sock"
+    process, _ = start_engine(["--socket", str(socket)], engine_env(runtime))
+    session = Session(RecordingClient(), load_engine, anticipate=False)
+    second = None
+    try:
+        settings = parse_settings({"engine": f"unix:{socket}", "ngrams": {"enabled": False}, "k": 2, "maxTokens": 3})[0]
+        session.configure(settings, roots=[]).future.result(60)
+        assert _decoded(session.complete("doc.py", TEXT, 1, 10, "utf-16").future.result(60))
+        assert session.status()["model"]["pid"] == process.pid
+        process.kill()
+        process.wait()
+        socket.unlink(missing_ok=True)
+        second, _ = start_engine(["--socket", str(socket)], engine_env(runtime))
+        deadline, n = time.monotonic() + 60, 0
+        while not _decoded(session.complete("doc.py", f"# {n}\n{TEXT}", 2, 10, "utf-16").future.result(60)):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+            n += 1
+        status = session.status()
+        assert status["model"]["pid"] == second.pid and status["engine"]["connected"] is True
+    finally:
+        session.close()
+        for engine in (process, second):
+            if engine is not None and engine.poll() is None:
+                engine.kill()
+                engine.wait()

@@ -35,22 +35,25 @@ export interface ServerSettings {
   device?: string;
   dtype?: string;
   quantize?: string;
+  fastPath?: boolean;
+  outputWeights?: string;
   maxPrefixTokens?: number;
   multiline?: boolean;
   verify?: string;
   engine?: string;
   engineTokenFile?: string;
   engineCertificate?: string;
+  engineStandby?: boolean;
   promptFormat?: string;
   ngrams?: NgramSettings;
   context?: ContextSettings;
 }
 
 const TOP_LEVEL = [
-  "k", "maxTokens", "decoding", "temperature", "model", "device", "dtype", "quantize", "maxPrefixTokens", "multiline", "verify",
-  "engine", "engineTokenFile", "engineCertificate", "promptFormat",
+  "k", "maxTokens", "decoding", "temperature", "model", "device", "dtype", "quantize", "fastPath", "outputWeights", "maxPrefixTokens",
+  "multiline", "verify", "engine", "engineTokenFile", "engineCertificate", "engineStandby", "promptFormat",
 ] as const;
-const NGRAM_KEYS = ["enabled", "orders", "weights", "alpha", "db", "index", "exclude"] as const;
+const NGRAM_KEYS = ["enabled", "orders", "weights", "alpha", "db", "index", "exclude", "secretFilter"] as const;
 const CONTEXT_KEYS = ["snippets", "header", "tokens", "suffixTokens", "sources"] as const;
 
 function isSet(value: unknown): boolean {

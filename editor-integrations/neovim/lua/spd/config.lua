@@ -34,6 +34,7 @@ M.defaults = {
   engine = nil, ---@type 'in-process'|'auto'|string|nil an address: unix:/path, tcp://host:port, tls://host:port
   engine_token_file = nil,
   engine_certificate = nil,
+  engine_standby = nil, ---@type boolean|nil engine 'auto': a standby engine takes over if it dies (the server's default: off)
   ngrams = {}, ---@type { enabled?: boolean, orders?: integer[], weights?: table<string, number>, alpha?: number, db?: string, index?: boolean, exclude?: string[], secretFilter?: boolean }
   prompt_format = nil, ---@type 'auto'|'qwen'|'codegemma'|'starcoder'|'starcoder1'|'deepseek'|'codellama'|'codestral'|'file_sep'|'filename'|'prefix'|nil
   context = {}, ---@type { snippets?: boolean, header?: boolean, tokens?: integer, suffixTokens?: integer, sources?: string[] }
@@ -42,7 +43,7 @@ M.defaults = {
 local CLIENT_KEYS = { 'cmd', 'filetypes', 'debounce_ms', 'auto_trigger', 'keymaps', 'hl_group', 'counter_hl_group' }
 local SERVER_KEYS = {
   'k', 'max_tokens', 'decoding', 'temperature', 'model', 'device', 'dtype', 'quantize', 'fast_path', 'output_weights', 'max_prefix_tokens', 'multiline', 'verify',
-  'engine', 'engine_token_file', 'engine_certificate', 'ngrams', 'prompt_format', 'context',
+  'engine', 'engine_token_file', 'engine_certificate', 'engine_standby', 'ngrams', 'prompt_format', 'context',
 }
 
 local function camel(key)

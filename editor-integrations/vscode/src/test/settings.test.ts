@@ -20,11 +20,14 @@ test("manifest defaults become the server's defaults, unset values left out", ()
     device: "auto",
     dtype: "auto",
     quantize: "none",
+    fastPath: true,
+    outputWeights: "int8",
     multiline: false,
     verify: "cut",
     engine: "in-process",
+    engineStandby: false,
     promptFormat: "auto",
-    ngrams: { enabled: true, index: true, exclude: [] },
+    ngrams: { enabled: true, index: true, exclude: [], secretFilter: true },
     context: { snippets: false, header: false, tokens: 256, suffixTokens: 128, sources: ["open", "edited", "workspace"] },
   });
 });
@@ -32,11 +35,11 @@ test("manifest defaults become the server's defaults, unset values left out", ()
 test("every key of the server contract is a contributed setting and is forwarded", () => {
   const overrides: Record<string, unknown> = {
     k: 5, maxTokens: 16, decoding: "beam", temperature: 0.7, model: "/models/x.gguf", device: "cpu",
-    dtype: "float32", quantize: "int8", maxPrefixTokens: 512, multiline: true, verify: "continue",
-    engine: "tcp://127.0.0.1:7000", engineTokenFile: "/tmp/token", engineCertificate: "/tmp/cert.pem",
+    dtype: "float32", quantize: "int8", fastPath: false, outputWeights: "float", maxPrefixTokens: 512, multiline: true, verify: "continue",
+    engine: "tcp://127.0.0.1:7000", engineTokenFile: "/tmp/token", engineCertificate: "/tmp/cert.pem", engineStandby: false,
     "ngrams.enabled": false, "ngrams.orders": [2, 3], "ngrams.weights": { "2": 0.5, "3": 0.5 },
     "ngrams.alpha": 0.3, "ngrams.db": "/tmp/db", "ngrams.index": false, "ngrams.exclude": ["*.min.js"],
-    promptFormat: "qwen", "context.snippets": true, "context.header": true, "context.tokens": 64,
+    "ngrams.secretFilter": false, promptFormat: "qwen", "context.snippets": true, "context.header": true, "context.tokens": 64,
     "context.suffixTokens": 32, "context.sources": ["open"],
   };
   for (const key of Object.keys(overrides)) {
@@ -44,9 +47,11 @@ test("every key of the server contract is a contributed setting and is forwarded
   }
   assert.deepEqual(toServerSettings(getter(overrides)), {
     k: 5, maxTokens: 16, decoding: "beam", temperature: 0.7, model: "/models/x.gguf", device: "cpu",
-    dtype: "float32", quantize: "int8", maxPrefixTokens: 512, multiline: true, verify: "continue",
-    engine: "tcp://127.0.0.1:7000", engineTokenFile: "/tmp/token", engineCertificate: "/tmp/cert.pem", promptFormat: "qwen",
-    ngrams: { enabled: false, orders: [2, 3], weights: { "2": 0.5, "3": 0.5 }, alpha: 0.3, db: "/tmp/db", index: false, exclude: ["*.min.js"] },
+    dtype: "float32", quantize: "int8", fastPath: false, outputWeights: "float", maxPrefixTokens: 512, multiline: true, verify: "continue",
+    engine: "tcp://127.0.0.1:7000", engineTokenFile: "/tmp/token", engineCertificate: "/tmp/cert.pem", engineStandby: false,
+    promptFormat: "qwen",
+    ngrams: { enabled: false, orders: [2, 3], weights: { "2": 0.5, "3": 0.5 }, alpha: 0.3, db: "/tmp/db", index: false, exclude: ["*.min.js"],
+      secretFilter: false },
     context: { snippets: true, header: true, tokens: 64, suffixTokens: 32, sources: ["open"] },
   });
 });

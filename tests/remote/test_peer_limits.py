@@ -1,0 +1,81 @@
+"""Per-address limits on failed handshakes (issue 24, round 3: one client flooding garbage slowed 16
+authenticated clients 2.2x at p95): the limiter alone, then a real TCP engine (tiny model)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from spd_lsp.remote import protocol
+from spd_lsp.remote.address import parse
+from spd_lsp.remote.client import Connection
+from spd_lsp.remote.peers import PeerGuard
+from tests.engined_support import engine_env, start_engine
+
+TOKEN = "peer-limit-token-" + "x" * 24
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_address_failing_often_is_closed_at_accept_for_the_backoff_then_let_in() -> None:
+    clock = Clock()
+    guard = PeerGuard(failures=3, window_s=10, backoff_s=30, clock=clock)
+    for _ in range(2):
+        guard.failed("10.0.0.1")
+    assert not guard.blocked("10.0.0.1")
+    clock.now += 11  # out of the window: those two are forgotten
+    guard.failed("10.0.0.1")
+    assert not guard.blocked("10.0.0.1")
+    guard.failed("10.0.0.1")
+    guard.failed("10.0.0.1")
+    assert guard.blocked("10.0.0.1") and not guard.blocked("10.0.0.2") and not guard.blocked(None)
+    clock.now += 29
+    assert guard.blocked("10.0.0.1")
+    clock.now += 2
+    assert not guard.blocked("10.0.0.1")
+    assert guard.status() == {"blockedPeers": 0, "closedAtAccept": 2, "backoffs": 1}
+
+
+def _refused(address, payload: bytes) -> bytes:
+    """What the engine answers a connection that sends `payload` (b"" once it closes without a word)."""
+    with socket.create_connection((address.host, address.port), timeout=10) as sock:
+        try:
+            sock.sendall(payload)
+            sock.shutdown(socket.SHUT_WR)
+            return sock.recv(4096)
+        except ConnectionError:
+            return b""
+
+
+@pytest.mark.e2e
+def test_a_flooding_address_is_cut_off_while_its_authenticated_connections_serve(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o600)
+    process, where = start_engine(["--tcp", "0", "--token-file", str(token)], engine_env(tmp_path))
+    address = parse(where)
+    try:
+        client = Connection(address, token=TOKEN)  # authenticated before the flood
+        garbage = struct.pack(">I", 8) + b"\xc1" * 8
+        answers = [_refused(address, garbage) for _ in range(40)]
+        assert answers[0]  # answered bad_frame at first
+        assert answers[-1] == b""  # then closed at accept, unread (before: each answered bad_frame)
+        _, future = client.request({"op": protocol.STATUS})
+        status = future.result(timeout=30)["status"]
+        assert status["peers"]["blockedPeers"] == 1 and status["peers"]["closedAtAccept"] >= 10
+        _, future = client.request(protocol.complete_request(0, {"prefix": "def f():", "options": {"max_tokens": 3}}))
+        assert future.result(timeout=60)["op"] == "result"  # the authenticated connection serves on
+        client.close()
+    finally:
+        process.kill()
+        process.wait()
