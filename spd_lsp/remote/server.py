@@ -20,6 +20,7 @@ import os
 import signal
 import ssl
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,8 +169,9 @@ class EngineServer:
     async def serve(self) -> None:
         """Until stopped or idle for `idle_timeout` seconds with no connection."""
         self._stop = asyncio.Event()
-        with contextlib.suppress(ValueError, NotImplementedError):  # not the main thread, or not Unix
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.stop)  # a clean exit ends the spare
+        if threading.current_thread() is threading.main_thread():  # (asyncio refuses it elsewhere: RuntimeError)
+            with contextlib.suppress(ValueError, NotImplementedError, RuntimeError):  # not Unix
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.stop)  # a clean exit ends the spare
         listener = self.listener
         if listener.socket_path is not None:
             server = await asyncio.start_unix_server(self._connection, path=str(listener.socket_path))
