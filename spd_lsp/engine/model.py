@@ -342,7 +342,7 @@ def load_model(
 
 
 def _attach_fast(model: Any, source: ModelSource, quantize: str | None, *, cache: Path | None, compile: bool,
-                 head: str = "float") -> dict[str, Any]:
+                 head: str) -> dict[str, Any]:
     """The fast backend on `model` (attached: every ModelRunner of it uses it) and its live status; where the model
     is not covered, {"fastPath": False, "reason": ...} (logged once) and transformers' forward."""
     from spd_lsp.engine import fast

@@ -18,7 +18,7 @@ from transformers.cache_utils import DynamicLayer
 
 MIN_CAPACITY = 256
 # Positions a buffer keeps free past a prompt when it is (re)allocated: a request's decode steps then stay in
-# the prompt's bucket instead of compiling the next one mid-request.
+# the prompt's buffer instead of copying it into a larger one mid-request.
 HEADROOM = 32
 
 

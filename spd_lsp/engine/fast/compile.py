@@ -74,7 +74,8 @@ def dynamic_dims(tensor: torch.Tensor) -> frozenset[int]:
 
 
 def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
-    if dim not in dynamic_dims(tensor):
+    """`torch._dynamo.mark_dynamic`, once per tensor and dimension (the step calls it on every buffer each step)."""
+    if dim not in getattr(tensor, "_dynamo_dynamic_indices", ()):
         torch._dynamo.mark_dynamic(tensor, dim)
 
 
