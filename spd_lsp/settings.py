@@ -80,7 +80,7 @@ class Settings:
     engine: str = "in-process"
     engine_token_file: str | None = None  # TCP/TLS engines: the token file (else $SPD_LSP_TOKEN)
     engine_certificate: str | None = None  # TLS engines: the certificate (or CA) to trust
-    engine_standby: bool = False  # off until its fork stops hanging at times (docs/faults.md); "auto": the engine keeps a forked spare that takes over if it dies (remote/standby.py)
+    engine_standby: bool = True  # "auto": the engine keeps a forked spare that takes over if it dies (remote/standby.py)
     prompt_format: str = "auto"  # "auto": the tokenizer's own family (spd_lsp/engine/prompt/formats.py)
     context: ContextSettings = field(default_factory=ContextSettings)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from spd_lsp import auth
 from spd_lsp.api import Loaded
+from spd_lsp.engine.decoding.threads import release_openmp
 from spd_lsp.settings import DEVICES, DTYPES, OUTPUT_WEIGHTS, QUANTIZE, Settings
 from spd_lsp.engine.model import ModelLoadError
 from spd_lsp.remote import daemon, peers
@@ -101,6 +102,10 @@ def main(argv: list[str]) -> int:
                 log.warning("binding %s without TLS: the token crosses the network unencrypted", args.host)
         else:
             listener = Listener(socket_path=args.socket or daemon.paths_for(daemon.model_args(settings)).socket)
+        if args.standby:  # no compile thread may run while the spare is forked (remote/standby.py)
+            from spd_lsp.engine.fast.compile import hold_background
+
+            hold_background()
         loaded = load(settings)
     except (auth.TokenError, OSError, ssl.SSLError, ModelLoadError) as exc:
         print(f"spd-lsp engine: error: {exc}", file=sys.stderr)
@@ -111,7 +116,12 @@ def main(argv: list[str]) -> int:
         wanted = args.standby and loaded.device_type != "cuda"
         if args.standby and not wanted:
             log.info("no standby engine on CUDA: a CUDA context does not survive a fork")
-        turn = Turn.take(listener.socket_path, standby=wanted, self_test=lambda: _self_test(loaded))
+        turn = Turn.take(listener.socket_path, standby=wanted, self_test=lambda: _self_test(loaded),
+                         before_fork=release_openmp)
+    if args.standby:
+        from spd_lsp.engine.fast.compile import release_background
+
+        release_background()  # the spare is forked: this engine's step compiles now (the spare's when it serves)
     idle = args.idle_timeout if args.idle_timeout is not None else (None if args.tcp is not None else daemon.IDLE_TIMEOUT_S)
     info = {**loaded.info, "pid": os.getpid()}
     server = EngineServer(loaded.engine, info, listener, idle_timeout=idle or None, base_store=args.base_store,

@@ -10,6 +10,12 @@ the same socket path (asyncio replaces the dead engine's socket file), where the
 reconnect finds it. A clean exit (idle, SIGTERM) ends the spare first, so no engine outlives
 the one that was stopped.
 
+What makes a fork safe (GNU libgomp is not fork-safe): the forking thread's OpenMP team is ended before the
+fork (`engine.decoding.threads.release_openmp`, else the child hangs in its first parallel region: its copy of
+the team has no threads), and no other thread runs torch meanwhile (the background compile is held until the
+spare is forked: a thread inside a parallel region or holding a lock during the fork leaves the child a copy it
+hangs on). `bench/bench_standby_fork.py` counts the hangs.
+
 A fork, not a fresh process: a fresh spare loads the model again (~7 s of CPU, niced or not)
 and keeps its own copy of the weights (measured: +594 MB PSS, all of it anonymous memory:
 transformers copies the weights out of the safetensors map). Not on CUDA (a CUDA context
@@ -28,7 +34,7 @@ from typing import Callable
 
 log = logging.getLogger(__name__)
 SELF_TEST_S = 20  # a spare whose first decode does not finish in this long is broken: SIGALRM ends it (and front
-# ends start a fresh engine); seen: a fork hanging there now and then (not understood yet: docs/faults.md)
+# ends start a fresh engine). Seen before `before_fork` released OpenMP: a fork hanging there (docs/faults.md)
 
 
 def serving_lock(socket_path: Path) -> Path:
@@ -68,13 +74,17 @@ class Turn:
         self.socket_path, self._fd, self.spare, self.took_over = socket_path, fd, spare, took_over
 
     @classmethod
-    def take(cls, socket_path: Path, *, standby: bool, self_test: Callable[[], None] | None = None) -> "Turn":
+    def take(cls, socket_path: Path, *, standby: bool, self_test: Callable[[], None] | None = None,
+             before_fork: Callable[[], object] | None = None) -> "Turn":
         """Block until this process holds `socket_path`'s serving lock (at once for the first engine; a
         spare waits here for the engine it was forked from to die); with `standby`, fork a spare first.
-        Returns in the process that is to serve now."""
+        Returns in the process that is to serve now. `before_fork`: makes the process safe to fork (the
+        caller's other threads must be out of torch by then: `engine.fast.compile.hold_background`)."""
         fd = _lock(socket_path)
         took_over = False
         while standby:
+            if before_fork is not None:
+                before_fork()
             pid = os.fork()
             if pid:
                 _write(standby_file(socket_path), str(pid))

@@ -238,3 +238,32 @@ def test_a_left_padded_batch_step_takes_the_padded_step_and_matches_transformers
                               attention_mask=mask, position_ids=position)
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
     assert backend.steps == before + 2  # both through the fast step, not the eager forward
+
+
+def test_a_held_background_compile_starts_no_thread_until_released(monkeypatch) -> None:
+    """`spd-lsp engine --standby` forks its spare after the warm-up's first step: no compile thread may be inside
+    torch then (the fork's copy of its locks and OpenMP team hangs the spare). Held, the step queues its compile
+    and runs eager; released, the compile thread starts."""
+    from spd_lsp.engine.fast import compile as step_compile
+
+    monkeypatch.setenv("SPD_LSP_COMPILE", "background")
+    loaded = tiny_model("llama")
+    backend = fast.build(loaded.model, compile=True)
+    fast.attach(loaded.model, backend)
+    started = []
+    monkeypatch.setattr(backend.step_fn, "_compile_jobs", lambda: started.append(threading.current_thread().name))
+    runner = ModelRunner(loaded.model, loaded.device)
+    runner.prefill(list(range(3, 20)))
+    step_compile.hold_background()
+    try:
+        runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[5]])))
+        assert len(backend.step_fn.queued) == 1 and backend.step_fn.calls == 0  # queued, ran eager
+        time.sleep(0.2)
+        assert not started and backend.step_fn._worker is None
+    finally:
+        step_compile.release_background()
+    deadline = time.monotonic() + 10
+    while not started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert started == ["spd-compile"]
+    torch._dynamo.reset()

@@ -82,8 +82,6 @@ def _kill_all(runtime: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.xfail(reason="a standby's fork hangs at times in its first decode (an intra-op op in the fork, "
-                   "seen since main's background compile; docs/faults.md): engineStandby is off by default", strict=False)
 def test_drafts_are_back_within_5_s_of_a_kill9_from_the_standby(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Defect (issue 24, round 3): after `kill -9` the front ends answered empty within 3 s, but had drafts
     again only once a new engine had loaded the model (16-36 s under load; here the load takes 8 s). With a

@@ -130,8 +130,6 @@ def _alive(pid: int) -> bool:
     return not wait_gone(pid, timeout=0.5)
 
 
-@pytest.mark.xfail(reason="a standby's fork hangs at times in its first decode (an intra-op op in the fork, "
-                   "seen since main's background compile; docs/faults.md): engineStandby is off by default", strict=False)
 def test_an_engine_that_stops_cleanly_takes_its_standby_along(runtime: Path) -> None:
     """The spare takes over from a death, never from a clean exit: after an idle exit (and a SIGTERM) no
     engine is left, the socket is gone; a spare that took over from kill -9 idles out the same way."""

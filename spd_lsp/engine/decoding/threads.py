@@ -24,3 +24,21 @@ def cpu_pressure(path: Path = CPU_PRESSURE) -> float | None:
 def intra_op_threads(default: int, pressure: float | None) -> int:
     """torch's threads per forward: one on an oversubscribed CPU, else `default`."""
     return 1 if pressure is not None and pressure >= CONTENDED_PERCENT else default
+
+
+OMP_PAUSE_HARD = 2  # omp_pause_resource_t
+
+
+def release_openmp() -> bool:
+    """End this thread's OpenMP team (`omp_pause_resource_all`), so that a `fork()` right after it leaves the child
+    a runtime it can start a team of its own in; True where the runtime did. GNU libgomp is not fork-safe: a child
+    forked after its parent ran a parallel region hangs in its own first one (its team's threads were not copied:
+    bench/bench_standby_fork.py, docs/faults.md). The parent's next parallel region starts a new team."""
+    import ctypes
+
+    try:
+        pause = ctypes.CDLL(None).omp_pause_resource_all  # the OpenMP runtime torch loaded (global symbols)
+    except (AttributeError, OSError):
+        return False  # no OpenMP runtime, or one of before OpenMP 5.0
+    pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
+    return pause(OMP_PAUSE_HARD) == 0

@@ -23,6 +23,7 @@ import shutil
 import sys
 import threading
 import time
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -41,6 +42,24 @@ SWITCH_INTERVAL_S = 0.0002
 # Distinct shapes (rows x bucket) one step function may compile; dynamo's own default (8) is below what a long
 # session meets (1 and k rows, buckets 256 ... 8,192).
 RECOMPILE_LIMIT = 32
+# `hold_background`: no compile thread starts until `release_background` (a process about to fork must have no other
+# thread inside torch: a fork copies the locks and OpenMP state that thread holds, and the child hangs on them).
+_held = threading.Event()
+_waiting: "weakref.WeakSet[Compiled]" = weakref.WeakSet()  # held back with jobs queued
+
+
+def hold_background() -> None:
+    """Queue background compiles without starting their thread (each step of a new shape still runs eager) until
+    `release_background`: `spd-lsp engine --standby` holds them while it loads and forks its spare."""
+    _held.set()
+
+
+def release_background() -> None:
+    """Start the compiles `hold_background` held back (in this process only: a fork's copy stays held)."""
+    _held.clear()
+    for compiled in list(_waiting):
+        compiled._start_worker()
+    _waiting.clear()
 
 
 def why_not(device: torch.device) -> str | None:
@@ -224,6 +243,12 @@ class Compiled:
         self.queued.add(key)
         self._jobs.put((key, twin(list(args)), torch.is_inference_mode_enabled(), torch.is_grad_enabled(),
                         torch.get_num_threads()))
+        if _held.is_set():
+            _waiting.add(self)
+            return
+        self._start_worker()
+
+    def _start_worker(self) -> None:
         with self._worker_lock:
             if self._worker is None:
                 self._worker = threading.Thread(target=self._compile_jobs, name="spd-compile", daemon=True)

@@ -25,7 +25,7 @@ test("manifest defaults become the server's defaults, unset values left out", ()
     multiline: false,
     verify: "cut",
     engine: "in-process",
-    engineStandby: false,
+    engineStandby: true,
     promptFormat: "auto",
     ngrams: { enabled: true, index: true, exclude: [], secretFilter: true },
     context: { snippets: false, header: false, tokens: 256, suffixTokens: 128, sources: ["open", "edited", "workspace"] },
