@@ -267,3 +267,42 @@ def test_an_engine_whose_model_cache_cannot_be_written_loads_in_memory(tmp_path:
 def test_an_engine_whose_model_cache_is_on_a_full_disk_loads_in_memory(tmp_path: Path, full_disk: Path) -> None:
     """The same on a full disk (a filled tmpfs: root only)."""
     _serves_without_its_model_cache(full_disk / "cache", tmp_path)
+
+
+def _serves_without_its_compile_cache(cache: Path, tmp_path: Path) -> None:
+    """The bundled model's engine, its step compiling in the background (the CPU default), with inductor's cache at
+    `cache` (unwritable): it serves drafts with the eager step and says why once in its log and in its status."""
+    socket_path = Path(f"/tmp/spd-cc-{os.getpid()}.sock")
+    env = {**engine_env(tmp_path), "TORCHINDUCTOR_CACHE_DIR": str(cache), "SPD_LSP_COMPILE": "background"}
+    env.pop("SPD_LSP_ENGINE_LOADER")
+    process = _unix_engine(socket_path, env, stdout=subprocess.DEVNULL, timeout=300)
+    try:
+        connection = Connection(parse(f"unix:{socket_path}"))
+        for n in range(2):
+            _, future = connection.request(protocol.complete_request(n, {"prefix": TEXT, "options": {"max_tokens": 4}}))
+            assert future.result(timeout=120)["drafts"]
+        _, future = connection.request({"op": protocol.STATUS})
+        model = future.result(timeout=30)["status"]["model"]
+        assert not model["compiled"] and "cannot write the compile cache" in model["compileReason"]
+        assert str(cache) in model["compileReason"]
+        connection.close()
+        assert process.wait(60) == 0
+        said = [line for line in process.stderr.read().splitlines() if "cannot write the compile cache" in line]
+        assert len([line for line in said if "fast path:" not in line]) == 1, said  # once, and in the load's summary
+    finally:
+        if process.poll() is None:
+            process.kill()
+        socket_path.unlink(missing_ok=True)
+
+
+def test_an_engine_whose_compile_cache_cannot_be_written_serves_eager(tmp_path: Path) -> None:
+    """Defect (issue 24, round 4): a compile cache directory that could not be made (here, no root needed, a file
+    stands where it should be) raised when torch._dynamo was imported: the engine exited before serving."""
+    blocker = tmp_path / "cache"
+    blocker.write_text("not a directory")
+    _serves_without_its_compile_cache(blocker / "inductor", tmp_path)
+
+
+def test_an_engine_whose_compile_cache_is_on_a_full_disk_serves_eager(tmp_path: Path, full_disk: Path) -> None:
+    """The same on a full disk (a filled tmpfs: root only): the background compile could not write its kernels."""
+    _serves_without_its_compile_cache(full_disk / "inductor", tmp_path)

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import torch
 
-from spd_lsp.engine.fast import compile_cache_dir, use_compile_cache
+from spd_lsp.engine.fast import compile_cache_dir, compile_cache_problem, use_compile_cache
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,8 @@ def why_not(device: torch.device) -> str | None:
     if device.type == "cpu" and not (shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
                                      or shutil.which("clang++")):
         return "no C++ compiler for inductor's CPU kernels (install g++ or clang++)"
-    return None
+    use_compile_cache()
+    return compile_cache_problem()
 
 
 def mode_for(device: torch.device) -> str:
@@ -167,7 +168,7 @@ class Compiled:
             torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
             mode = "reduce-overhead" if device.type == "cuda" else None
             self.compiled = torch.compile(fn, fullgraph=True, dynamic=False, mode=mode)
-        elif enabled:
+        elif enabled and self.reason != compile_cache_problem():  # that one `use_compile_cache` logged, once
             log.info("decode step runs eager: %s", self.reason)
         self._report()
 
