@@ -267,3 +267,21 @@ def test_a_held_background_compile_starts_no_thread_until_released(monkeypatch) 
         time.sleep(0.05)
     assert started == ["spd-compile"]
     torch._dynamo.reset()
+
+
+def test_a_one_token_prefill_takes_the_decode_step_and_equals_transformers() -> None:
+    """A warm request's prompt differs from the cache by its last token: that forward is a decode step (the compiled
+    one), not an eager forward. Failed before: `backend.steps` stayed 0."""
+    torch.set_num_threads(1)
+    loaded, plain = tiny_model("llama+fast"), tiny_model("llama")
+    ours, theirs = ModelRunner(loaded.model, loaded.device), ModelRunner(plain.model, plain.device)
+    prompt = list(range(3, 40))
+    for runner in (ours, theirs):
+        runner.prefill(prompt)
+    backend = fast.attached(loaded.model)
+    before = backend.steps
+    ours_logits, reused = ours.prefill(prompt + [41])
+    theirs_logits, _ = theirs.prefill(prompt + [41])
+    assert reused == len(prompt) and backend.steps == before + 1
+    torch.testing.assert_close(ours_logits, theirs_logits, atol=1e-5, rtol=1e-4)
+    assert ours.cache.get_seq_length() == len(prompt) + 1
