@@ -127,8 +127,12 @@ def _connect(address: Address, *, cafile: str | None, timeout: float) -> socket.
     try:
         if address.kind == "unix":
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(timeout)
-            sock.connect(address.path)
+            try:
+                sock.settimeout(timeout)
+                sock.connect(address.path)
+            except OSError:
+                sock.close()  # else it lingers until collected (a ResourceWarning per failed connect)
+                raise
             return sock
         sock = socket.create_connection((address.host, address.port), timeout=timeout)
         if address.kind == "tls":

@@ -6,7 +6,8 @@ in constant time (`hmac.compare_digest`, as `spd_lsp.auth`); over the owner-only
 socket any token is accepted. A bad frame is answered with an error and the connection
 closed; the engine itself never stops for a client's mistake. Over TCP, an address that
 keeps failing its handshake has its new connections closed at accept for a while
-(`remote/peers.py`).
+(`remote/peers.py`); over TLS that check comes before the TLS handshake, which counts as part
+of the handshake (a failed one is a failure).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from spd_lsp.remote.peers import FAILURES, PeerGuard
 from spd_lsp.engine.batcher import BatchJob, Batcher
 
 log = logging.getLogger(__name__)
+HELLO_TIMEOUT_S = 10.0  # a connection's TLS handshake, then its hello, each within this long
 DOCUMENT_ORDERS = (2, 3, 4, 5, 6)
 MAX_DOCUMENT_TOKENS = 1 << 20
 # What one client may ask of the shared engine: a request past these would hold a batch row for
@@ -178,7 +180,9 @@ class EngineServer:
             os.chmod(listener.socket_path, 0o600)
             where = f"unix:{listener.socket_path}"
         else:
-            server = await asyncio.start_server(self._connection, listener.host, listener.port, ssl=listener.tls)
+            # TLS is started per connection (`_connection`), after the peer check: asyncio's own would complete the
+            # handshake for every connection, a backing-off address's included, and never report one that failed.
+            server = await asyncio.start_server(self._connection, listener.host, listener.port)
             port = server.sockets[0].getsockname()[1]
             where = f"{'tls' if listener.tls else 'tcp'}://{listener.host}:{port}"
             listener.port = port
@@ -232,10 +236,12 @@ class EngineServer:
         tasks: set[asyncio.Task] = set()
         admitted = False
         try:
+            if self.listener.tls is not None:
+                await writer.start_tls(self.listener.tls, ssl_handshake_timeout=HELLO_TIMEOUT_S)
             admitted = await self._admit(reader, writer)
             if admitted:
                 await self._serve_frames(reader, writer, jobs, tasks)
-        except (EOFError, ConnectionError, ssl.SSLError, asyncio.IncompleteReadError):
+        except (EOFError, ConnectionError, ssl.SSLError, asyncio.IncompleteReadError, TimeoutError):
             pass
         except protocol.FrameError as exc:
             self.counts["badFrames"] += 1
@@ -260,7 +266,7 @@ class EngineServer:
 
     async def _admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         try:
-            message = await asyncio.wait_for(protocol.read(reader, max_bytes=64 * 1024), 10.0)
+            message = await asyncio.wait_for(protocol.read(reader, max_bytes=64 * 1024), HELLO_TIMEOUT_S)
         except asyncio.TimeoutError:
             message = {"op": "timeout"}
         refusal = self._refusal(message)

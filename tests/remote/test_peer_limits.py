@@ -79,3 +79,38 @@ def test_a_flooding_address_is_cut_off_while_its_authenticated_connections_serve
     finally:
         process.kill()
         process.wait()
+
+
+@pytest.mark.e2e
+def test_over_tls_a_failed_tls_handshake_counts_and_a_backing_off_address_gets_no_handshake(tmp_path: Path) -> None:
+    """Before: asyncio completed the TLS handshake before the engine saw the connection, so a failed one never
+    counted and a backing-off address still had every handshake done for it. Now the TLS handshake comes after
+    the check, and its failures count."""
+    import ssl
+
+    from tests.remote.test_engined_tcp import _self_signed
+
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o600)
+    cert, key = _self_signed(tmp_path)
+    process, where = start_engine(["--tcp", "0", "--token-file", str(token), "--certfile", str(cert),
+                                   "--keyfile", str(key)], engine_env(tmp_path))
+    address = parse(where)
+    try:
+        client = Connection(address, token=TOKEN, cafile=str(cert))  # authenticated before the flood
+        answers = [_refused(address, b"not a TLS client hello\r\n" * 4) for _ in range(30)]
+        assert all(answer[:1] != b"\x16" for answer in answers)  # no handshake record (0x16) answered any
+        _, future = client.request({"op": protocol.STATUS})
+        status = future.result(timeout=30)["status"]
+        assert status["peers"]["blockedPeers"] == 1 and status["peers"]["closedAtAccept"] >= 5, status["peers"]
+        context = ssl.create_default_context(cafile=str(cert))
+        with socket.create_connection((address.host, address.port), timeout=10) as raw:
+            with pytest.raises((ssl.SSLError, ConnectionError)):  # closed at accept: no handshake
+                context.wrap_socket(raw, server_hostname=address.host)
+        _, future = client.request(protocol.complete_request(0, {"prefix": "def f():", "options": {"max_tokens": 3}}))
+        assert future.result(timeout=60)["op"] == "result"  # the authenticated connection serves on
+        client.close()
+    finally:
+        process.kill()
+        process.wait()
