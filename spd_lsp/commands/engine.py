@@ -17,6 +17,7 @@ import logging
 import os
 import ssl
 import sys
+import threading
 from pathlib import Path
 
 from spd_lsp import auth
@@ -29,6 +30,7 @@ from spd_lsp.remote.server import EngineServer, Listener
 from spd_lsp.remote.standby import Turn
 
 log = logging.getLogger(__name__)
+TAKEOVER_COMPILE_DELAY_S = 30.0  # a spare that took over compiles its step this long after (see main)
 LOADER_ENV = "SPD_LSP_ENGINE_LOADER"  # "module:function(settings) -> api.Loaded" (tests, embedding)
 
 
@@ -121,7 +123,13 @@ def main(argv: list[str]) -> int:
     if args.standby:
         from spd_lsp.engine.fast.compile import release_background
 
-        release_background()  # the spare is forked: this engine's step compiles now (the spare's when it serves)
+        # The spare is forked: this engine's step may compile now. A spare that took over first serves the front
+        # ends reconnecting at once, eager, without a compile thread taking its CPU and GIL (10 kills: drafts again
+        # 5.1-7.6 s with the compile released at once; docs/faults.md).
+        delay = TAKEOVER_COMPILE_DELAY_S if turn is not None and turn.took_over else 0.0
+        timer = threading.Timer(delay, release_background)
+        timer.daemon = True
+        timer.start()
     idle = args.idle_timeout if args.idle_timeout is not None else (None if args.tcp is not None else daemon.IDLE_TIMEOUT_S)
     info = {**loaded.info, "pid": os.getpid()}
     server = EngineServer(loaded.engine, info, listener, idle_timeout=idle or None, base_store=args.base_store,
@@ -144,7 +152,7 @@ def main(argv: list[str]) -> int:
 
 
 def _self_test(loaded: Loaded) -> None:
-    """A spare's first decode, right after the fork: one that hangs there (a thread pool copied mid-use)
+    """A spare's first decode, right after the fork: one that hangs there (as forks did before `release_openmp`)
     is ended by `Turn.take`'s alarm rather than found broken at the takeover."""
     from spd_lsp.api import DecodeOptions, DecodeRequest
 
