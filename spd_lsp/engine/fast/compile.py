@@ -144,7 +144,9 @@ class Compiled:
     `compiledShapes` (background: the shapes ready)."""
 
     def __init__(self, fn: Callable[..., Any], device: torch.device, *, enabled: bool = True,
-                 status: dict[str, Any] | None = None, mode: str | None = None) -> None:
+                 status: dict[str, Any] | None = None, mode: str | None = None,
+                 inductor: dict[str, Any] | None = None) -> None:
+        """`inductor`: inductor options for the CPU's compile (torch.compile's `options`), e.g. freezing."""
         self.fn = fn
         self.status = status if status is not None else {}
         self.device = device
@@ -166,8 +168,8 @@ class Compiled:
         if self.reason is None:
             use_compile_cache()
             torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
-            mode = "reduce-overhead" if device.type == "cuda" else None
-            self.compiled = torch.compile(fn, fullgraph=True, dynamic=False, mode=mode)
+            how = {"mode": "reduce-overhead"} if device.type == "cuda" else {"options": inductor} if inductor else {}
+            self.compiled = torch.compile(fn, fullgraph=True, dynamic=False, **how)
         elif enabled and self.reason != compile_cache_problem():  # that one `use_compile_cache` logged, once
             log.info("decode step runs eager: %s", self.reason)
         self._report()
