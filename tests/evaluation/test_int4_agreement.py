@@ -14,7 +14,8 @@ def test_a_pinned_engine_runs_fixed_threads_and_fixed_prefill_chunks(monkeypatch
     monkeypatch.setattr(lm, "cpu_pressure", lambda: 99.0)  # an oversubscribed CPU: the server would drop to 1 thread
     engine = int4_agreement.pin(LocalEngine(tiny_model("llama")), threads=2)
     runner = engine.runner
-    assert runner.chunk_seconds is None and runner.timed_chunk(500) is None  # chunks of chunk_tokens, untimed
+    assert runner.chunk_seconds is None and runner.timed_chunk(500) is None  # untimed chunks
+    assert runner.next_chunk(list(range(3000)), None) == list(range(3000))  # one forward, whatever the load
     seen = []
     real = runner.forward
 
