@@ -11,11 +11,14 @@ Each round starts, in fresh subprocesses and interleaved:
   `initialize` answered -> the first `textDocument/inlineCompletion` on a real file (~500 tokens of this
   repository's sources before the cursor) answered with drafts; that request waits behind the model's load.
 
+`--evict` drops the model's files (its dequantised cache: weights, int4/int8 copies, tokenizer) from the page cache
+before every start (`posix_fadvise(DONTNEED)`): a start after a reboot, where they come from the disk.
+
 `--against REV` also runs an older commit's `spd_lsp` (`git archive` into a temporary directory), interleaved
 with this checkout's, and prints new / old per figure. Medians over the rounds, with the load average before and
 after (`uptime`): the machine is shared, compare ratios within one run.
 
-    PYTHONPATH=. nice -n 5 .venv/bin/python -m bench.bench_cold_start [--rounds 5] [--against main] [--no-lsp]
+    PYTHONPATH=. nice -n 5 .venv/bin/python -m bench.bench_cold_start [--rounds 5] [--against main] [--no-lsp] [--evict]
 """
 
 from __future__ import annotations
@@ -69,6 +72,24 @@ def env_for(root: Path, store: Path) -> dict[str, str]:
     """`root` first on the path; the stores under `store`; the model and compile caches stay the user's."""
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
             "SPD_LSP_CACHE": str(store), "XDG_RUNTIME_DIR": str(store)}
+
+
+def model_files() -> list[Path]:
+    from spd_lsp.engine.model import local_directory, resolve_source
+
+    directory = local_directory(resolve_source(None))
+    return sorted(directory.glob("*.safetensors")) + [directory / "tokenizer.json"]
+
+
+def evict(files: list[Path]) -> None:
+    """`files` out of the page cache (where no process maps them): the next start reads them from the disk."""
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
 
 def load_round(root: Path, store: Path) -> dict[str, float]:
@@ -137,6 +158,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--against", help="an older commit (e.g. main) run interleaved with this checkout")
     parser.add_argument("--no-lsp", action="store_true", help="only the load rounds")
+    parser.add_argument("--evict", action="store_true", help="the model's files dropped from the page cache before each start")
     args = parser.parse_args()
     prefix = FILE.read_text()[:PREFIX_CHARS]
     with tempfile.TemporaryDirectory(prefix="spd-bench-cold-") as tmp:
@@ -146,15 +168,19 @@ def main() -> int:
         store = Path(tmp) / "store"
         store.mkdir()
         print(f"load average before: {uptime()}; {args.rounds} interleaved rounds of {', '.join(roots)}"
-              f"{f' (old = {args.against})' if args.against else ''}", flush=True)
+              f"{f' (old = {args.against})' if args.against else ''}"
+              f"{'; model files evicted from the page cache before each start' if args.evict else ''}", flush=True)
         loads: dict[str, list[dict[str, float]]] = {v: [] for v in roots}
         firsts: dict[str, list[dict[str, float]]] = {v: [] for v in roots}
         load_round(REPO, store)  # untimed: the caches (model, compile, page cache) as a later start finds them
+        files = model_files() if args.evict else []
         for round_ in range(args.rounds):
             order = list(roots) if round_ % 2 == 0 else list(reversed(roots))
             for version in order:
+                evict(files)
                 loads[version].append(load_round(roots[version], store))
                 if not args.no_lsp:
+                    evict(files)
                     firsts[version].append(asyncio.run(lsp_round(roots[version], store, prefix)))
             print(f"round {round_ + 1}: " + ", ".join(
                 f"{v} load {loads[v][-1]['total']:.2f} s" + (f" drafts {firsts[v][-1]['first drafts']:.2f} s"

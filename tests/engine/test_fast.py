@@ -230,6 +230,11 @@ def test_the_int8_output_rows_are_kept_beside_the_model_cache_and_read_back_bit_
     kept = int8_head(weight * 0, directory=tmp_path)  # read back, not requantised (all-zero weights would give 0 codes)
     assert torch.equal(kept.weight, want.weight) and torch.equal(kept.scales, want.scales)
     assert kept.weight.is_contiguous() and kept.scales.dtype == torch.bfloat16
+    # Aligned as torch allocates: on safetensors' own (file-offset) memory the int8 kernel crashed from 4 rows up.
+    assert kept.weight.data_ptr() % 64 == 0 and kept.scales.data_ptr() % 64 == 0
+    for rows in range(1, 9):
+        x = torch.randn(rows, 64, dtype=torch.bfloat16)
+        assert torch.equal(kept(x), want(x))
     other = torch.randn(200, 64, dtype=torch.bfloat16)
     assert torch.equal(int8_head(other, directory=tmp_path).weight, Int8Weight.of(other).weight)  # another shape
     path.write_bytes(b"damaged")

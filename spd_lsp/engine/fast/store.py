@@ -60,7 +60,9 @@ def int8_head(weight: torch.Tensor, *, directory: Path | None) -> Int8Weight:
         try:
             state = load_file(path)
             if state["weight"].shape == weight.shape and state["scales"].dtype == weight.dtype:
-                return Int8Weight(state["weight"], state["scales"])
+                # Copies in torch's own (64-byte aligned) memory: safetensors' sit at the file's offsets, and
+                # `_weight_int8pack_mm` on a misaligned weight crashed the process (SIGSEGV from 4 rows up).
+                return Int8Weight(state["weight"].clone(), state["scales"].clone())
             log.warning("ignoring %s (shaped for another model): quantising the output rows again", path)
         except Exception as exc:  # noqa: BLE001 - a damaged copy: quantise again
             log.warning("ignoring %s (%s): quantising the output rows again", path, exc)
