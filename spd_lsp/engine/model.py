@@ -17,7 +17,6 @@ import logging
 import os
 import shutil
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,30 +168,6 @@ def local_directory(source: ModelSource) -> Path | None:
     return None
 
 
-def prefetch(directory: Path) -> threading.Thread | None:
-    """Have the kernel read `directory`'s weights and tokenizer into the page cache now, in a thread (the readahead
-    runs in the kernel: no CPU or GIL here), while transformers' ~2 s of imports run; a start whose files are not in
-    the page cache (after a reboot) then maps them from memory instead of reading ~600 MB from disk at first touch."""
-    if not hasattr(os, "posix_fadvise"):  # not on macOS or Windows
-        return None
-    files = [path for path in sorted(directory.glob("*.safetensors")) + [directory / "tokenizer.json"] if path.is_file()]
-
-    def read_ahead() -> None:
-        for path in files:
-            try:
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-                finally:
-                    os.close(fd)
-            except OSError:
-                pass  # only a hint
-
-    thread = threading.Thread(target=read_ahead, name="spd-prefetch", daemon=True)
-    thread.start()
-    return thread
-
-
 def cache_note(source: ModelSource) -> str | None:
     """Why `source`'s dequantised cache is not used in this process, if it is not."""
     return _unwritable.get(_cache_dir(source)) if source.gguf_file else None
@@ -322,8 +297,6 @@ def load_model(
     started = time.perf_counter()
     source = resolve_source(spec)
     directory = local_directory(source)
-    if directory is not None:
-        prefetch(directory)
     torch_device = pick_device(device)
     torch_dtype = pick_dtype(torch_device, dtype, quantize=quantize)
     where = {"pretrained_model_name_or_path": directory} if directory is not None else {
