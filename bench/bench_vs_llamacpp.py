@@ -80,10 +80,11 @@ class Anchor:
                                    n_batch=512, verbose=False)
         self.system = llama_cpp.llama_print_system_info().decode()
 
-    def complete(self, ids: list[int], *, tokens: int, line: bool, greedy: bool, seed: int = 0) -> str:
+    def complete(self, ids: list[int], *, tokens: int, line: bool, greedy: bool, seed: int = 0) -> int:
+        """Tokens it decoded (its usage count) for a completion of at most `tokens` after `ids`."""
         sampling = {"temperature": 0.0, "top_k": 1} if greedy else {"temperature": 0.8, "seed": seed}
         out = self.llm.create_completion(ids, max_tokens=tokens, stop=["\n"] if line else [], **sampling)
-        return out["choices"][0]["text"]
+        return int(out["usage"]["completion_tokens"])
 
     def decode_ms_per_token(self, ids: list[int], tokens: int) -> float:
         """Greedy tokens after `ids` (cached before the timer starts): llama.cpp's eval time per token."""
@@ -133,7 +134,7 @@ class AnchorProcess:
         self.conn.send((name, args, kwargs))
         return self.conn.recv()
 
-    def complete(self, ids: list[int], **kwargs: Any) -> str:
+    def complete(self, ids: list[int], **kwargs: Any) -> int:
         return self._call("complete", ids, **kwargs)
 
     def decode_ms_per_token(self, ids: list[int], tokens: int) -> float:
@@ -147,10 +148,14 @@ class AnchorProcess:
         self.process.join(10)
 
 
-def timed(run: Callable[[], Any]) -> float:
+def timed(run: Callable[[], Any], result: list[Any] | None = None) -> float:
+    """Milliseconds `run` took; what it returned appended to `result` where given."""
     started = time.perf_counter()
-    run()
-    return 1000 * (time.perf_counter() - started)
+    value = run()
+    elapsed = 1000 * (time.perf_counter() - started)
+    if result is not None:
+        result.append(value)
+    return elapsed
 
 
 def main() -> int:
@@ -203,6 +208,9 @@ def main() -> int:
     one = Measure(f"warm line ({WARM_TOKENS}-token prefix), 1 draft", "ms")
     three = Measure("warm line, 3 drafts (theirs: 3 sampled, sequential)", "ms")
     three_vs_one = Measure("warm line, our 3 verified drafts vs its 1 draft", "ms")
+    # What each side decoded for a warm line: our decode steps (all 3 drafts at once) against its sampled draft's
+    # tokens (a sampled line may end sooner than a greedy one), so the line rows can be read per token too.
+    line_tokens = Measure("warm line, tokens decoded (ours: SPD steps; its: 1 draft's tokens)", "tokens")
     cold_one = Measure(f"cold {args.cold_tokens}-token request, 1 draft", "ms")
     cold_three = Measure(f"cold {args.cold_tokens}-token request, ours SPD k=3 vs its 1 draft", "ms")
 
@@ -221,7 +229,9 @@ def main() -> int:
         spd_step.ours.append(ours(prefix, replace(shipped, max_tokens=args.decode_tokens, stop_at_newline=False,
                                                   heal=False, verify_rounds=0)).timings.per_step_ms)
         one.ours.append(timed(lambda: ours(prefix, greedy)))
-        three.ours.append(timed(lambda: ours(prefix, shipped)))
+        answers: list[Any] = []
+        three.ours.append(timed(lambda: ours(prefix, shipped), answers))
+        line_tokens.ours.append(float(answers[0].timings.steps))
         three_vs_one.ours.append(three.ours[-1])
         cold_one.ours.append(ours_cold(cold_texts[r], greedy))
         cold_three.ours.append(ours_cold(cold_texts[(r + 1) % args.rounds], shipped))
@@ -231,7 +241,10 @@ def main() -> int:
         anchor.complete(ids, tokens=LINE_TOKENS, line=True, greedy=False)  # the prefix cached
         decode.theirs.append(anchor.decode_ms_per_token(ids, args.decode_tokens))
         spd_step.theirs.append(decode.theirs[-1])
-        one.theirs.append(timed(lambda: anchor.complete(ids, tokens=LINE_TOKENS, line=True, greedy=False, seed=r)))
+        decoded: list[int] = []
+        one.theirs.append(timed(lambda: anchor.complete(ids, tokens=LINE_TOKENS, line=True, greedy=False, seed=r),
+                                decoded))
+        line_tokens.theirs.append(float(decoded[0]))
         three.theirs.append(timed(lambda: [anchor.complete(ids, tokens=LINE_TOKENS, line=True, greedy=False,
                                                            seed=3 * r + i) for i in range(3)]))
         three_vs_one.theirs.append(one.theirs[-1])
@@ -249,7 +262,7 @@ def main() -> int:
         print(f"round {r}: load {os.getloadavg()[0]:.1f}, CPU pressure {cpu_pressure()} %, decode ms/token ours "
               f"{decode.ours[-1]:.1f} theirs {decode.theirs[-1]:.1f}", flush=True)
     print()
-    print("\n".join(ratio_table([decode, spd_step, one, three, three_vs_one, cold_one, cold_three])))
+    print("\n".join(ratio_table([decode, spd_step, one, three, three_vs_one, line_tokens, cold_one, cold_three])))
     anchor.close()
     return 0
 

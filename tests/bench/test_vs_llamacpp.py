@@ -18,3 +18,11 @@ def test_the_table_gives_medians_and_ours_over_theirs() -> None:
 def test_prefixes_are_an_installed_packages_sources() -> None:
     text = package_source("jinja2")
     assert "class Environment" in text and "spd_lsp" not in text
+
+
+def test_timed_keeps_what_the_run_returned() -> None:
+    from bench.bench_vs_llamacpp import timed
+
+    kept: list[int] = []
+    assert timed(lambda: 7, kept) >= 0.0 and kept == [7]
+    assert timed(lambda: 8) >= 0.0 and kept == [7]

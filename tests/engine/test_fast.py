@@ -268,3 +268,21 @@ def test_a_left_padded_batch_step_takes_the_padded_step_and_matches_transformers
                               attention_mask=mask, position_ids=position)
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
     assert backend.steps == before + 2  # both through the fast step, not the eager forward
+
+
+def test_a_one_token_prefill_takes_the_decode_step_and_equals_transformers() -> None:
+    """A warm request's prompt differs from the cache by its last token: that forward is a decode step (the compiled
+    one), not an eager forward. Failed before: `backend.steps` stayed 0."""
+    torch.set_num_threads(1)
+    loaded, plain = tiny_model("llama+fast"), tiny_model("llama")
+    ours, theirs = ModelRunner(loaded.model, loaded.device), ModelRunner(plain.model, plain.device)
+    prompt = list(range(3, 40))
+    for runner in (ours, theirs):
+        runner.prefill(prompt)
+    backend = fast.attached(loaded.model)
+    before = backend.steps
+    ours_logits, reused = ours.prefill(prompt + [41])
+    theirs_logits, _ = theirs.prefill(prompt + [41])
+    assert reused == len(prompt) and backend.steps == before + 1
+    torch.testing.assert_close(ours_logits, theirs_logits, atol=1e-5, rtol=1e-4)
+    assert ours.cache.get_seq_length() == len(prompt) + 1
