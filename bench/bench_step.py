@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -36,6 +37,18 @@ from spd_lsp.engine.fast.compile import INLINE, Compiled
 from spd_lsp.engine.model import load_model, resolve_source
 
 PREFIX = "import os\n\ndef list_python_files(root):\n    \"\"\"Every .py file under root.\"\"\"\n    found = []\n"
+
+
+# Inductor options tried on the CPU's compiled step (`Compiled(inductor=...)`): freezing folds the weights into the
+# graph as constants (prepacked: a copy of them), max-autotune lets inductor's C++ GEMM templates compete.
+INDUCTOR = {"frozen": {"freezing": True}, "autotuned": {"max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN"},
+            "frozen+autotuned": {"freezing": True, "max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN"}}
+
+
+def rss_mb() -> float:
+    """This process's resident memory, MB (what a compiled variant's constants add shows in the warm-up)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
 @dataclass
@@ -73,7 +86,9 @@ def variants(args: argparse.Namespace) -> list[Variant]:
                                        ("fast compiled bf16", False, True, "float"),
                                        ("fast eager int4", True, False, "float"), ("fast compiled int4", True, True, "float"),
                                        ("fast eager int4+int8 head", True, False, "int8"),
-                                       ("fast compiled int4+int8 head", True, True, "int8")):
+                                       ("fast compiled int4+int8 head", True, True, "int8"),
+                                       *((f"fast compiled int4+int8 head {label}", True, True, "int8")
+                                         for label in INDUCTOR)):
         if (keep is not None and name not in keep) or (head == "int8" and args.device != "cpu"):
             continue  # the int8 head is the CPU's (outputWeights)
         loaded = load_model(args.model, args.device, fast=False)
@@ -81,7 +96,8 @@ def variants(args: argparse.Namespace) -> list[Variant]:
         backend = fast.build(loaded.model, gguf=gguf if int4 else None, quantize="int4" if int4 else None,
                              compile=False, head=head)
         if compiled:  # compiled in the first call (the warm-up below), not in the background
-            backend.step_fn = Compiled(backend.step_tensors, loaded.device, status=backend.info, mode=INLINE)
+            backend.step_fn = Compiled(backend.step_tensors, loaded.device, status=backend.info, mode=INLINE,
+                                       inductor=INDUCTOR.get(name.rpartition(" ")[2]))
         fast.attach(loaded.model, backend)
         made.append(Variant(name, loaded, backend.lm.weight_bytes(int4=int4)))
     return made
@@ -123,9 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     ids = tokenizer.encode(PREFIX * 20)[: args.prompt]
     started = time.perf_counter()
     for variant in made:
+        before = rss_mb()
         variant.runner.prefill(ids)
         for rows in (1, args.rows):  # the first calls compile (one graph per row count)
             time_steps(variant, rows, 1)
+        print(f"{variant.name}: warm-up and compiles {time.perf_counter() - started:.1f} s so far, RSS +{rss_mb() - before:.0f} MB",
+              flush=True)
     print(f"warm-up and compiles: {time.perf_counter() - started:.1f} s", flush=True)
     for round_ in range(args.rounds):
         order = made[round_ % len(made):] + made[: round_ % len(made)]

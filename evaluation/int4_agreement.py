@@ -7,9 +7,10 @@ top draft is identical (issue 21's target: >= 95 % of >= 300) and P@1 of each wi
 interval of the difference (target: it contains 0). Progress and the running figures print every 25
 positions, so a run cut short still says how far it got; --out keeps every position's drafts.
 --pair hf,fast-bf16 is the control: the fast path with float weights, so the same numbers in other kernels'
-summation order, against transformers' (how often near-ties alone flip the top draft).
+summation order, against transformers' (how often near-ties alone flip the top draft); --pair hf,hf#2 two
+engines of the same kind (what the measure gives for identical models).
 
-    .venv/bin/python -m evaluation.int4_agreement [--positions 300] [--pair hf,int4] [--out int4.json]
+    .venv/bin/python -m evaluation.int4_agreement [--positions 300] [--pair hf,int4] [--out int4.json] [--as-served]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from evaluation.corpus import DEFAULT_PACKAGES, fetch_packages, split_files
 from evaluation.positions import sample_positions
 from evaluation.run import complete, fitted
 from spd_lsp.api import DecodeOptions
+from spd_lsp.engine.decoding import lm
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import load_model
 
@@ -45,7 +47,9 @@ def summary(rows: list[dict], a: str, b: str) -> str:
 
 def engine(name: str) -> LocalEngine:
     """hf: transformers' forward (bf16 here); fast-bf16: the fast path on the float weights; int4: the default load;
-    int8-head: int4 with the output projection as int8 rows. The fast ones run eager (no compile mid-run)."""
+    int8-head: int4 with the output projection as int8 rows. The fast ones run eager (no compile mid-run). A suffix
+    `#n` makes another engine of the same kind (`hf,hf#2`: how often one kind disagrees with itself)."""
+    name = name.partition("#")[0]
     if name == "hf":
         return LocalEngine(load_model(fast=False))
     if name == "fast-bf16":
@@ -60,6 +64,17 @@ def engine(name: str) -> LocalEngine:
     return LocalEngine(loaded)
 
 
+def pin(one: LocalEngine, threads: int) -> LocalEngine:
+    """The engine's numbers made independent of the machine's load: `threads` torch threads for every forward
+    (the server drops to one under CPU pressure) and prefill chunks of a fixed size (the server times them), since
+    either changes the summation order, and so, at near-ties, the drafts. Two engines of the same kind disagreed
+    at 3 of 100 positions without this (load 4-10), two of them where one request had taken 8-10 s."""
+    lm.cpu_pressure = lambda: None
+    one.runner.threads = threads
+    one.runner.chunk_seconds = None
+    return one
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--positions", type=int, default=300)
@@ -67,10 +82,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "eval")
     parser.add_argument("--pair", default="hf,int4", help="the two engines: hf, fast-bf16, int4 or int8-head (default hf,int4)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--as-served", action="store_true",
+                        help="threads and prefill chunks as the server picks them by load (default: pinned, `pin`)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads of pinned engines")
     args = parser.parse_args(argv)
     a, b = args.pair.split(",")
     root = fetch_packages(DEFAULT_PACKAGES, args.workdir / "corpus").resolve()
     engines_by_name = {a: engine(a), b: engine(b)}
+    if not args.as_served:
+        for one in engines_by_name.values():
+            pin(one, args.threads)
     positions = fitted(sample_positions(split_files(root).test, args.positions, args.seed, kinds=KINDS),
                        engines_by_name[a].tokenizer)
     print(f"{len(positions)} test positions of {', '.join(DEFAULT_PACKAGES)}; {a} against {b}", flush=True)

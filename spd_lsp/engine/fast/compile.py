@@ -116,11 +116,11 @@ def describe(args: tuple[Any, ...]) -> str:
 
 
 class LazyCompile:
-    """`torch.compile(fn, fullgraph=True, dynamic=False, mode=mode)`, made on its first call: making it imports
+    """`torch.compile(fn, fullgraph=True, dynamic=False, **how)`, made on its first call: making it imports
     inductor's ~380 modules (0.19 s), which the background mode does in its compile thread, off the model's load."""
 
-    def __init__(self, fn: Callable[..., Any], *, mode: str | None) -> None:
-        self.fn, self.mode = fn, mode
+    def __init__(self, fn: Callable[..., Any], **how: Any) -> None:
+        self.fn, self.how = fn, how
         self._compiled: Callable[..., Any] | None = None
         self._lock = threading.Lock()
 
@@ -128,7 +128,7 @@ class LazyCompile:
         if self._compiled is None:
             with self._lock:
                 if self._compiled is None:
-                    self._compiled = torch.compile(self.fn, fullgraph=True, dynamic=False, mode=self.mode)
+                    self._compiled = torch.compile(self.fn, fullgraph=True, dynamic=False, **self.how)
         return self._compiled(*args)
 
 
@@ -141,7 +141,9 @@ class Compiled:
     `compiledShapes` (background: the shapes ready)."""
 
     def __init__(self, fn: Callable[..., Any], device: torch.device, *, enabled: bool = True,
-                 status: dict[str, Any] | None = None, mode: str | None = None) -> None:
+                 status: dict[str, Any] | None = None, mode: str | None = None,
+                 inductor: dict[str, Any] | None = None) -> None:
+        """`inductor`: inductor options for the CPU's compile (torch.compile's `options`), e.g. freezing."""
         self.fn = fn
         self.status = status if status is not None else {}
         self.device = device
@@ -163,7 +165,8 @@ class Compiled:
         if self.reason is None:
             use_compile_cache()
             torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
-            self.compiled = LazyCompile(fn, mode="reduce-overhead" if device.type == "cuda" else None)
+            how = {"mode": "reduce-overhead"} if device.type == "cuda" else {"options": inductor} if inductor else {}
+            self.compiled = LazyCompile(fn, **how)
         elif enabled:
             log.info("decode step runs eager: %s", self.reason)
         self._report()
