@@ -18,12 +18,14 @@ import os
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import platformdirs
 
+from spd_lsp.engine.decoding.threads import cpu_pressure, intra_op_threads
 from spd_lsp.engine.fast import use_compile_cache
 
 log = logging.getLogger(__name__)
@@ -258,6 +260,22 @@ def quantize_int8(model: Any) -> Any:
     return torch.ao.quantization.quantize_dynamic(model, names, dtype=torch.qint8)
 
 
+@contextmanager
+def load_threads(device: Any) -> Iterator[None]:
+    """torch's threads while a model loads on the CPU: one on an oversubscribed CPU, as `ModelRunner` runs its forwards
+    (`decoding/threads.py`), and torch's own number again after (what the runner takes as its default). At load ~4 on
+    2 cores the fast path's 60 fused copies took 0.63-1.76 s with 2 threads, 0.11-0.17 s with 1 (same bytes)."""
+    import torch
+
+    default = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(intra_op_threads(default, cpu_pressure()))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(default)
+
+
 SMALL_QUERY_ENV = "SPD_LSP_SMALL_QUERY_ATTENTION"
 
 
@@ -301,29 +319,30 @@ def load_model(
     torch_dtype = pick_dtype(torch_device, dtype, quantize=quantize)
     where = {"pretrained_model_name_or_path": directory} if directory is not None else {
         "pretrained_model_name_or_path": source.directory, "gguf_file": source.gguf_file}  # no cache: in memory
-    try:
-        model = AutoModelForCausalLM.from_pretrained(
-            **where, dtype=torch_dtype, local_files_only=True, attn_implementation=attention
-        )
-        tokenizer = load_tokenizer(spec)
-    except ModelLoadError:
-        raise
-    except Exception as exc:  # noqa: BLE001
-        raise ModelLoadError(f"cannot load model {spec or 'default'} from {directory}: {exc}") from exc
-    model.eval().to(torch_device)
-    if attention == "sdpa" and small_query_wanted(small_query):
-        from spd_lsp.engine.decoding.attention import use_small_query_attention
+    with load_threads(torch_device):  # the weights' conversion, the fast path's fused copies
+        try:
+            model = AutoModelForCausalLM.from_pretrained(
+                **where, dtype=torch_dtype, local_files_only=True, attn_implementation=attention
+            )
+            tokenizer = load_tokenizer(spec)
+        except ModelLoadError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise ModelLoadError(f"cannot load model {spec or 'default'} from {directory}: {exc}") from exc
+        model.eval().to(torch_device)
+        if attention == "sdpa" and small_query_wanted(small_query):
+            from spd_lsp.engine.decoding.attention import use_small_query_attention
 
-        use_small_query_attention(model)
-    if quantize == "int8":
-        if torch_device.type != "cpu":
-            raise ModelLoadError("int8 quantisation is for the CPU; use dtype on accelerators")
-        model = quantize_int8(model)
-    elif quantize not in (None, "none", "int4"):
-        raise ModelLoadError(f"unknown quantisation {quantize!r} (expected 'int8', 'int4' or none)")
-    cache = directory if source.gguf_file and directory is not None else None  # the packed int4 weights go beside it
-    fast_info = (_attach_fast(model, source, quantize, cache=cache, compile=compile, head=head)
-                 if fast and quantize != "int8" else None)
+            use_small_query_attention(model)
+        if quantize == "int8":
+            if torch_device.type != "cpu":
+                raise ModelLoadError("int8 quantisation is for the CPU; use dtype on accelerators")
+            model = quantize_int8(model)
+        elif quantize not in (None, "none", "int4"):
+            raise ModelLoadError(f"unknown quantisation {quantize!r} (expected 'int8', 'int4' or none)")
+        cache = directory if source.gguf_file and directory is not None else None  # the packed int4 weights go beside it
+        fast_info = (_attach_fast(model, source, quantize, cache=cache, compile=compile, head=head)
+                     if fast and quantize != "int8" else None)
     if quantize == "int4" and not (fast_info and fast_info.get("weights", "").startswith("int4")):
         raise ModelLoadError("int4 weights need the fast path (fastPath: true) on a Llama/Qwen2 model on cpu or cuda"
                              + (f"; here: {fast_info['reason']}" if fast_info and "reason" in fast_info else ""))

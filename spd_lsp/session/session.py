@@ -47,6 +47,7 @@ from spd_lsp.context.gather import ContextGatherer
 from spd_lsp.worker import Job, KeyedWorker
 from spd_lsp.languages import language_of
 from spd_lsp.session import report
+from spd_lsp.session.compile_progress import watch_compile
 from spd_lsp.session.stores import Client, WorkspaceStores
 
 log = logging.getLogger(__name__)
@@ -285,8 +286,9 @@ class Session:
             self._loaded.engine.close()  # a shared engine's connection (spd_lsp/remote)
         self._loaded, self._loaded_key = None, settings.model_key()
         try:
-            self._loaded = self.loader(settings)
+            self._loaded = loaded = self.loader(settings)
             self._error = None
+            watch_compile(self.client, loaded, current=lambda: self._loaded is loaded)  # progress, first start
         except Exception as exc:  # noqa: BLE001 - any load failure leaves a working, empty server
             message = f"spd-lsp: the model could not be loaded, completions are off: {exc}"
             log.error(message)

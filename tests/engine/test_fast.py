@@ -215,6 +215,36 @@ def test_the_int8_output_head_is_the_float_head_within_its_rounding_and_only_for
         fast.build(tiny_model("llama").model, compile=False, head="int2")
 
 
+def test_the_int8_output_rows_are_kept_beside_the_model_cache_and_read_back_bit_for_bit(tmp_path, caplog) -> None:
+    """A later start maps the int8 rows the first one made (0.2-0.3 s of requantising a start on the bundled model);
+    what it reads are the same codes and scales; a damaged or mis-shaped copy is made again."""
+    from spd_lsp.engine.fast.int8 import Int8Weight
+    from spd_lsp.engine.fast.store import int8_file, int8_head
+
+    torch.manual_seed(0)
+    weight = torch.randn(300, 64, dtype=torch.bfloat16)
+    want = Int8Weight.of(weight)
+    made = int8_head(weight, directory=tmp_path)
+    path = int8_file(tmp_path, torch.bfloat16)
+    assert path.is_file() and torch.equal(made.weight, want.weight) and torch.equal(made.scales, want.scales)
+    kept = int8_head(weight * 0, directory=tmp_path)  # read back, not requantised (all-zero weights would give 0 codes)
+    assert torch.equal(kept.weight, want.weight) and torch.equal(kept.scales, want.scales)
+    assert kept.weight.is_contiguous() and kept.scales.dtype == torch.bfloat16
+    # Aligned as torch allocates: on safetensors' own (file-offset) memory the int8 kernel crashed from 4 rows up.
+    assert kept.weight.data_ptr() % 64 == 0 and kept.scales.data_ptr() % 64 == 0
+    for rows in range(1, 9):
+        x = torch.randn(rows, 64, dtype=torch.bfloat16)
+        assert torch.equal(kept(x), want(x))
+    other = torch.randn(200, 64, dtype=torch.bfloat16)
+    assert torch.equal(int8_head(other, directory=tmp_path).weight, Int8Weight.of(other).weight)  # another shape
+    path.write_bytes(b"damaged")
+    assert torch.equal(int8_head(weight, directory=tmp_path).weight, want.weight) and "ignoring" in caplog.text
+    loaded = tiny_model("llama")
+    backend = fast.build(loaded.model, compile=False, head="int8", cache=tmp_path)
+    assert int8_file(tmp_path, loaded.model.get_output_embeddings().weight.dtype).is_file()
+    assert torch.equal(backend.lm.output.int4.weight, Int8Weight.of(loaded.model.get_output_embeddings().weight).weight)
+
+
 def test_a_left_padded_batch_step_takes_the_padded_step_and_matches_transformers() -> None:
     """The engine batch's rows (left padding, a position per row) run `padded_step_tensors`, with transformers'
     numbers for the rows' real positions."""

@@ -476,6 +476,23 @@ def test_an_oversubscribed_cpu_runs_one_thread(tmp_path: Any) -> None:
     assert threads.cpu_pressure(tmp_path / "missing") is None and threads.intra_op_threads(2, None) == 2
 
 
+def test_a_model_loads_with_one_thread_on_an_oversubscribed_cpu_and_gives_torch_its_own_number_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The load's copies (the fast path's fused projections) stalled on 2 threads at load ~4 (0.6-1.8 s against
+    0.1-0.2 s on one); the runner built after it must still find torch's default as its own."""
+    default = torch.get_num_threads()
+    inside: list[int] = []
+    for pressure, wanted in ((99.0, 1), (1.0, default)):
+        monkeypatch.setattr(model, "cpu_pressure", lambda pressure=pressure: pressure)
+        with model.load_threads(torch.device("cpu")):
+            inside.append(torch.get_num_threads())
+        assert torch.get_num_threads() == default
+        assert inside[-1] == wanted
+    with pytest.raises(RuntimeError), model.load_threads(torch.device("cpu")):
+        raise RuntimeError("a failed load")
+    assert torch.get_num_threads() == default
+
+
 def test_the_runner_sets_threads_from_the_cpu_pressure(loaded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     runner = ModelRunner(loaded.model, loaded.device)
     chosen: list[int] = []

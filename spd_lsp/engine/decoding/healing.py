@@ -33,6 +33,34 @@ def special_ids(tokenizer) -> frozenset[int]:
     return frozenset(tokenizer.all_special_ids) | {i for i, token in added.items() if token.special}
 
 
+def token_texts(tokenizer, vocab_size: int, specials: frozenset[int]) -> list[str]:
+    """Each id's text as it reads after an ordinary token ("a": keeps the leading spaces SentencePiece drops);
+    "" for `specials`. Decoded once per start, so through the Rust tokenizer itself where the tokenizer is one that
+    decodes as it does (transformers' wrapper costs 4x its call here: 0.11 s against 0.03 s for 49,152 ids)."""
+    anchor = tokenizer.encode("a", add_special_tokens=False)[-1:]
+    head = tokenizer.decode(anchor, clean_up_tokenization_spaces=False)
+    backend = _plain_backend(tokenizer)
+    if backend is not None:
+        def decode(ids: list[int]) -> str:
+            return backend.decode(ids, skip_special_tokens=False)
+    else:
+        def decode(ids: list[int]) -> str:
+            return tokenizer.decode(ids, clean_up_tokenization_spaces=False)
+    return ["" if i in specials else decode(anchor + [i])[len(head):] for i in range(vocab_size)]
+
+
+def _plain_backend(tokenizer):
+    """The `tokenizers.Tokenizer` under a transformers fast tokenizer whose `decode` (clean-up off, specials kept)
+    is that tokenizer's own; None for any other (a Python tokenizer, a subclass decoding its own way)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or not getattr(tokenizer, "is_fast", False):
+        return None
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+    return backend if isinstance(tokenizer, TokenizersBackend) and type(tokenizer)._decode is TokenizersBackend._decode \
+        else None
+
+
 class TokenTable:
     """Text of every vocabulary token, indexed for 'starts with' and 'is a prefix of' queries.
 
@@ -42,9 +70,10 @@ class TokenTable:
     def __init__(self, tokenizer, vocab_size: int):
         self.tokenizer = tokenizer
         self.special_ids = frozenset(i for i in special_ids(tokenizer) if i < vocab_size)
-        anchor = tokenizer.encode("a", add_special_tokens=False)[-1:]
-        self.texts = ["" if i in self.special_ids else self.decode([i], anchor) for i in range(vocab_size)]
-        self._order = sorted((t, i) for i, t in enumerate(self.texts) if t)
+        self.texts = token_texts(tokenizer, vocab_size, self.special_ids)
+        # By text, then id (a stable sort of the ids): what "starts with" bisects.
+        ids = sorted((i for i, t in enumerate(self.texts) if t), key=self.texts.__getitem__)
+        self._order = [(self.texts[i], i) for i in ids]
         self._sorted_texts = [t for t, _ in self._order]
         self._exact: dict[str, list[int]] = {}
         self._on_device: dict[tuple[tuple[str, object], torch.device], torch.Tensor] = {}

@@ -1,0 +1,81 @@
+"""The decode step's background compile is shown as progress, ended with its seconds (the first start's minutes)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from spd_lsp.api import Loaded
+from spd_lsp.session.compile_progress import TITLE, watch_compile
+from spd_lsp.session.session import Session
+from spd_lsp.settings import Settings, parse_settings
+from tests.session.test_server_session import FakeEngine
+
+
+class ProgressClient:
+    def __init__(self) -> None:
+        self.log: list[tuple[str, str]] = []
+        self.ended = threading.Event()
+
+    def show(self, kind: str, text: str) -> None:
+        self.log.append(("show", text))
+
+    def progress(self, title: str) -> Any:
+        self.log.append(("begin", title))
+        client = self
+
+        class Progress:
+            def report(self, message: str, percentage: int | None = None) -> None:
+                client.log.append(("report", message))
+
+            def end(self, message: str) -> None:
+                client.log.append(("end", message))
+                client.ended.set()
+
+        return Progress()
+
+
+def compiling_info() -> dict[str, Any]:
+    return {"name": "fake", "fastPath": True, "compiled": False, "compileSeconds": None,
+            "compileReason": "compiling in the background: 1 row, 256 positions"}
+
+
+def test_a_loaded_model_compiling_in_the_background_shows_progress_until_compiled() -> None:
+    info = compiling_info()
+    client = ProgressClient()
+    session = Session(client, loader=lambda settings: Loaded(FakeEngine(["a"]), info, "cpu"))
+    session.configure(Settings(ngrams=parse_settings({"ngrams": {"enabled": False}})[0].ngrams), roots=[]).future.result(5)
+    deadline = time.monotonic() + 5
+    while ("report", info["compileReason"]) not in client.log and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert client.log[:2] == [("begin", TITLE), ("report", "compiling in the background: 1 row, 256 positions")]
+    assert not client.ended.is_set()
+    info.update(compiled=True, compileReason=None, compileSeconds=73.4)  # as the compile thread reports it
+    assert client.ended.wait(5)
+    assert client.log[-1] == ("end", "compiled in 73.4 s: decode steps run it now")
+    session.close()
+
+
+def test_a_failed_compile_ends_the_progress_with_its_reason_and_a_replaced_model_stops_it() -> None:
+    info = compiling_info()
+    client = ProgressClient()
+    loaded = Loaded(FakeEngine(["a"]), info, "cpu")
+    watch_compile(client, loaded, current=lambda: True, poll_s=0.01)
+    info.update(compileReason="compile failed: BackendCompilerFailed: no compiler")
+    assert client.ended.wait(5)
+    assert client.log[-1] == ("end", "decode steps run eager: compile failed: BackendCompilerFailed: no compiler")
+    other = ProgressClient()
+    still = [True]
+    watch_compile(other, Loaded(FakeEngine(["a"]), compiling_info(), "cpu"), current=lambda: still[0], poll_s=0.01)
+    still[0] = False  # the session loaded another model
+    assert other.ended.wait(5) and other.log[-1][0] == "end" and "stopped watching" in other.log[-1][1]
+
+
+def test_nothing_is_shown_where_nothing_compiles_in_the_background() -> None:
+    client = ProgressClient()
+    for info in ({"name": "fake"}, {"compiled": True, "compileReason": None, "compileSeconds": 2.0},
+                 {"compiled": False, "compileReason": "compile off"},
+                 {"fastPath": False, "compiled": False, "compileReason": "transformers' forward: int8"}):
+        assert watch_compile(client, Loaded(FakeEngine(["a"]), info, "cpu"), current=lambda: True) is None
+    assert client.log == []
