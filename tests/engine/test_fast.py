@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -118,14 +119,19 @@ def test_an_uncovered_family_keeps_transformers_forward() -> None:
         fast.build(tiny_model("gpt2").model)
 
 
-def test_plain_decode_steps_run_the_step_function_and_equal_transformers_steps() -> None:
+def _prefilled_pair(prompt: list[int]) -> tuple[ModelRunner, ModelRunner, Any]:
+    """Runners of the tiny Llama with the fast path (eager) and without, `prompt` prefilled in both; the backend."""
     torch.set_num_threads(1)
     loaded, plain = tiny_model("llama+fast"), tiny_model("llama")
     ours, theirs = ModelRunner(loaded.model, loaded.device), ModelRunner(plain.model, plain.device)
-    prompt = list(range(3, 40))
     for runner in (ours, theirs):
         runner.prefill(prompt)
-    backend = fast.attached(loaded.model)
+    return ours, theirs, fast.attached(loaded.model)
+
+
+def test_plain_decode_steps_run_the_step_function_and_equal_transformers_steps() -> None:
+    prompt = list(range(3, 40))
+    ours, theirs, backend = _prefilled_pair(prompt)
     for token in (5, 6, 7):
         embeds = ours.embed(torch.tensor([[token]]))
         torch.testing.assert_close(ours.forward(ours.cache, embeds=embeds),
@@ -302,13 +308,8 @@ def test_a_held_background_compile_starts_no_thread_until_released(monkeypatch) 
 def test_a_one_token_prefill_takes_the_decode_step_and_equals_transformers() -> None:
     """A warm request's prompt differs from the cache by its last token: that forward is a decode step (the compiled
     one), not an eager forward. Failed before: `backend.steps` stayed 0."""
-    torch.set_num_threads(1)
-    loaded, plain = tiny_model("llama+fast"), tiny_model("llama")
-    ours, theirs = ModelRunner(loaded.model, loaded.device), ModelRunner(plain.model, plain.device)
     prompt = list(range(3, 40))
-    for runner in (ours, theirs):
-        runner.prefill(prompt)
-    backend = fast.attached(loaded.model)
+    ours, theirs, backend = _prefilled_pair(prompt)
     before = backend.steps
     ours_logits, reused = ours.prefill(prompt + [41])
     theirs_logits, _ = theirs.prefill(prompt + [41])
