@@ -316,3 +316,30 @@ def test_a_one_token_prefill_takes_the_decode_step_and_equals_transformers() -> 
     assert reused == len(prompt) and backend.steps == before + 1
     torch.testing.assert_close(ours_logits, theirs_logits, atol=1e-5, rtol=1e-4)
     assert ours.cache.get_seq_length() == len(prompt) + 1
+
+
+def test_the_kept_int4_weights_read_back_aligned_and_equal(tmp_path) -> None:
+    """A later start reads the packed int4 weights from the model's cache (not the GGUF): the same products, in torch's
+    64-byte aligned memory (safetensors' own sat at 48 mod 64; the int8 kernel crashed on such memory)."""
+    from safetensors.torch import save_file
+
+    from spd_lsp.engine.fast import int4, q4
+    from spd_lsp.engine.fast.store import gguf_int4, packed_file
+
+    model = tiny_model("llama").model
+    groups = [{name: q4.quantise(getattr(getattr(layer, part), name).weight)
+               for part, names in (("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")),
+                                   ("mlp", ("gate_proj", "up_proj", "down_proj")))
+               for name in names} for layer in model.model.layers]
+    packed = int4.pack(groups, dtype=torch.float32, device=torch.device("cpu"))
+    save_file(int4.packed_state(packed), packed_file(tmp_path, torch.float32, torch.device("cpu")))
+    kept = gguf_int4(tmp_path / "not-read.gguf", model.config, dtype=torch.float32, device=torch.device("cpu"),
+                     directory=tmp_path)
+    assert kept is not None and len(kept) == len(packed)
+    for want_layer, kept_layer in zip(packed, kept):
+        for name, want in want_layer.items():
+            got = kept_layer[name]
+            assert all(buffer.data_ptr() % 64 == 0 for buffer in got.buffers())
+            for rows in (1, 4, 8):
+                x = torch.randn(rows, got.in_features)
+                assert torch.equal(got(x), want(x))

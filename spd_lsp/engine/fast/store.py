@@ -34,7 +34,10 @@ def gguf_int4(gguf: Path, config: Any, *, dtype: torch.dtype, device: torch.devi
                    "gate_up": config.hidden_size, "down": config.intermediate_size}
     if path is not None and path.is_file():
         try:
-            return int4.from_state(load_file(path, device=str(device)), config.num_hidden_layers, in_features)
+            # Copies in torch's own (64-byte aligned) memory, as `int8_head`'s: safetensors' tensors sit at the file's
+            # offsets (48 mod 64 here). The int4 kernel ran on those (1-8 rows), but the int8 one crashed on its own.
+            state = {name: tensor.clone() for name, tensor in load_file(path, device=str(device)).items()}
+            return int4.from_state(state, config.num_hidden_layers, in_features)
         except Exception as exc:  # noqa: BLE001 - a damaged copy: pack again
             log.warning("ignoring %s (%s): packing the GGUF's int4 weights again", path, exc)
     groups = q4.q4_1_layers(gguf, config)
