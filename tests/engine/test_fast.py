@@ -140,7 +140,8 @@ def test_plain_decode_steps_run_the_step_function_and_equal_transformers_steps()
     assert backend.steps == 3 and ours.cache.get_seq_length() == len(prompt) + 3
 
 
-def test_the_decode_step_compiles_as_one_graph_and_buckets_do_not_recompile(monkeypatch) -> None:
+def _compiling_tiny_llama(monkeypatch) -> tuple[Any, Any]:
+    """The tiny Llama with a fast backend that compiles on the first call (dynamo reset, its counters cleared)."""
     from torch._dynamo.utils import counters
 
     monkeypatch.setenv("SPD_LSP_COMPILE", "1")
@@ -148,8 +149,15 @@ def test_the_decode_step_compiles_as_one_graph_and_buckets_do_not_recompile(monk
     counters.clear()
     loaded = tiny_model("llama")
     backend = fast.build(loaded.model, compile=True)
-    assert backend.info["compiled"] and backend.info["compileReason"] is None
     fast.attach(loaded.model, backend)
+    return loaded, backend
+
+
+def test_the_decode_step_compiles_as_one_graph_and_buckets_do_not_recompile(monkeypatch) -> None:
+    from torch._dynamo.utils import counters
+
+    loaded, backend = _compiling_tiny_llama(monkeypatch)
+    assert backend.info["compiled"] and backend.info["compileReason"] is None
     runner = ModelRunner(loaded.model, loaded.device)
     eager = ModelRunner(tiny_model("llama+fast").model, loaded.device)
     for r in (runner, eager):
@@ -343,3 +351,45 @@ def test_the_kept_int4_weights_read_back_aligned_and_equal(tmp_path) -> None:
             for rows in (1, 4, 8):
                 x = torch.randn(rows, got.in_features)
                 assert torch.equal(got(x), want(x))
+
+
+@pytest.mark.parametrize("drafts", [[(5, 6, 7, 8), (5, 6, 9), (11, 12)], [tuple(range(50, 70)), tuple(range(50, 60)) + (3,) * 10]])
+def test_verification_trees_take_the_tree_step_and_equal_transformers(drafts) -> None:
+    """The packed prefix tree of the drafts runs padded to a TREE_WIDTHS graph (failed before: no tree step ran);
+    every node's logits are transformers', and the cache grows by the tree's nodes as transformers' does."""
+    from spd_lsp.engine.decoding import verify
+
+    prompt = list(range(3, 40))
+    ours, theirs, backend = _prefilled_pair(prompt)
+    got = verify.packed_logits(ours, ours.cache, [drafts], [len(prompt)])[0]
+    want = verify.packed_logits(theirs, theirs.cache, [drafts], [len(prompt)])[0]
+    assert backend.trees == 1 and got[1] == want[1]
+    for mine, reference in zip(got[0], want[0]):
+        torch.testing.assert_close(mine, reference, atol=1e-5, rtol=1e-4)
+    assert ours.cache.get_seq_length() == theirs.cache.get_seq_length() > len(prompt)
+
+
+def test_the_tree_step_compiles_as_one_graph(monkeypatch) -> None:
+    """fullgraph: a branch on the data (grouped attention's `blind.any()` before) would fail it and leave it eager."""
+    from torch._dynamo.utils import counters
+
+    from spd_lsp.engine.decoding import verify
+
+    loaded, backend = _compiling_tiny_llama(monkeypatch)
+    runner = ModelRunner(loaded.model, loaded.device)
+    reference = ModelRunner(tiny_model("llama").model, loaded.device)
+    prompt = list(range(3, 30))
+    drafts = [(5, 6, 7, 8), (5, 6, 9), (11, 12)]
+    for r in (runner, reference):
+        r.prefill(prompt)
+    for _ in range(2):  # the second tree: the same graph
+        got = verify.packed_logits(runner, runner.cache, [drafts], [len(prompt)])[0][0]
+        want = verify.packed_logits(reference, reference.cache, [drafts], [len(prompt)])[0][0]
+        for mine, theirs in zip(got, want):
+            torch.testing.assert_close(mine, theirs, atol=1e-4, rtol=1e-3)
+        for r in (runner, reference):
+            r.rewind(len(prompt))
+    status = backend.info["treeStep"]
+    assert status["compiled"] and status["compileReason"] is None, status
+    assert backend.trees == 2 and counters["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()

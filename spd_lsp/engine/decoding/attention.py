@@ -108,8 +108,7 @@ def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
         grouped.add_(mask)
         blind = torch.isneginf(mask).all(dim=-1, keepdim=True)
     probs = torch.softmax(scores, dim=-1)
-    if blind.any():
-        probs.view_as(grouped).masked_fill_(blind, 0.0)
+    probs.view_as(grouped).masked_fill_(blind, 0.0)  # no branch on the data: the fast path's tree step compiles it
     out = torch.matmul(probs.to(value.dtype), value)  # [B, Hkv, group * q, D]
     return out.view(batch, heads, q_length, value.shape[-1]).transpose(1, 2).contiguous()
 

@@ -209,14 +209,16 @@ def packed_logits(
         positions[b, :n] += torch.tensor(depth, dtype=torch.long)
         mask[b, 0, :, length - prompt : length] = 0  # padding queries see the prompt too: no empty softmax
         mask[b, 0, :n, length : length + n].masked_fill_(sees, 0)
-    out = runner.net(
-        input_ids=ids.to(runner.device),
-        position_ids=positions.to(runner.device),
-        attention_mask=mask.to(runner.device),
-        use_cache=True,
-        **{runner._cache_kwarg: cache},
-    )
-    return [([out.logits[b][path] for path in paths], paths) for b, (_, _, paths) in enumerate(trees)]
+    logits = runner.fast.tree(cache, ids, positions, mask) if runner.fast is not None else None  # compiled, padded
+    if logits is None:
+        logits = runner.net(
+            input_ids=ids.to(runner.device),
+            position_ids=positions.to(runner.device),
+            attention_mask=mask.to(runner.device),
+            use_cache=True,
+            **{runner._cache_kwarg: cache},
+        ).logits
+    return [([logits[b][path] for path in paths], paths) for b, (_, _, paths) in enumerate(trees)]
 
 
 def _verdict(logp: torch.Tensor, row: tuple[int, ...], remainder: str, rules: DraftRules) -> Verdict:

@@ -131,8 +131,9 @@ def twin(value: Any) -> Any:
 def describe(args: tuple[Any, ...]) -> str:
     """"1 row, 1,024 positions": the shape a step graph is compiled for (the decode step's x and keys)."""
     x, keys = args[0], args[2]
-    rows = x.shape[0]
-    return f"{rows} row{'s' if rows != 1 else ''}, {keys[0].shape[2]:,} positions"
+    rows, tokens = x.shape[0], x.shape[1]
+    width = f" x {tokens} tokens" if tokens > 1 else ""  # a verification tree's graph
+    return f"{rows} row{'s' if rows != 1 else ''}{width}, {keys[0].shape[2]:,} positions"
 
 
 class LazyCompile:
