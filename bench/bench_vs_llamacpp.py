@@ -198,6 +198,11 @@ def main() -> int:
         print(f"our step compiled in {time.perf_counter() - started:.0f} s: {backend.info}", flush=True)
     shipped = Settings().decode_options()
     greedy = replace(shipped, method="greedy", k=1)
+    if backend is not None and args.compile:  # a request hands verification's tree shape to the compile: waited for
+        started = time.perf_counter()
+        engine.complete(DecodeRequest(package_source(args.package)[:2000], shipped))
+        backend.tree_fn.wait(timeout=3600)
+        print(f"our tree step compiled in {time.perf_counter() - started:.0f} s: {backend.info['treeStep']}", flush=True)
     stepping = replace(greedy, max_tokens=args.decode_tokens, stop_at_newline=False, heal=False)
     text = package_source(args.package)
     warm_texts = prefixes(text, WARM_TOKENS, args.rounds, engine.tokenizer)

@@ -24,9 +24,11 @@ from spd_lsp.engine.fast.model import FastLM
 log = logging.getLogger(__name__)
 
 
-# The widths a verification tree is padded to (a compiled graph each): k = 3 drafts of up to 10 tokens make ~20-33
-# nodes. Wider trees run eager. Eager a 30-node tree took 53 ms, compiled at 32 wide 45 ms (bundled model, 2 cores).
-TREE_WIDTHS = (16, 32, 64)
+# The widths a verification tree is padded to (a compiled graph each, ~45 MB of RSS: 16 and 32 took +92 MB): the
+# shipped k = 3 drafts of at most 10 tokens make at most 27 nodes (a draft's last token is not run), so one graph
+# serves them; k > 3 may need the second. Wider trees run eager. A request's verification took 53.1 ms against
+# 64.9 eager (bundled model, 2 cores, load 3.3; 45 against 53 ms a 30-node tree alone, load ~1.5).
+TREE_WIDTHS = (32, 64)
 
 
 class FastBackend:
