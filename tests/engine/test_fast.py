@@ -353,17 +353,23 @@ def test_the_kept_int4_weights_read_back_aligned_and_equal(tmp_path) -> None:
                 assert torch.equal(got(x), want(x))
 
 
-@pytest.mark.parametrize("drafts", [[(5, 6, 7, 8), (5, 6, 9), (11, 12)], [tuple(range(50, 70)), tuple(range(50, 60)) + (3,) * 10]])
-def test_verification_trees_take_the_tree_step_and_equal_transformers(drafts) -> None:
-    """The packed prefix tree of the drafts runs padded to a TREE_WIDTHS graph (failed before: no tree step ran);
-    every node's logits are transformers', and the cache grows by the tree's nodes as transformers' does."""
+SMALL_TREE = [(5, 6, 7, 8), (5, 6, 9), (11, 12)]  # 4 nodes: at most INT4_MAX_TOKENS, so eager (the decode weights)
+TREE = [(5, 6, 7, 8, 9, 10), (5, 6, 9, 11, 12), (11, 12, 13, 14)]  # 10 nodes
+
+
+@pytest.mark.parametrize("drafts, trees", [(SMALL_TREE, 0), (TREE, 1),
+                                           ([tuple(range(50, 70)), tuple(range(50, 60)) + (3,) * 10], 1)])
+def test_verification_trees_take_the_tree_step_and_equal_transformers(drafts, trees) -> None:
+    """The packed prefix tree of the drafts runs padded to a TREE_WIDTHS graph (failed before: no tree step ran),
+    but for a tree of at most INT4_MAX_TOKENS nodes; every node's logits are transformers', and the cache grows by
+    the tree's nodes as transformers' does."""
     from spd_lsp.engine.decoding import verify
 
     prompt = list(range(3, 40))
     ours, theirs, backend = _prefilled_pair(prompt)
     got = verify.packed_logits(ours, ours.cache, [drafts], [len(prompt)])[0]
     want = verify.packed_logits(theirs, theirs.cache, [drafts], [len(prompt)])[0]
-    assert backend.trees == 1 and got[1] == want[1]
+    assert backend.trees == trees and got[1] == want[1]
     for mine, reference in zip(got[0], want[0]):
         torch.testing.assert_close(mine, reference, atol=1e-5, rtol=1e-4)
     assert ours.cache.get_seq_length() == theirs.cache.get_seq_length() > len(prompt)
@@ -379,7 +385,7 @@ def test_the_tree_step_compiles_as_one_graph(monkeypatch) -> None:
     runner = ModelRunner(loaded.model, loaded.device)
     reference = ModelRunner(tiny_model("llama").model, loaded.device)
     prompt = list(range(3, 30))
-    drafts = [(5, 6, 7, 8), (5, 6, 9), (11, 12)]
+    drafts = TREE
     for r in (runner, reference):
         r.prefill(prompt)
     for _ in range(2):  # the second tree: the same graph

@@ -19,7 +19,7 @@ from transformers import DynamicCache
 
 from spd_lsp.engine.fast.cache import BucketLayer, bucket_cache, bucketed
 from spd_lsp.engine.fast.compile import Compiled, mark_dynamic
-from spd_lsp.engine.fast.model import FastLM
+from spd_lsp.engine.fast.model import INT4_MAX_TOKENS, FastLM
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,10 @@ class FastBackend:
         seeing what it sees of the prompt. None where this is not one (the caller runs `lm`)."""
         batch, n = ids.shape
         width = next((w for w in TREE_WIDTHS if w >= n), None)
-        if width is None or not bucketed(cache):
+        # A tree of at most INT4_MAX_TOKENS tokens runs eager, where its projections (and the int8 head) take the
+        # decode weights: padded, it would take the float ones, and answer otherwise than an engine batch's eager
+        # verification of the same drafts (the Ray replicas' scores differed by 2.7e-4 from a local engine's).
+        if width is None or batch * n <= INT4_MAX_TOKENS or not bucketed(cache):
             return None
         layers: list[BucketLayer] = cache.layers
         length = layers[0].length
