@@ -134,7 +134,7 @@ class ModelRunner:
         self.forwards += 1
         if self.fast is not None and ids is not None and ids.shape[1] == 1 and logits:
             # One token whose logits are wanted (a warm request's last prompt token): a decode step, so the compiled
-            # one, not an eager forward (20 against ~13 ms here, bench/bench_vs_llamacpp.py's warm line).
+            # one, not an eager forward (a warm request's prompt phase: 16.3 against 19.5 ms, docs/performance.md).
             ids, embeds = None, self.embed(ids)
         if self.fast is not None and embeds is not None:
             stepped = self.fast.step(cache, embeds, attention_mask, position_ids)  # a decode step: the compiled one

@@ -19,7 +19,7 @@ from transformers import DynamicCache
 
 from spd_lsp.engine.fast.cache import BucketLayer, bucket_cache, bucketed
 from spd_lsp.engine.fast.compile import Compiled, mark_dynamic
-from spd_lsp.engine.fast.model import INT4_MAX_TOKENS, FastLM
+from spd_lsp.engine.fast.model import INT4_MAX_TOKENS, FastLM, Write
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,17 @@ log = logging.getLogger(__name__)
 # serves them; k > 3 may need the second. Wider trees run eager. A request's verification took 53.1 ms against
 # 64.9 eager (bundled model, 2 cores, load 3.3; 45 against 53 ms a 30-node tree alone, load ~1.5).
 TREE_WIDTHS = (32, 64)
+
+
+def written_at(columns: torch.Tensor, keys: list[torch.Tensor], values: list[torch.Tensor]) -> Write:
+    """`FastLM.forward`'s `write` into fixed buffers: a layer's new key/values at `columns` of its buffers (per layer
+    [B, kv heads, bucket, D]), with `index_copy_` (nothing syncs with the host); it attends to the whole buffers."""
+    def write(index: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        keys[index].index_copy_(2, columns, k)
+        values[index].index_copy_(2, columns, v)
+        return keys[index], values[index]
+
+    return write
 
 
 class FastBackend:
@@ -73,12 +84,7 @@ class FastBackend:
                      positions: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
         """Logits [B, W, V] of W tokens x [B, W, H] at `positions` [B, W], their key/values written at `columns` [W] of
         `keys`/`values`; `visible` [B, 1, W, bucket]: what each token attends to."""
-        def write(index: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            keys[index].index_copy_(2, columns, k)
-            values[index].index_copy_(2, columns, v)
-            return keys[index], values[index]
-
-        return self.lm.forward(x, positions, visible, write)
+        return self.lm.forward(x, positions, visible, written_at(columns, keys, values))
 
     @torch.inference_mode()
     def tree(self, cache: Any, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
@@ -122,12 +128,7 @@ class FastBackend:
 
     def _step(self, x: torch.Tensor, column: torch.Tensor, keys: list[torch.Tensor], values: list[torch.Tensor],
               positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        def write(index: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            keys[index].index_copy_(2, column, k)
-            values[index].index_copy_(2, column, v)
-            return keys[index], values[index]
-
-        return self.lm.forward(x, positions, mask, write, last_only=True)
+        return self.lm.forward(x, positions, mask, written_at(column, keys, values), last_only=True)
 
     @torch.inference_mode()
     def step(self, cache: Any, embeds: torch.Tensor, attention_mask: torch.Tensor | None = None,
