@@ -171,6 +171,24 @@ def test_the_decode_step_compiles_as_one_graph_and_buckets_do_not_recompile(monk
     torch._dynamo.reset()
 
 
+def test_one_graph_serves_steps_whether_their_input_is_an_inference_tensor_or_not(monkeypatch) -> None:
+    """A warm request's last prompt token reaches the step as an inference tensor (the prefill runs in inference
+    mode), its decode steps' superposed embeddings as plain tensors: dynamo guards on the difference. Failed before:
+    two graphs (a second compile of the whole step, seconds to minutes, and its memory), where one serves both."""
+    from torch._dynamo.utils import counters
+
+    loaded, backend = _compiling_tiny_llama(monkeypatch)
+    runner = ModelRunner(loaded.model, loaded.device)
+    runner.prefill(list(range(3, 20)))
+    with torch.inference_mode():
+        runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[5]])))
+    embeds = runner.embed(torch.tensor([[6]])).clone()
+    assert not embeds.is_inference()
+    runner.forward(runner.cache, embeds=embeds)
+    assert backend.steps == 2 and counters["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()
+
+
 def test_the_step_compiles_in_the_background_and_serves_eager_until_it_is_ready(monkeypatch) -> None:
     """The CPU default: the first step of a shape runs eager and hands a twin of its inputs to the compile thread;
     once that graph is ready, steps of the shape run it (same numbers as eager); a new bucket queues another."""
@@ -227,6 +245,56 @@ def test_the_int8_output_head_is_the_float_head_within_its_rounding_and_only_for
     assert backend.lm.weight_bytes(int4=True) < float_bytes
     with pytest.raises(ValueError, match="head 'int2'"):
         fast.build(tiny_model("llama").model, compile=False, head="int2")
+
+
+def test_q8_0_output_rows_run_as_two_int4_halves_with_the_blocks_own_numbers() -> None:
+    """q = 16 hi + lo: the two int4 matmuls give x @ (d q).T up to the output's rounding, far closer than the int8
+    rows' requantisation (one scale a row) of the same weights."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize, quantize
+
+    from spd_lsp.engine.fast.int8 import Int8Weight
+    from spd_lsp.engine.fast.q8 import Q8Head, unpack_q8_0
+
+    rng = np.random.default_rng(0)
+    weights = (rng.normal(size=(256, 4 * BLOCK)) * rng.uniform(0.1, 4, size=(256, 4 * BLOCK))).astype(np.float32)
+    raw = quantize(weights, GGMLQuantizationType.Q8_0)
+    codes, scales = unpack_q8_0(raw)
+    exact = torch.from_numpy(dequantize(raw, GGMLQuantizationType.Q8_0))
+    torch.testing.assert_close((codes.float().view(256, 4, BLOCK) * scales[..., None]).view(256, -1), exact)
+    head = Q8Head.of(codes, scales, dtype=torch.float32)
+    x = torch.randn(3, 4 * BLOCK)
+    want = x @ exact.T
+    torch.testing.assert_close(head(x), want, atol=1e-3, rtol=1e-4)
+    rows = Int8Weight.of(exact.to(torch.bfloat16))(x.to(torch.bfloat16)).float()
+    half = Q8Head.of(codes, scales, dtype=torch.bfloat16)
+    ours = half(x.to(torch.bfloat16)).float()
+    assert (ours - want).abs().mean() < (rows - want).abs().mean() / 2
+    assert half.nbytes() <= weights.size * 1.25  # a byte a weight, and bf16 scale and zero per half and block
+
+
+def test_the_bundled_gguf_s_output_rows_are_its_q8_0_blocks_and_the_engine_runs_them(tmp_path) -> None:
+    """The bundled model's tied output projection is Q8_0 in its GGUF: the fast path's 8-bit head is those blocks
+    (transformers' float head is their dequantisation, in bf16), kept beside the model cache and read back equal."""
+    from spd_lsp.engine.fast.q8 import gguf_head_blocks
+    from spd_lsp.engine.fast.store import gguf_q8_head, q8_file
+    from spd_lsp.engine.model import bundled_gguf, load_model
+
+    codes, scales = gguf_head_blocks(bundled_gguf())
+    dequantised = (codes.float().view(codes.shape[0], -1, BLOCK) * scales[..., None]).view(codes.shape)
+    plain = load_model(fast=False)
+    weight = plain.model.get_output_embeddings().weight.detach().float()
+    assert weight.shape == dequantised.shape
+    assert ((weight - dequantised).abs() <= dequantised.abs() / 256 + 1e-7).all()  # bf16's rounding of d * q
+    head = gguf_q8_head(bundled_gguf(), dtype=torch.bfloat16, directory=tmp_path)
+    assert q8_file(tmp_path, torch.bfloat16).is_file()
+    kept = gguf_q8_head(bundled_gguf(), dtype=torch.bfloat16, directory=tmp_path)
+    x = torch.randn(2, weight.shape[1], dtype=torch.bfloat16)
+    assert torch.equal(head(x), kept(x))
+    assert (head(x).float() - x.float() @ dequantised.T).abs().max() < 0.1
+    served = load_model(compile=False)  # the default: outputWeights int8
+    assert "the GGUF's Q8_0 output rows" in served.fast["weights"], served.fast
+    assert isinstance(fast.attached(served.model).lm.output.int4, type(head))
 
 
 def test_the_int8_output_rows_are_kept_beside_the_model_cache_and_read_back_bit_for_bit(tmp_path, caplog) -> None:

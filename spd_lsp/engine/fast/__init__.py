@@ -82,15 +82,16 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     numbers as the dequantised weights); `quantize="int4"`: quantised from the float weights otherwise (an
     explicit choice: it changes the numbers); else the float weights throughout. `cache`: a directory to keep
     the packed GGUF weights and the int8 output rows in (the model's cache), so that later starts skip making them.
-    `head="int8"`: on the CPU, the output projection of decode steps as int8 rows (`int8.py`: a requantisation, so a
-    choice; the weights string says so), else (and on CUDA: tinygemm has no int8 kernel here) its float weight.
+    `head="int8"`: on the CPU, the output projection of decode steps in 8 bits: the GGUF's own Q8_0 blocks where
+    `gguf` holds them so (`q8.py`: the same numbers), else int8 rows (`int8.py`: a requantisation, so a choice; the
+    weights string says which), else (and on CUDA: tinygemm has no int8 kernel here) its float weight.
     """
     import torch
 
     from spd_lsp.engine.fast import int4, q4
     from spd_lsp.engine.fast.backend import FastBackend
     from spd_lsp.engine.fast.model import FastLM, unsupported
-    from spd_lsp.engine.fast.store import gguf_int4, int8_head
+    from spd_lsp.engine.fast.store import gguf_int4, gguf_q8_head, int8_head
 
     reason = unsupported(model)
     device = model.get_input_embeddings().weight.device
@@ -118,8 +119,13 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
         raise ValueError(f"head {head!r}: one of {', '.join(HEADS)}")
     head_int8 = None
     if head == "int8" and device.type == "cpu":
-        head_int8 = int8_head(model.get_output_embeddings().weight, directory=cache)
-        weights += ", int8 output rows (decode)"
+        # The GGUF's own Q8_0 blocks where it has them (the same numbers); else rows requantised from the float head.
+        head_int8 = gguf_q8_head(gguf, dtype=dtype, directory=cache) if gguf is not None else None
+        if head_int8 is not None:
+            weights += ", the GGUF's Q8_0 output rows (decode)"
+        else:
+            head_int8 = int8_head(model.get_output_embeddings().weight, directory=cache)
+            weights += ", int8 output rows (decode)"
     with torch.no_grad():  # not inference tensors: transformers' own forward still runs on the shared weights
         lm = FastLM(model, packed, head=head_int8)
     return FastBackend(lm, compile=compile, weights=weights)

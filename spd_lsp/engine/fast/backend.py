@@ -152,6 +152,9 @@ class FastBackend:
                 mark_dynamic(buffer, 2)  # one compiled graph for every bucket length
         column = torch.tensor([length], device=self.device)
         keys, values = [l.key_buffer for l in layers], [l.value_buffer for l in layers]
+        # Always an inference tensor (made here, in inference mode): dynamo guards on the difference, and a warm
+        # request's last prompt token came as one, its superposed steps' embeddings not: two graphs compiled.
+        embeds = embeds if embeds.is_inference() else embeds.clone()
         if padded:
             padding = torch.zeros(embeds.shape[0], keys[0].shape[2], dtype=torch.bool, device=self.device)
             padding[:, : length + 1] = attention_mask.to(self.device).bool()

@@ -23,6 +23,7 @@ from spd_lsp.engine.decoding.attention import MAX_QUERY, grouped_attention
 from spd_lsp.engine.decoding.interrupt import checkpoint
 from spd_lsp.engine.fast.int4 import Int4Weight, Packed
 from spd_lsp.engine.fast.int8 import Int8Weight
+from spd_lsp.engine.fast.q8 import Q8Head
 
 FAMILIES = ("llama", "qwen2")
 # Rows x tokens up to which a projection runs its int4 weight where it has one: decode steps of up to 8 rows;
@@ -54,7 +55,7 @@ class Projection(torch.nn.Module):
     """x @ weight.T (+ bias); through `int4` (an int4 or int8 weight) instead for at most `INT4_MAX_TOKENS` rows
     where it is set."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, int4: Int4Weight | Int8Weight | None) -> None:
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, int4: Int4Weight | Int8Weight | Q8Head | None) -> None:
         super().__init__()
         self.weight, self.bias, self.int4 = weight, bias, int4
 
@@ -96,10 +97,10 @@ class CausalOutput:
 
 class FastLM(torch.nn.Module):
     """The decoder of a transformers Llama/Qwen2 causal LM, on its weights; `int4`: per layer, its fused projections
-    packed as int4 (`int4.pack`), or None (float weights only); `head`: the output projection as int8 for decode
-    steps (`int8.py`), or None (its float weight)."""
+    packed as int4 (`int4.pack`), or None (float weights only); `head`: the output projection in 8 bits for decode
+    steps (`q8.py`: the GGUF's Q8_0 blocks; `int8.py`: int8 rows), or None (its float weight)."""
 
-    def __init__(self, model: Any, int4: Packed | None = None, *, head: Int8Weight | None = None) -> None:
+    def __init__(self, model: Any, int4: Packed | None = None, *, head: Int8Weight | Q8Head | None = None) -> None:
         super().__init__()
         config = model.config
         reason = unsupported(model)

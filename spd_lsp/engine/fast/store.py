@@ -15,6 +15,7 @@ import torch
 
 from spd_lsp.engine.fast import int4, q4
 from spd_lsp.engine.fast.int8 import Int8Weight
+from spd_lsp.engine.fast.q8 import Q8Head, gguf_head_blocks
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,31 @@ def int8_head(weight: torch.Tensor, *, directory: Path | None) -> Int8Weight:
     head = Int8Weight.of(weight)
     if path is not None:
         _keep({"weight": head.weight, "scales": head.scales}, path, "the int8 output rows")
+    return head
+
+
+def q8_file(directory: Path, dtype: torch.dtype) -> Path:
+    return directory / f"q8-head-torch{torch.__version__}-{str(dtype).removeprefix('torch.')}.safetensors"
+
+
+def gguf_q8_head(gguf: Path, *, dtype: torch.dtype, directory: Path | None) -> Q8Head | None:
+    """The GGUF's Q8_0 output rows as a `Q8Head` (None where they are not Q8_0), from `directory`'s copy where there
+    is one (reading and packing them from the GGUF took ~2 s)."""
+    from safetensors.torch import load_file
+
+    path = q8_file(directory, dtype) if directory is not None else None
+    if path is not None and path.is_file():
+        try:
+            # Aligned copies, as `gguf_int4`'s (safetensors' tensors sit at the file's offsets).
+            return Q8Head.from_state({name: tensor.clone() for name, tensor in load_file(path).items()})
+        except Exception as exc:  # noqa: BLE001 - a damaged copy: read the GGUF again
+            log.warning("ignoring %s (%s): reading the GGUF's Q8_0 output rows again", path, exc)
+    blocks = gguf_head_blocks(gguf)
+    if blocks is None:
+        return None
+    head = Q8Head.of(*blocks, dtype=dtype)
+    if path is not None:
+        _keep({name: t.contiguous() for name, t in head.state().items()}, path, "the Q8_0 output rows")
     return head
 
 
