@@ -39,6 +39,7 @@ from spd_lsp.engine.decoding.lm import ModelRunner, common_prefix_length, prefil
 from spd_lsp.engine.decoding.padding import padded_cache, plain_cache
 from spd_lsp.engine.decoding.methods import start_state
 from spd_lsp.engine.decoding.stepping import decode_step
+from spd_lsp.engine.fast.compile import serving
 from spd_lsp.api import METHOD, Cancelled, DecodeOptions, DecodeRequest, DecodeResult, Timings, never_cancelled
 from spd_lsp.engine.prompt.build import Prompt
 from spd_lsp.engine.decoding.verify import Verdict, drive, packed_logits, row_logits, row_verdicts
@@ -187,8 +188,9 @@ class Batcher:
         while True:
             if not self._admit(block=not self._members and not self._joining):
                 break
-            self._prefill_some()
-            self._step()
+            with serving():  # a background compile waits while requests are in the batch (engine/fast/compile.py)
+                self._prefill_some()
+                self._step()
 
     def _admit(self, *, block: bool) -> bool:
         """Take new jobs; run the unbatchable ones; queue the others to join. False once closed."""

@@ -19,6 +19,7 @@ from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.decoding.methods import check_method, final_drafts, seeded, start_state
 from spd_lsp.engine.decoding.placement import CPU
 from spd_lsp.engine.decoding.stepping import run_alone
+from spd_lsp.engine.fast.compile import serving
 from spd_lsp.engine.model import LoadedModel
 from spd_lsp.engine.prompt.build import Prompt, build_prompt, stop_ids
 from spd_lsp.engine.prompt.echo import cut_echo
@@ -59,6 +60,7 @@ class LocalEngine:
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
 
+    @serving()  # a background compile of this process waits for it (engine/fast/compile.py)
     def complete(self, request: DecodeRequest, cancelled: CancelCheck | None = None) -> DecodeResult:
         """Drafts continuing `request.prefix` in its context (suffix, path, snippets, language, laid out by
         its prompt format); drafts stop where they start reproducing the suffix. `result.prompt` says what went in."""
@@ -81,6 +83,7 @@ class LocalEngine:
         timings.total_s = time.perf_counter() - started
         return DecodeResult(drafts, timings, options.method, built.info())
 
+    @serving()
     def warm(self, request: DecodeRequest, cancelled: CancelCheck | None = None) -> int:
         """Prefill the prompt `complete` would for `request` and draft nothing, so that a request there
         reuses the cache; returns the tokens run. Cancelled between chunks."""

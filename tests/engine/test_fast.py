@@ -352,6 +352,35 @@ def test_a_left_padded_batch_step_takes_the_padded_step_and_matches_transformers
     assert backend.steps == before + 2  # both through the fast step, not the eager forward
 
 
+def test_a_background_compile_waits_while_a_request_is_served(monkeypatch) -> None:
+    """Dynamo's trace and inductor's codegen are Python: sharing the GIL with them, a served request's eager steps
+    took 0.3-2.2 s instead of ~0.3-0.5 s (bench/bench_compile_pause.py). While `serving`, the compile thread waits at
+    its next Python call; after, it finishes. Failed before: there was nothing to wait for (no `serving`)."""
+    from spd_lsp.engine.fast import compile as step_compile
+
+    monkeypatch.setenv("SPD_LSP_COMPILE", "background")
+    monkeypatch.setattr(step_compile, "PAUSE_S", 60.0)
+    torch._dynamo.reset()
+    loaded = tiny_model("llama")
+    backend = fast.build(loaded.model, compile=True)
+    fast.attach(loaded.model, backend)
+    runner = ModelRunner(loaded.model, loaded.device)
+    runner.prefill(list(range(3, 20)))
+    before = step_compile.pauses[0]
+    with step_compile.serving():
+        runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[5]])))  # eager; queues the compile
+        assert len(backend.step_fn.queued) == 1
+        deadline = time.monotonic() + 10
+        while step_compile.pauses[0] == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert step_compile.pauses[0] > before  # the compile thread waited for the request
+        time.sleep(1.0)
+        assert not backend.step_fn.ready  # and did not go on meanwhile
+    assert backend.step_fn.wait(timeout=600), backend.info
+    assert backend.info["compiled"]
+    torch._dynamo.reset()
+
+
 def test_a_held_background_compile_starts_no_thread_until_released(monkeypatch) -> None:
     """`spd-lsp engine --standby` forks its spare after the warm-up's first step: no compile thread may be inside
     torch then (the fork's copy of its locks and OpenMP team hangs the spare). Held, the step queues its compile

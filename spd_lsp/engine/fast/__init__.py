@@ -71,7 +71,7 @@ def _existing_directory(path: Path) -> Path:
 from spd_lsp.engine.decoding.backends import attach, attached  # noqa: E402,F401  (re-exported)
 
 
-HEADS = ("float", "int8")
+HEADS = ("float", "int8", "int8-rows")  # "int8-rows": never the GGUF's blocks (benchmarks compare the two)
 
 
 def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, compile: bool = True,
@@ -118,9 +118,9 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     if head not in HEADS:
         raise ValueError(f"head {head!r}: one of {', '.join(HEADS)}")
     head_int8 = None
-    if head == "int8" and device.type == "cpu":
+    if head in ("int8", "int8-rows") and device.type == "cpu":
         # The GGUF's own Q8_0 blocks where it has them (the same numbers); else rows requantised from the float head.
-        head_int8 = gguf_q8_head(gguf, dtype=dtype, directory=cache) if gguf is not None else None
+        head_int8 = gguf_q8_head(gguf, dtype=dtype, directory=cache) if gguf is not None and head == "int8" else None
         if head_int8 is not None:
             weights += ", the GGUF's Q8_0 output rows (decode)"
         else:
