@@ -200,7 +200,12 @@ def main() -> int:
     greedy = replace(shipped, method="greedy", k=1)
     if backend is not None and args.compile:  # a request hands verification's tree shape to the compile: waited for
         started = time.perf_counter()
-        engine.complete(DecodeRequest(package_source(args.package)[:2000], shipped))
+        source = package_source(args.package)
+        for end in range(2000, 2000 + 40 * 200, 200):  # until one request's drafts made a tree the graph takes
+            engine.complete(DecodeRequest(source[:end], shipped))
+            if backend.tree_fn.queued:
+                break
+        # Waited for, or it would compile while the anchor runs (it waits while we serve: engine/fast/compile.py).
         backend.tree_fn.wait(timeout=3600)
         print(f"our tree step compiled in {time.perf_counter() - started:.0f} s: {backend.info['treeStep']}", flush=True)
     stepping = replace(greedy, max_tokens=args.decode_tokens, stop_at_newline=False, heal=False)
@@ -264,8 +269,11 @@ def main() -> int:
         sides = (our_side, their_side) if r % 2 == 0 else (their_side, our_side)
         for side in sides:
             side(r)
+        pending = [] if backend is None else [f"{name} {len(fn.queued) - len(fn.ready)}" for name, fn in (
+            ("step", backend.step_fn), ("tree", backend.tree_fn), ("padded", backend.padded_fn)) if fn.queued != set(fn.ready)]
         print(f"round {r}: load {os.getloadavg()[0]:.1f}, CPU pressure {cpu_pressure()} %, decode ms/token ours "
-              f"{decode.ours[-1]:.1f} theirs {decode.theirs[-1]:.1f}", flush=True)
+              f"{decode.ours[-1]:.1f} theirs {decode.theirs[-1]:.1f}; our compiles pending: {', '.join(pending) or 'none'}",
+              flush=True)
     print()
     print("\n".join(ratio_table([decode, spd_step, one, three, three_vs_one, line_tokens, cold_one, cold_three])))
     anchor.close()

@@ -174,7 +174,8 @@ def test_the_decode_step_compiles_as_one_graph_and_buckets_do_not_recompile(monk
 def test_one_graph_serves_steps_whether_their_input_is_an_inference_tensor_or_not(monkeypatch) -> None:
     """A warm request's last prompt token reaches the step as an inference tensor (the prefill runs in inference
     mode), its decode steps' superposed embeddings as plain tensors: dynamo guards on the difference. Failed before:
-    two graphs (a second compile of the whole step, seconds to minutes, and its memory), where one serves both."""
+    two graphs (a second compile of the whole step, seconds to minutes, and its memory), where one serves both.
+    The same for the cache's buffers (the bench against llama.cpp compiled the step and the tree twice each)."""
     from torch._dynamo.utils import counters
 
     loaded, backend = _compiling_tiny_llama(monkeypatch)
@@ -185,7 +186,12 @@ def test_one_graph_serves_steps_whether_their_input_is_an_inference_tensor_or_no
     embeds = runner.embed(torch.tensor([[6]])).clone()
     assert not embeds.is_inference()
     runner.forward(runner.cache, embeds=embeds)
-    assert backend.steps == 2 and counters["stats"]["unique_graphs"] == 1
+    # and its key/value buffers: made under inference mode (a prompt) or not (a cache copied outside it)
+    with torch.inference_mode():
+        copied = copy.deepcopy(runner.cache)
+    runner.forward(copied, embeds=embeds)
+    runner.forward(copy.deepcopy(runner.cache), embeds=embeds)
+    assert backend.steps == 4 and counters["stats"]["unique_graphs"] == 1
     torch._dynamo.reset()
 
 

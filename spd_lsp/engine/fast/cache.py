@@ -28,6 +28,14 @@ HEADROOM = 32
 GRANULE = 128
 
 
+def plain_zeros(like: torch.Tensor, *shape: int) -> torch.Tensor:
+    """Zeros shaped `shape` of `like`'s dtype and device, a plain tensor even under `inference_mode` (writing into one
+    there is allowed). The compiled step's graph guards on its buffers' kind: buffers made in inference mode by one
+    path and outside it by another (a cold prompt, a copied cache) compiled the whole step a second time."""
+    with torch.inference_mode(False):
+        return like.new_zeros(*shape)
+
+
 def bucket(length: int) -> int:
     """The buffer capacity for `length` positions and `HEADROOM`: a multiple of `GRANULE`, at least `MIN_CAPACITY`."""
     return max(MIN_CAPACITY, -(-(length + HEADROOM) // GRANULE) * GRANULE)
@@ -75,15 +83,15 @@ class BucketLayer(DynamicLayer):
     @staticmethod
     def _grown(tensor: torch.Tensor, capacity: int) -> torch.Tensor:
         rows, heads, length, dim = tensor.shape
-        buffer = tensor.new_zeros(rows, heads, capacity, dim)  # zeros: a masked position is never NaN
+        buffer = plain_zeros(tensor, rows, heads, capacity, dim)  # zeros: a masked position is never NaN
         buffer[:, :, :length] = tensor
         return buffer
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self.dtype, self.device = key_states.dtype, key_states.device
         capacity = bucket(key_states.shape[2])
-        self.key_buffer = key_states.new_zeros(*key_states.shape[:2], capacity, key_states.shape[3])
-        self.value_buffer = value_states.new_zeros(*value_states.shape[:2], capacity, value_states.shape[3])
+        self.key_buffer = plain_zeros(key_states, *key_states.shape[:2], capacity, key_states.shape[3])
+        self.value_buffer = plain_zeros(value_states, *value_states.shape[:2], capacity, value_states.shape[3])
         self.length = 0
         self.is_initialized = True
 
@@ -105,6 +113,12 @@ class BucketLayer(DynamicLayer):
             live = self.length
             self.key_buffer = self._grown(self.key_buffer[:, :, :live], bucket(length))
             self.value_buffer = self._grown(self.value_buffer[:, :, :live], bucket(length))
+
+    def make_plain(self) -> None:
+        """Buffers that are inference tensors (a copy made under `inference_mode`) as plain ones (`plain_zeros`)."""
+        if self.key_buffer is not None and (self.key_buffer.is_inference() or self.value_buffer.is_inference()):
+            self.key_buffer = self._grown(self.key_buffer, self.key_buffer.shape[2])
+            self.value_buffer = self._grown(self.value_buffer, self.value_buffer.shape[2])
 
     def get_seq_length(self) -> int:
         return self.length
