@@ -34,6 +34,7 @@ import torch
 from spd_lsp.engine import fast
 from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.decoding.placement import device_sync
+from spd_lsp.engine.fast.backend import UNCHECKED
 from spd_lsp.engine.fast.compile import INLINE, Compiled
 from spd_lsp.engine.model import load_model, resolve_source
 
@@ -43,7 +44,17 @@ PREFIX = "import os\n\ndef list_python_files(root):\n    \"\"\"Every .py file un
 # Inductor options tried on the CPU's compiled step (`Compiled(inductor=...)`): freezing folds the weights into the
 # graph as constants (prepacked: a copy of them), max-autotune lets inductor's C++ GEMM templates compete.
 INDUCTOR = {"frozen": {"freezing": True}, "autotuned": {"max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN"},
-            "frozen+autotuned": {"freezing": True, "max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN"}}
+            "frozen+autotuned": {"freezing": True, "max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN"},
+            # the shipped graphs leave out the generated wrapper's checks of its inputs (backend.UNCHECKED); "checked"
+            # keeps them (before round 6)
+            "checked": {}}
+
+
+def inductor_options(label: str) -> dict | None:
+    """A variant's inductor options: the shipped ones (`UNCHECKED`) and its label's (`INDUCTOR`); "checked": none."""
+    if label == "checked":
+        return None
+    return {**UNCHECKED, **INDUCTOR.get(label, {})}
 
 
 def rss_mb() -> float:
@@ -99,7 +110,7 @@ def variants(args: argparse.Namespace) -> list[Variant]:
                              compile=False, head=head)
         if compiled:  # compiled in the first call (the warm-up below), not in the background
             backend.step_fn = Compiled(backend.step_tensors, loaded.device, status=backend.info, mode=INLINE,
-                                       inductor=INDUCTOR.get(name.rpartition(" ")[2]))
+                                       inductor=inductor_options(name.rpartition(" ")[2]))
         fast.attach(loaded.model, backend)
         made.append(Variant(name, loaded, backend.lm.weight_bytes(int4=int4)))
     return made
