@@ -3,8 +3,7 @@ bytes-per-step floor, in one run.
 
 Variants: `hf` (transformers' LlamaForCausalLM on a DynamicCache, the path before the fast one), `fast eager bf16`,
 `fast compiled bf16`, `fast compiled int4` (the GGUF's own Q4_1 blocks), `fast eager int4`, and both int4 ones
-with the output projection in 8 bits (`+int8 head`, CPU: the GGUF's Q8_0 blocks where it has them; `+int8 rows`:
-requantised with a scale per row, the head before). Each step feeds
+with the output projection as int8 rows (`+int8 head`, CPU), or as the GGUF's own Q8_0 blocks (`+q8 head`). Each step feeds
 one input embedding per row ([rows, 1, H], what a superposed step feeds) after a prompt of --prompt tokens and
 is cut back after, so every step sees the same cache; rows: 1 (greedy and SPD, any k: ONE row) and --rows
 (a batch: 8 editors' rows, or a batched baseline's k). Variants run interleaved, a round of --steps steps each
@@ -99,10 +98,10 @@ def variants(args: argparse.Namespace) -> list[Variant]:
                                        ("fast eager int4", True, False, "float"), ("fast compiled int4", True, True, "float"),
                                        ("fast eager int4+int8 head", True, False, "int8"),
                                        ("fast compiled int4+int8 head", True, True, "int8"),
-                                       ("fast compiled int4+int8 rows", True, True, "int8-rows"),
+                                       ("fast compiled int4+q8 head", True, True, "q8"),
                                        *((f"fast compiled int4+int8 head {label}", True, True, "int8")
                                          for label in INDUCTOR)):
-        if (keep is not None and name not in keep) or (head.startswith("int8") and args.device != "cpu"):
+        if (keep is not None and name not in keep) or (head in ("int8", "q8") and args.device != "cpu"):
             continue  # the int8 head is the CPU's (outputWeights)
         loaded = load_model(args.model, args.device, fast=False)
         # int4: the GGUF's Q4_1 blocks; a model without them (gpu-check's random weights) quantised from float ones

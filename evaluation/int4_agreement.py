@@ -47,7 +47,7 @@ def summary(rows: list[dict], a: str, b: str) -> str:
 
 def engine(name: str) -> LocalEngine:
     """hf: transformers' forward (bf16 here); fast-bf16: the fast path on the float weights; int4: the default load;
-    int8-head: int4 with the output projection as int8 rows. The fast ones run eager (no compile mid-run). A suffix
+    int8-head: int4 with the output projection as int8 rows; q8-head: as the GGUF's Q8_0 blocks. The fast ones run eager (no compile mid-run). A suffix
     `#n` makes another engine of the same kind (`hf,hf#2`: how often one kind disagrees with itself)."""
     name = name.partition("#")[0]
     if name == "hf":
@@ -58,7 +58,7 @@ def engine(name: str) -> LocalEngine:
         loaded = load_model(fast=False)
         fast.attach(loaded.model, fast.build(loaded.model, compile=False))
         return LocalEngine(loaded)
-    loaded = load_model(compile=False, head="int8" if name == "int8-head" else "float")
+    loaded = load_model(compile=False, head={"int8-head": "int8", "q8-head": "q8"}.get(name, "float"))
     if not (loaded.fast and loaded.fast.get("weights", "").startswith("int4")):
         raise SystemExit(f"the default model did not load with int4 decode weights: {loaded.fast}")
     return LocalEngine(loaded)
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--positions", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "eval")
-    parser.add_argument("--pair", default="hf,int4", help="the two engines: hf, fast-bf16, int4 or int8-head (default hf,int4)")
+    parser.add_argument("--pair", default="hf,int4", help="the two engines: hf, fast-bf16, int4, int8-head or q8-head (default hf,int4)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--as-served", action="store_true",
                         help="threads and prefill chunks as the server picks them by load (default: pinned, `pin`)")

@@ -70,7 +70,7 @@ class Settings:
     dtype: str = "auto"
     quantize: str = "none"
     fast_path: bool = True  # our own forward with a compiled decode step (spd_lsp/engine/fast) where it covers the model
-    output_weights: str = "int8"  # the fast path's output projection in CPU decode steps: 8-bit (the GGUF's Q8_0 blocks, else int8 rows) or float
+    output_weights: str = "int8"  # the fast path's output projection in CPU decode steps: int8 rows or the float weight
     max_prefix_tokens: int | None = None  # None = CPU_PREFIX_TOKENS / ACCELERATOR_PREFIX_TOKENS
     multiline: bool = False
     verify: str = "cut"

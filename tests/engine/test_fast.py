@@ -280,8 +280,9 @@ def test_q8_0_output_rows_run_as_two_int4_halves_with_the_blocks_own_numbers() -
 
 
 def test_the_bundled_gguf_s_output_rows_are_its_q8_0_blocks_and_the_engine_runs_them(tmp_path) -> None:
-    """The bundled model's tied output projection is Q8_0 in its GGUF: the fast path's 8-bit head is those blocks
-    (transformers' float head is their dequantisation, in bf16), kept beside the model cache and read back equal."""
+    """The bundled model's tied output projection is Q8_0 in its GGUF: `head="q8"` runs those blocks (transformers'
+    float head is their dequantisation, in bf16), kept beside the model cache and read back equal; the default
+    (`outputWeights: "int8"`) keeps the int8 rows."""
     from spd_lsp.engine.fast.q8 import gguf_head_blocks
     from spd_lsp.engine.fast.store import gguf_q8_head, q8_file
     from spd_lsp.engine.model import bundled_gguf, load_model
@@ -298,9 +299,11 @@ def test_the_bundled_gguf_s_output_rows_are_its_q8_0_blocks_and_the_engine_runs_
     x = torch.randn(2, weight.shape[1], dtype=torch.bfloat16)
     assert torch.equal(head(x), kept(x))
     assert (head(x).float() - x.float() @ dequantised.T).abs().max() < 0.1
+    chosen = load_model(compile=False, head="q8")
+    assert "the GGUF's Q8_0 output rows" in chosen.fast["weights"], chosen.fast
+    assert isinstance(fast.attached(chosen.model).lm.output.int4, type(head))
     served = load_model(compile=False)  # the default: outputWeights int8
-    assert "the GGUF's Q8_0 output rows" in served.fast["weights"], served.fast
-    assert isinstance(fast.attached(served.model).lm.output.int4, type(head))
+    assert "int8 output rows" in served.fast["weights"], served.fast
 
 
 def test_the_int8_output_rows_are_kept_beside_the_model_cache_and_read_back_bit_for_bit(tmp_path, caplog) -> None:

@@ -71,7 +71,7 @@ def _existing_directory(path: Path) -> Path:
 from spd_lsp.engine.decoding.backends import attach, attached  # noqa: E402,F401  (re-exported)
 
 
-HEADS = ("float", "int8", "int8-rows")  # "int8-rows": never the GGUF's blocks (benchmarks compare the two)
+HEADS = ("float", "int8", "q8")  # "q8": the GGUF's Q8_0 blocks, measured and not the default (fast/q8.py)
 
 
 def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, compile: bool = True,
@@ -82,9 +82,9 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     numbers as the dequantised weights); `quantize="int4"`: quantised from the float weights otherwise (an
     explicit choice: it changes the numbers); else the float weights throughout. `cache`: a directory to keep
     the packed GGUF weights and the int8 output rows in (the model's cache), so that later starts skip making them.
-    `head="int8"`: on the CPU, the output projection of decode steps in 8 bits: the GGUF's own Q8_0 blocks where
-    `gguf` holds them so (`q8.py`: the same numbers), else int8 rows (`int8.py`: a requantisation, so a choice; the
-    weights string says which), else (and on CUDA: tinygemm has no int8 kernel here) its float weight.
+    `head="int8"`: on the CPU, the output projection of decode steps as int8 rows (`int8.py`: a requantisation, so a
+    choice; the weights string says so); `head="q8"`: the GGUF's own Q8_0 blocks where `gguf` holds them so (`q8.py`:
+    the same numbers; measured, not the default: docs/performance-step.md), else int8 rows; else (and on CUDA: tinygemm has no int8 kernel here) its float weight.
     """
     import torch
 
@@ -118,9 +118,9 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     if head not in HEADS:
         raise ValueError(f"head {head!r}: one of {', '.join(HEADS)}")
     head_int8 = None
-    if head in ("int8", "int8-rows") and device.type == "cpu":
-        # The GGUF's own Q8_0 blocks where it has them (the same numbers); else rows requantised from the float head.
-        head_int8 = gguf_q8_head(gguf, dtype=dtype, directory=cache) if gguf is not None and head == "int8" else None
+    if head in ("int8", "q8") and device.type == "cpu":
+        # "q8": the GGUF's own Q8_0 blocks where it has them (the same numbers); else rows requantised from the float head.
+        head_int8 = gguf_q8_head(gguf, dtype=dtype, directory=cache) if gguf is not None and head == "q8" else None
         if head_int8 is not None:
             weights += ", the GGUF's Q8_0 output rows (decode)"
         else:
