@@ -1,7 +1,7 @@
 """The GGUF's own Q8_0 output rows for decode steps (`build(head="q8")`): the same numbers as its blocks, no
-requantisation. Measured and not the default: pinned against transformers' forward its top drafts matched at 82.0 % of
-300 positions against the int8 rows' 82.7 %, at the same step time, and at one end-to-end test's position it left 2
-verified drafts where the rows leave 3 (docs/performance-step.md).
+requantisation. Measured and not the default: pinned against transformers' forward its top drafts matched at
+82.0 % of 300 positions against the int8 rows' 82.7 %, at the same step time (alternating runs), and at one
+end-to-end test's position it left 2 verified drafts where the rows leave 3 (docs/performance-step.md).
 
 A Q8_0 block holds 32 weights of one row: an fp16 scale d and 32 int8 codes q; the weight is d * q. The kernels
 have no int8 matmul with a scale per block (`_weight_int8pack_mm` takes one per row, and a scale per row is a
