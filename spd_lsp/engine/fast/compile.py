@@ -48,11 +48,11 @@ RECOMPILE_LIMIT = 32
 _held = threading.Event()
 _waiting: "weakref.WeakSet[Compiled]" = weakref.WeakSet()  # held back with jobs queued
 # While a request is served (`serving`), the background compile waits at its next Python call: dynamo's trace and
-# inductor's codegen are Python, and the GIL they share with the serving thread's eager steps made requests take
-# 0.3-2.2 s instead of ~0.2 s, and 4.4-8.1 s as a graph finished (the first 24 warm requests after a start with the
-# compile cache warm, `bench/bench_compile_pause.py`). A wait lasts at most PAUSE_S; a compile that waited that
-# long runs free for as long again, so it still finishes under a steady stream of requests, and a lock it holds
-# (an import) cannot stall a request for more than PAUSE_S.
+# inductor's codegen are Python, and the GIL they share with the serving thread's eager steps made warm requests take
+# 0.3-2.2 s instead of 0.3-0.5 s (p90 of the first 24 after a start, compile cache warm: 1.58 against 0.48 s,
+# `bench/bench_compile_pause.py`), and 4.4-8.1 s in a probe as a graph finished. A wait lasts at most PAUSE_S; one that
+# ran out lets the compile run free for as long again, so it still finishes under a steady stream of requests, and a
+# lock it holds (an import) cannot stall a request for more than PAUSE_S.
 PAUSE_S = 1.0
 _requests = 0
 _requests_lock = threading.Lock()
