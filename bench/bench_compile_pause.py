@@ -4,8 +4,8 @@ requests (`engine/fast/compile.py`, `serving`) and without, each in a fresh proc
 A start with the compile cache warm (the bench's first process fills it), the shipped options, 512-token prefixes of
 an installed package's sources (each one prefilled once, then requested again and again, as a typist's window is):
 `--requests` requests one after another from the moment the model is loaded. Printed per process: the latency of
-each request and when the step's graph was ready (after the requests: the process waits for its compiles); then per variant the medians over the processes of the requests'
-sum, median, 90th percentile and maximum.
+each request and when the step's graph was ready (after the requests: the process waits for its compiles); then
+per variant the medians over the processes of the requests' sum, median, 90th percentile and maximum.
 
     PYTHONPATH=. .venv/bin/python -m bench.bench_compile_pause [--rounds 3] [--requests 24]
 

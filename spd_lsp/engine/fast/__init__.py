@@ -84,7 +84,8 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     the packed GGUF weights and the int8 output rows in (the model's cache), so that later starts skip making them.
     `head="int8"`: on the CPU, the output projection of decode steps as int8 rows (`int8.py`: a requantisation, so a
     choice; the weights string says so); `head="q8"`: the GGUF's own Q8_0 blocks where `gguf` holds them so (`q8.py`:
-    the same numbers; measured, not the default: docs/performance-step.md), else int8 rows; else (and on CUDA: tinygemm has no int8 kernel here) its float weight.
+    the same numbers; measured, not the default: docs/performance-step.md), else int8 rows; else (and on CUDA:
+    tinygemm has no int8 kernel here) its float weight.
     """
     import torch
 
@@ -119,7 +120,8 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
         raise ValueError(f"head {head!r}: one of {', '.join(HEADS)}")
     head_int8 = None
     if head in ("int8", "q8") and device.type == "cpu":
-        # "q8": the GGUF's own Q8_0 blocks where it has them (the same numbers); else rows requantised from the float head.
+        # "q8": the GGUF's own Q8_0 blocks where it has them (the same numbers); else rows requantised from the
+        # float head.
         head_int8 = gguf_q8_head(gguf, dtype=dtype, directory=cache) if gguf is not None and head == "q8" else None
         if head_int8 is not None:
             weights += ", the GGUF's Q8_0 output rows (decode)"
