@@ -27,18 +27,14 @@ def packed_file(directory: Path, dtype: torch.dtype, device: torch.device) -> Pa
 def gguf_int4(gguf: Path, config: Any, *, dtype: torch.dtype, device: torch.device,
               directory: Path | None) -> int4.Packed | None:
     """The GGUF's projections packed as int4 (None unless all are Q4_1), from `directory`'s copy where there is one."""
-    from safetensors.torch import load_file
-
     started = time.perf_counter()
     path = packed_file(directory, dtype, device) if directory is not None and device.type == "cpu" else None
     in_features = {"qkv": config.hidden_size, "out": config.num_attention_heads * _head_dim(config),
                    "gate_up": config.hidden_size, "down": config.intermediate_size}
-    if path is not None and path.is_file():
+    kept = _kept(path, "packing the GGUF's int4 weights again", device=device)
+    if kept is not None:
         try:
-            # Copies in torch's own (64-byte aligned) memory, as `int8_head`'s: safetensors' tensors sit at the file's
-            # offsets (48 mod 64 here). The int4 kernel ran on those (1-8 rows), but the int8 one crashed on its own.
-            state = {name: tensor.clone() for name, tensor in load_file(path, device=str(device)).items()}
-            return int4.from_state(state, config.num_hidden_layers, in_features)
+            return int4.from_state(kept, config.num_hidden_layers, in_features)
         except Exception as exc:  # noqa: BLE001 - a damaged copy: pack again
             log.warning("ignoring %s (%s): packing the GGUF's int4 weights again", path, exc)
     groups = q4.q4_1_layers(gguf, config)
@@ -57,19 +53,13 @@ def int8_file(directory: Path, dtype: torch.dtype) -> Path:
 
 def int8_head(weight: torch.Tensor, *, directory: Path | None) -> Int8Weight:
     """`Int8Weight.of(weight)` (the output projection, on the CPU), from `directory`'s copy where there is one."""
-    from safetensors.torch import load_file
-
     path = int8_file(directory, weight.dtype) if directory is not None else None
-    if path is not None and path.is_file():
-        try:
-            state = load_file(path)
-            if state["weight"].shape == weight.shape and state["scales"].dtype == weight.dtype:
-                # Copies in torch's own (64-byte aligned) memory: safetensors' sit at the file's offsets, and
-                # `_weight_int8pack_mm` on a misaligned weight crashed the process (SIGSEGV from 4 rows up).
-                return Int8Weight(state["weight"].clone(), state["scales"].clone())
-            log.warning("ignoring %s (shaped for another model): quantising the output rows again", path)
-        except Exception as exc:  # noqa: BLE001 - a damaged copy: quantise again
-            log.warning("ignoring %s (%s): quantising the output rows again", path, exc)
+    kept = _kept(path, "quantising the output rows again")
+    if kept is not None:
+        if set(kept) == {"weight", "scales"} and kept["weight"].shape == weight.shape \
+                and kept["scales"].dtype == weight.dtype:
+            return Int8Weight(kept["weight"], kept["scales"])
+        log.warning("ignoring %s (shaped for another model): quantising the output rows again", path)
     head = Int8Weight.of(weight)
     if path is not None:
         _keep({"weight": head.weight, "scales": head.scales}, path, "the int8 output rows")
@@ -83,14 +73,12 @@ def q8_file(directory: Path, dtype: torch.dtype) -> Path:
 def gguf_q8_head(gguf: Path, *, dtype: torch.dtype, directory: Path | None) -> Q8Head | None:
     """The GGUF's Q8_0 output rows as a `Q8Head` (None where they are not Q8_0), from `directory`'s copy where there
     is one (reading and packing them from the GGUF took ~2 s)."""
-    from safetensors.torch import load_file
-
     path = q8_file(directory, dtype) if directory is not None else None
-    if path is not None and path.is_file():
+    kept = _kept(path, "reading the GGUF's Q8_0 output rows again")
+    if kept is not None:
         try:
-            # Aligned copies, as `gguf_int4`'s (safetensors' tensors sit at the file's offsets).
-            return Q8Head.from_state({name: tensor.clone() for name, tensor in load_file(path).items()})
-        except Exception as exc:  # noqa: BLE001 - a damaged copy: read the GGUF again
+            return Q8Head.from_state(kept)
+        except Exception as exc:  # noqa: BLE001 - a copy of another layout: read the GGUF again
             log.warning("ignoring %s (%s): reading the GGUF's Q8_0 output rows again", path, exc)
     blocks = gguf_head_blocks(gguf)
     if blocks is None:
@@ -99,6 +87,21 @@ def gguf_q8_head(gguf: Path, *, dtype: torch.dtype, directory: Path | None) -> Q
     if path is not None:
         _keep({name: t.contiguous() for name, t in head.state().items()}, path, "the Q8_0 output rows")
     return head
+
+
+def _kept(path: Path | None, instead: str, *, device: torch.device | None = None) -> dict[str, torch.Tensor] | None:
+    """The tensors kept in `path`, as copies in torch's own (64-byte aligned) memory: safetensors' sit at the file's
+    offsets (48 mod 64 here), and `_weight_int8pack_mm` on such a weight crashed the process (SIGSEGV from 4 rows
+    up). None where there is no such file or it cannot be read (said, with what happens `instead`)."""
+    from safetensors.torch import load_file
+
+    if path is None or not path.is_file():
+        return None
+    try:
+        return {name: tensor.clone() for name, tensor in load_file(path, device=str(device or "cpu")).items()}
+    except Exception as exc:  # noqa: BLE001 - a damaged copy: made again
+        log.warning("ignoring %s (%s): %s", path, exc, instead)
+        return None
 
 
 def _keep(state: dict[str, torch.Tensor], path: Path, what: str) -> None:
