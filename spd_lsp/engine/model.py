@@ -236,16 +236,36 @@ def pick_dtype(device: Any, dtype: str = "auto", *, quantize: str | None = None)
 
 def load_tokenizer(spec: str | None = None) -> Any:
     """The model's fast tokenizer alone (no weights): for indexing n-grams."""
-    from transformers import AutoTokenizer
-
     source = resolve_source(spec)
     directory = local_directory(source)
     try:
         if directory is None:  # no cache: the GGUF's own
+            from transformers import AutoTokenizer
+
             return AutoTokenizer.from_pretrained(source.directory, gguf_file=source.gguf_file)
-        return AutoTokenizer.from_pretrained(directory, local_files_only=True)
+        return _tokenizer_in(directory)
     except Exception as exc:  # noqa: BLE001 - any failure is one clear error for the user
         raise ModelLoadError(f"cannot load the tokenizer of {spec or 'the default model'} from {directory}: {exc}") from exc
+
+
+def _tokenizer_in(directory: Path) -> Any:
+    """The tokenizer saved in `directory`. One its config names as transformers' own `TokenizersBackend` (what
+    transformers 5 saves, the GGUF's cache included) is made by that class directly: `AutoTokenizer` costs a start
+    ~0.5 s importing the structure of every model family, and its `AutoConfig` ~0.9 s more importing the model's
+    modules (`configuration_llama` pulls `torch.distributed.tensor`), to find the same class."""
+    import json
+
+    try:
+        named = json.loads((directory / "tokenizer_config.json").read_text()).get("tokenizer_class")
+    except (OSError, ValueError, AttributeError):
+        named = None
+    if named == "TokenizersBackend":
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+        return TokenizersBackend.from_pretrained(directory, local_files_only=True)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(directory, local_files_only=True)
 
 
 def quantize_int8(model: Any) -> Any:
@@ -310,27 +330,27 @@ def load_model(
     `compile`: compile its decode step (worth it in a long-lived process; a one-shot command runs it eager).
     `head`: the fast path's output projection in CPU decode steps, "int8" (the default, as `Settings.output_weights`)
     or "float" (`engine/fast/int8.py`)."""
-    from transformers import AutoModelForCausalLM
-
     started = time.perf_counter()
     source = resolve_source(spec)
     directory = local_directory(source)
     torch_device = pick_device(device)
     torch_dtype = pick_dtype(torch_device, dtype, quantize=quantize)
-    where = {"pretrained_model_name_or_path": directory} if directory is not None else {
-        "pretrained_model_name_or_path": source.directory, "gguf_file": source.gguf_file}  # no cache: in memory
+    # transformers' model classes cost ~2 s of imports a start and the fast path runs none of their code: on the CPU
+    # it gets the same weights without them (`fast/light.py`), unless the call asks for transformers' own forward.
+    light = (fast and quantize in (None, "none", "int4") and attention == "sdpa" and small_query is None
+             and directory is not None and torch_device.type == "cpu")
     with load_threads(torch_device):  # the weights' conversion, the fast path's fused copies
         try:
-            model = AutoModelForCausalLM.from_pretrained(
-                **where, dtype=torch_dtype, local_files_only=True, attn_implementation=attention
-            )
+            model = _light_model(directory, torch_dtype) if light else None
+            if model is None:
+                model = _transformers_model(source, directory, torch_dtype, attention)
             tokenizer = load_tokenizer(spec)
         except ModelLoadError:
             raise
         except Exception as exc:  # noqa: BLE001
             raise ModelLoadError(f"cannot load model {spec or 'default'} from {directory}: {exc}") from exc
         model.eval().to(torch_device)
-        if attention == "sdpa" and small_query_wanted(small_query):
+        if attention == "sdpa" and small_query_wanted(small_query) and not is_light(model):
             from spd_lsp.engine.decoding.attention import use_small_query_attention
 
             use_small_query_attention(model)
@@ -343,6 +363,8 @@ def load_model(
         cache = directory if source.gguf_file and directory is not None else None  # the packed int4 weights go beside it
         fast_info = (_attach_fast(model, source, quantize, cache=cache, compile=compile, head=head)
                      if fast and quantize != "int8" else None)
+        if is_light(model) and not fast_info["fastPath"]:  # not expected (it covers what the fast path does)
+            raise ModelLoadError(f"the fast path did not take the light model: {fast_info['reason']}")
     if quantize == "int4" and not (fast_info and fast_info.get("weights", "").startswith("int4")):
         raise ModelLoadError("int4 weights need the fast path (fastPath: true) on a Llama/Qwen2 model on cpu or cuda"
                              + (f"; here: {fast_info['reason']}" if fast_info and "reason" in fast_info else ""))
@@ -358,6 +380,28 @@ def load_model(
         fast=fast_info,
         cache_note=cache_note(source),
     )
+
+
+def _light_model(directory: Path, dtype: Any) -> Any:
+    """The fast path's model without transformers' model classes (`fast/light.py`), or None where it does not cover it."""
+    from spd_lsp.engine.fast import light
+
+    return light.load(directory, dtype)
+
+
+def is_light(model: Any) -> bool:
+    from spd_lsp.engine.fast.light import LightLM
+
+    return isinstance(model, LightLM)
+
+
+def _transformers_model(source: ModelSource, directory: Path | None, dtype: Any, attention: str) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    where = {"pretrained_model_name_or_path": directory} if directory is not None else {
+        "pretrained_model_name_or_path": source.directory, "gguf_file": source.gguf_file}  # no cache: in memory
+    return AutoModelForCausalLM.from_pretrained(**where, dtype=dtype, local_files_only=True,
+                                                attn_implementation=attention)
 
 
 def _attach_fast(model: Any, source: ModelSource, quantize: str | None, *, cache: Path | None, compile: bool,

@@ -94,7 +94,7 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     from spd_lsp.engine.fast.model import FastLM, unsupported
     from spd_lsp.engine.fast.store import gguf_int4, gguf_q8_head, int8_head
 
-    reason = unsupported(model)
+    reason = unsupported(getattr(model, "config", None))
     device = model.get_input_embeddings().weight.device
     if reason is None and device.type not in ("cpu", "cuda"):
         reason = f"device {device.type}"

@@ -16,6 +16,7 @@ reuses the first one's kernels: only dynamo's trace runs again.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import queue
@@ -129,15 +130,40 @@ def mode_for(device: torch.device) -> str:
 Key = tuple[Any, ...]
 
 
+# Set once a compile has imported torch._dynamo: until then `mark_dynamic` only notes its dimensions. Importing it
+# takes 0.5-0.9 s, which the load's warm-up step paid on the main thread; now the compile thread pays it.
+_dynamo_ready = threading.Event()
+
+
 def dynamic_dims(tensor: torch.Tensor) -> frozenset[int]:
-    """The dimensions `torch._dynamo.mark_dynamic` marked on `tensor` (one graph serves every size there)."""
-    return frozenset(getattr(tensor, "_dynamo_dynamic_indices", ()))
+    """The dimensions `mark_dynamic` marked on `tensor` (one graph serves every size there)."""
+    return frozenset(getattr(tensor, "_spd_dynamic", ()))
 
 
 def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
-    """`torch._dynamo.mark_dynamic`, once per tensor and dimension (the step calls it on every buffer each step)."""
-    if dim not in getattr(tensor, "_dynamo_dynamic_indices", ()):
+    """`torch._dynamo.mark_dynamic`, once per tensor and dimension (the step calls it on every buffer each step), once
+    dynamo is imported (`use_dynamo`); before, the dimension is noted on the tensor, for `dynamic_dims` and
+    `apply_marks`."""
+    noted = getattr(tensor, "_spd_dynamic", None)
+    if noted is None:
+        noted = tensor._spd_dynamic = set()
+    noted.add(dim)
+    if _dynamo_ready.is_set() and dim not in getattr(tensor, "_dynamo_dynamic_indices", ()):
         torch._dynamo.mark_dynamic(tensor, dim)
+
+
+def use_dynamo(args: Any) -> None:
+    """Import torch._dynamo (once) and mark the noted dimensions of `args` (tensors, lists of them) for it: before
+    a compile of them."""
+    if not _dynamo_ready.is_set():
+        importlib.import_module("torch._dynamo")
+        _dynamo_ready.set()
+    for value in args if isinstance(args, (list, tuple)) else (args,):
+        if isinstance(value, (list, tuple)):
+            use_dynamo(value)
+        elif isinstance(value, torch.Tensor):
+            for dim in dynamic_dims(value):
+                mark_dynamic(value, dim)
 
 
 def signature(args: tuple[Any, ...]) -> Key:
@@ -178,8 +204,9 @@ def describe(args: tuple[Any, ...]) -> str:
 
 
 class LazyCompile:
-    """`torch.compile(fn, fullgraph=True, dynamic=False, **how)`, made on its first call: making it imports
-    inductor's ~380 modules (0.19 s), which the background mode does in its compile thread, off the model's load."""
+    """`torch.compile(fn, fullgraph=True, dynamic=False, **how)`, made on its first call: making it imports dynamo
+    (~0.5 s) and inductor's ~380 modules (0.19 s), which the background mode does in its compile thread, off the
+    model's load."""
 
     def __init__(self, fn: Callable[..., Any], **how: Any) -> None:
         self.fn, self.how = fn, how
@@ -190,6 +217,8 @@ class LazyCompile:
         if self._compiled is None:
             with self._lock:
                 if self._compiled is None:
+                    # here, not at the load: importing torch._dynamo takes ~0.5 s of a start
+                    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
                     self._compiled = torch.compile(self.fn, fullgraph=True, dynamic=False, **self.how)
         return self._compiled(*args)
 
@@ -226,7 +255,6 @@ class Compiled:
         self._worker_lock = threading.Lock()
         if self.reason is None:
             use_compile_cache()
-            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
             how = {"mode": "reduce-overhead"} if device.type == "cuda" else {"options": inductor} if inductor else {}
             self.compiled = LazyCompile(fn, **how)
         elif enabled and self.reason != compile_cache_problem():  # that one `use_compile_cache` logged, once
@@ -260,6 +288,8 @@ class Compiled:
     def _inline(self, args: tuple[Any, ...]) -> Any:
         first = self.calls == 0
         started = time.perf_counter()
+        if not _dynamo_ready.is_set():
+            use_dynamo(args)
         try:
             out = self.compiled(*args)
         except Exception as exc:  # noqa: BLE001 - any compile failure: eager, said once
@@ -347,6 +377,7 @@ class Compiled:
                     compiled = self.compiled
                     if compiled is None:
                         return
+                    use_dynamo(args)  # the twins were made before dynamo may have been imported
                     compiled(*args)
             except Exception as exc:  # noqa: BLE001 - any compile failure: eager, said once
                 self._failed(exc)

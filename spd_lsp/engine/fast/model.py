@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from spd_lsp.engine.decoding.attention import MAX_QUERY, grouped_attention
+from spd_lsp.engine.decoding.grouped import MAX_QUERY, grouped_attention
 from spd_lsp.engine.decoding.interrupt import checkpoint
 from spd_lsp.engine.fast.int4 import Int4Weight, Packed
 from spd_lsp.engine.fast.int8 import Int8Weight
@@ -35,9 +35,8 @@ INT4_MAX_TOKENS = 8
 Write = Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
-def unsupported(model: Any) -> str | None:
-    """Why this transformers model cannot run here (None: it can)."""
-    config = getattr(model, "config", None)
+def unsupported(config: Any) -> str | None:
+    """Why a model of this (transformers) config cannot run here (None: it can)."""
     family = getattr(config, "model_type", None)
     if family not in FAMILIES:
         return f"model family {family!r} (the fast path covers {', '.join(FAMILIES)})"
@@ -103,7 +102,7 @@ class FastLM(torch.nn.Module):
     def __init__(self, model: Any, int4: Packed | None = None, *, head: Int8Weight | Q8Head | None = None) -> None:
         super().__init__()
         config = model.config
-        reason = unsupported(model)
+        reason = unsupported(config)
         if reason:
             raise ValueError(f"the fast path does not run {reason}")
         weight = model.get_input_embeddings().weight
