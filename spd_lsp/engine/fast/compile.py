@@ -144,11 +144,13 @@ def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
     """`torch._dynamo.mark_dynamic`, once per tensor and dimension (the step calls it on every buffer each step), once
     dynamo is imported (`use_dynamo`); before, the dimension is noted on the tensor, for `dynamic_dims` and
     `apply_marks`."""
+    if dim in getattr(tensor, "_dynamo_dynamic_indices", ()):
+        return  # marked for dynamo (and noted) already: every step's buffers, once a graph is ready
     noted = getattr(tensor, "_spd_dynamic", None)
     if noted is None:
         noted = tensor._spd_dynamic = set()
     noted.add(dim)
-    if _dynamo_ready.is_set() and dim not in getattr(tensor, "_dynamo_dynamic_indices", ()):
+    if _dynamo_ready.is_set():
         torch._dynamo.mark_dynamic(tensor, dim)
 
 
