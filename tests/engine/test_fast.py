@@ -84,6 +84,23 @@ def test_bucket_layers_crop_copy_reorder_and_grow_as_plain_layers() -> None:
         ours.crop(2)
 
 
+def test_a_bucket_layer_copied_in_inference_mode_keeps_plain_buffers_of_its_capacity() -> None:
+    """The compiled step guards on its buffers' kind; the runner copies caches under inference mode, where
+    `copy.deepcopy` clones into inference tensors (the step made them plain again each step before)."""
+    cache = bucket_cache(2)
+    with torch.inference_mode():
+        for index in range(2):
+            cache.update(torch.randn(1, 3, 7, 4), torch.randn(1, 3, 7, 4), index)
+        copied = copy.deepcopy(cache)
+    for mine, theirs in zip(cache.layers, copied.layers):
+        for ours, copy_ in ((mine.key_buffer, theirs.key_buffer), (mine.value_buffer, theirs.value_buffer)):
+            assert not copy_.is_inference() and copy_.shape == ours.shape and copy_.data_ptr() != ours.data_ptr()
+            assert torch.equal(copy_[:, :, :7], ours[:, :, :7]) and not copy_[:, :, 7:].any()
+        assert theirs.length == 7 and theirs.is_initialized and theirs.dtype == mine.dtype
+    copied.update(torch.ones(1, 3, 1, 4), torch.ones(1, 3, 1, 4), 0)
+    assert cache.get_seq_length() == 7 and copied.layers[0].length == 8  # independent
+
+
 def test_q4_1_blocks_unpack_to_gguf_s_own_dequantisation() -> None:
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize, quantize

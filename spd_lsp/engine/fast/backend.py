@@ -114,7 +114,6 @@ class FastBackend:
             return None
         for layer in layers:
             layer.reserve(length + width)
-            layer.make_plain()  # one kind of buffer for the graph's guards (cache.plain_zeros)
             for buffer in (layer.key_buffer, layer.value_buffer):
                 mark_dynamic(buffer, 2)
         device = self.device
@@ -157,7 +156,6 @@ class FastBackend:
             return None
         for layer in layers:
             layer.reserve(length + 1)
-            layer.make_plain()  # one kind of buffer for the graph's guards (cache.plain_zeros)
             for buffer in (layer.key_buffer, layer.value_buffer):
                 mark_dynamic(buffer, 2)  # one compiled graph for every bucket length
         column = torch.tensor([length], device=self.device)

@@ -10,6 +10,7 @@ unchanged; an assignment of other tensors (a reorder, a fork's repeat) re-buffer
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -114,11 +115,19 @@ class BucketLayer(DynamicLayer):
             self.key_buffer = self._grown(self.key_buffer[:, :, :live], bucket(length))
             self.value_buffer = self._grown(self.value_buffer[:, :, :live], bucket(length))
 
-    def make_plain(self) -> None:
-        """Buffers that are inference tensors (a copy made under `inference_mode`) as plain ones (`plain_zeros`)."""
-        if self.key_buffer is not None and (self.key_buffer.is_inference() or self.value_buffer.is_inference()):
-            self.key_buffer = self._grown(self.key_buffer, self.key_buffer.shape[2])
-            self.value_buffer = self._grown(self.value_buffer, self.value_buffer.shape[2])
+    def __deepcopy__(self, memo: dict[int, Any]) -> "BucketLayer":
+        """A copy whose buffers are plain tensors of the same capacity holding the live positions (`plain_zeros`):
+        `copy.deepcopy` clones tensors, which under `inference_mode` (the runner's copies and forks) makes inference
+        tensors, and the compiled step's guards would compile a second graph for them. The rest as deepcopy does."""
+        copied = type(self).__new__(type(self))
+        memo[id(self)] = copied
+        for name, value in self.__dict__.items():
+            if name in ("key_buffer", "value_buffer") and value is not None:
+                value = self._grown(value[:, :, : self.length], value.shape[2])
+            else:
+                value = copy.deepcopy(value, memo)
+            setattr(copied, name, value)
+        return copied
 
     def get_seq_length(self) -> int:
         return self.length
