@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from transformers import DynamicCache, Qwen2Config, Qwen2ForCausalLM
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from spd_lsp.engine import fast
 from spd_lsp.engine.decoding.lm import ModelRunner
@@ -33,7 +33,19 @@ def _qwen2() -> torch.nn.Module:
     return model
 
 
-MODELS = {"llama": lambda: tiny_model("llama").model, "qwen2": _qwen2}
+def _llama_with_biases() -> torch.nn.Module:
+    """Llama's `attention_bias`: q/k/v *and* o biases (Qwen2 has no o bias)."""
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, attention_bias=True)
+    model = LlamaForCausalLM(config).eval()
+    for layer in model.model.layers:
+        for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj, layer.self_attn.o_proj):
+            torch.nn.init.normal_(proj.bias, std=0.5)
+    return model
+
+
+MODELS = {"llama": lambda: tiny_model("llama").model, "qwen2": _qwen2, "llama-biases": _llama_with_biases}
 
 
 @pytest.mark.parametrize("family", MODELS)

@@ -62,16 +62,26 @@ def test_a_model_it_does_not_cover_loads_through_transformers(tmp_path):
                          num_attention_heads=4, num_key_value_heads=2,
                          rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0})
     directory = _saved(LlamaForCausalLM(config).eval(), tmp_path)
-    assert light.uncovered(json_config(directory), [p.name for p in directory.iterdir()]) == "rotary type 'linear'"
+    saved = json.loads((directory / "config.json").read_text())
+    assert light.uncovered(saved, [p.name for p in directory.iterdir()]) == "rotary type 'linear'"
     assert light.load(directory, torch.float32) is None
     loaded = load_model(str(directory), device="cpu", dtype="float32", compile=False)
     assert isinstance(loaded.model, LlamaForCausalLM) and loaded.fast["fastPath"]
 
 
-def json_config(directory: Path):
-    from transformers.configuration_utils import PretrainedConfig
+def test_a_config_of_transformers_4_form_loads_through_transformers(tmp_path):
+    """`rope_theta` and `rope_scaling` at the top level (transformers 4's form): only transformers' own config classes
+    standardise them, so the light loader must not read the plain config's (missing) `rope_parameters`."""
+    from spd_lsp.engine.model import load_model
 
-    return PretrainedConfig.from_dict(json.loads((directory / "config.json").read_text()))
+    directory = _saved(MODELS["llama"](), tmp_path)
+    config = json.loads((directory / "config.json").read_text())
+    theta = config.pop("rope_parameters")["rope_theta"]
+    (directory / "config.json").write_text(json.dumps({**config, "rope_theta": theta, "rope_scaling": None}))
+    assert light.load(directory, torch.float32) is None
+    loaded = load_model(str(directory), device="cpu", dtype="float32", compile=False)
+    assert isinstance(loaded.model, LlamaForCausalLM) and loaded.fast["fastPath"]
+    assert loaded.model.config.rope_parameters["rope_theta"] == theta
 
 
 def test_its_forward_without_a_fast_backend_says_so(tmp_path):

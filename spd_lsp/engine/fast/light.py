@@ -126,15 +126,23 @@ class LightLM(torch.nn.Module):
         return backend(*args, **kwargs)
 
 
-def uncovered(config: Any, files: list[str]) -> str | None:
-    """Why `LightLM` does not hold this model (transformers loads it), or None."""
+def uncovered(saved: dict[str, Any], files: list[str]) -> str | None:
+    """Why `LightLM` does not hold the model of this config.json (`saved`, as the file holds it) and these files
+    (transformers loads it then), or None."""
+    from transformers.configuration_utils import PretrainedConfig
+
     from spd_lsp.engine.fast.model import unsupported
 
-    reason = unsupported(config)
+    reason = unsupported(PretrainedConfig.from_dict(saved))
     if reason:
         return reason
-    if (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default") != "default":
-        return f"rotary type {config.rope_parameters['rope_type']!r}"
+    # As saved, not as transformers' own config classes standardise it: a config of transformers 4 keeps
+    # `rope_theta` and `rope_scaling` at its top level, which only those classes turn into `rope_parameters`.
+    rope = saved.get("rope_parameters")
+    if not isinstance(rope, dict) or "rope_theta" not in rope or saved.get("rope_scaling") or "rope_theta" in saved:
+        return "a rotary configuration in another transformers version's form"
+    if rope.get("rope_type", "default") != "default" or saved.get("partial_rotary_factor") not in (None, 1.0):
+        return f"rotary type {rope.get('rope_type')!r}" + (" (partial)" if rope.get("rope_type") == "default" else "")
     if WEIGHTS not in files:
         return f"no single {WEIGHTS} (sharded or another format)"
     return None
@@ -147,11 +155,12 @@ def load(directory: Path, dtype: torch.dtype) -> LightLM | None:
     from transformers import GenerationConfig
     from transformers.configuration_utils import PretrainedConfig
 
-    config = PretrainedConfig.from_json_file(str(directory / "config.json"))
-    reason = uncovered(config, [p.name for p in directory.iterdir()])
+    saved = json.loads((directory / "config.json").read_text())
+    reason = uncovered(saved, [p.name for p in directory.iterdir()])
     if reason:
         log.info("transformers loads the model: the light loader does not cover %s", reason)
         return None
+    config = PretrainedConfig.from_dict(saved)
     with safe_open(str(directory / WEIGHTS), framework="pt") as file:  # as from_pretrained: each tensor cast to dtype
         weights = {name: file.get_tensor(name).to(dtype) for name in file.keys()}
     try:

@@ -79,6 +79,11 @@ def _fused(modules: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor |
     return weight, bias
 
 
+def _bias(module: torch.nn.Module) -> torch.Tensor | None:
+    bias = getattr(module, "bias", None)
+    return None if bias is None else bias.detach()
+
+
 @dataclass
 class Block:
     attn_norm: torch.Tensor
@@ -122,7 +127,7 @@ class FastLM(torch.nn.Module):
             self.blocks.append(Block(
                 attn_norm=layer.input_layernorm.weight.detach(),
                 qkv=Projection(qkv, qkv_bias, packed.get("qkv")),
-                out=Projection(attn.o_proj.weight.detach(), None, packed.get("out")),
+                out=Projection(attn.o_proj.weight.detach(), _bias(attn.o_proj), packed.get("out")),  # Llama's attention_bias
                 mlp_norm=layer.post_attention_layernorm.weight.detach(),
                 gate_up=Projection(gate_up, None, packed.get("gate_up")),
                 down=Projection(mlp.down_proj.weight.detach(), None, packed.get("down")),
