@@ -327,6 +327,9 @@ def load_model(
     `fast`: run the model on spd_lsp/engine/fast (our own forward, int4 decode weights from a Q4_1 GGUF's
     blocks, a compiled step) where its family and device are covered; transformers' forward otherwise,
     with `quantize="int8"`, or when False. `quantize="int4"` needs it (int4 from the float weights).
+    On the CPU the fast path's model is `fast/light.py`'s, without transformers' model classes (~2 s of imports a
+    start), where it covers the model and the call does not ask for transformers' forward (`attention`, `small_query`,
+    int8, `fast=False`).
     `compile`: compile its decode step (worth it in a long-lived process; a one-shot command runs it eager).
     `head`: the fast path's output projection in CPU decode steps, "int8" (the default, as `Settings.output_weights`)
     or "float" (`engine/fast/int8.py`)."""

@@ -142,8 +142,8 @@ def dynamic_dims(tensor: torch.Tensor) -> frozenset[int]:
 
 def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
     """`torch._dynamo.mark_dynamic`, once per tensor and dimension (the step calls it on every buffer each step), once
-    dynamo is imported (`use_dynamo`); before, the dimension is noted on the tensor, for `dynamic_dims` and
-    `apply_marks`."""
+    dynamo is imported (`use_dynamo`); before, the dimension is only noted on the tensor, for `dynamic_dims` and for
+    `use_dynamo` to mark before a compile."""
     if dim in getattr(tensor, "_dynamo_dynamic_indices", ()):
         return  # marked for dynamo (and noted) already: every step's buffers, once a graph is ready
     noted = getattr(tensor, "_spd_dynamic", None)
