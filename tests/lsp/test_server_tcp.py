@@ -104,7 +104,9 @@ def test_tcp_serves_loopback_with_the_token_and_never_logs_it(tmp_path: Path) ->
         with server.connect() as connection, connection.makefile("rwb") as stream:
             assert "capabilities" in request(stream, initialize(TOKEN))["result"]
             assert "requests" in request(stream, STATUS)["result"]
-        assert listening_addresses(server.port) == {"0100007F"}  # 127.0.0.1 only
+            # while connected: the server shuts down (its listening socket with it) once its one client has gone,
+            # so a look after the `with` raced that shutdown (failed 1 in 3 and 1 in 8 runs here)
+            assert listening_addresses(server.port) == {"0100007F"}  # 127.0.0.1 only
     finally:
         server.stop()
     log = server.log.read_text()
