@@ -33,7 +33,7 @@ import torch
 from spd_lsp.engine import fast
 from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.decoding.placement import device_sync
-from spd_lsp.engine.fast.backend import UNCHECKED
+from spd_lsp.engine.fast.backend import CPU_INDUCTOR
 from spd_lsp.engine.fast.compile import INLINE, Compiled
 from spd_lsp.engine.model import load_model, resolve_source
 
@@ -44,16 +44,18 @@ PREFIX = "import os\n\ndef list_python_files(root):\n    \"\"\"Every .py file un
 # graph as constants (prepacked: a copy of them), max-autotune lets inductor's C++ GEMM templates compete.
 INDUCTOR = {"frozen": {"freezing": True}, "autotuned": {"max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN"},
             "frozen+autotuned": {"freezing": True, "max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN"},
-            # the shipped graphs leave out the generated wrapper's checks of its inputs (backend.UNCHECKED); "checked"
-            # keeps them (before round 6)
-            "checked": {}}
+            # the shipped graphs (backend.CPU_INDUCTOR) leave out the generated wrapper's checks of its inputs; "checked"
+            # keeps them and the Python wrapper (before round 6)
+            "checked": {},
+            # the shipped graphs' wrapper is C++ (cpp_wrapper); "python-wrapper": the Python one (before round 8)
+            "python-wrapper": {"cpp_wrapper": False}}
 
 
 def inductor_options(label: str) -> dict | None:
-    """A variant's inductor options: the shipped ones (`UNCHECKED`) and its label's (`INDUCTOR`); "checked": none."""
+    """A variant's inductor options: the shipped ones (`CPU_INDUCTOR`) and its label's (`INDUCTOR`); "checked": none."""
     if label == "checked":
         return None
-    return {**UNCHECKED, **INDUCTOR.get(label, {})}
+    return {**CPU_INDUCTOR, **INDUCTOR.get(label, {})}
 
 
 def rss_mb() -> float:

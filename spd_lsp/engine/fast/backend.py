@@ -30,11 +30,15 @@ log = logging.getLogger(__name__)
 # 64.9 eager (bundled model, 2 cores, load 3.3; 45 against 53 ms a 30-node tree alone, load ~1.5).
 TREE_WIDTHS = (32, 64)
 
-# Inductor options of the CPU's graphs: the generated wrapper checks every input's sizes, strides and alignment
-# (~640 calls a step), which dynamo's guards on the same tensors already did. Without them one row's step took
-# 12.0 ms (min 11.6) against 12.5 (12.2), `bench_step --only "fast compiled int4+int8 head,fast compiled int4+int8
-# head checked"` (the old graphs: `checked`), 9 interleaved rounds, load 1.3.
-UNCHECKED = {"size_asserts": False, "scalar_asserts": False, "alignment_asserts": False}
+# Inductor options of the CPU's graphs:
+# - the generated wrapper's checks of every input's sizes, strides and alignment are left out (~640 calls a step,
+#   which dynamo's guards on the same tensors already did): one row's step 12.0 ms (min 11.6) against 12.5 (12.2),
+#   `bench_step --only "fast compiled int4+int8 head,fast compiled int4+int8 head checked"`, load 1.3;
+# - the wrapper is C++ (`cpp_wrapper`), not Python: a step's ~330 calls (its kernels, int4 matmuls, attention) leave
+#   the interpreter. One row's step 17.8 ms (min 16.8) against 19.9 (19.1) with the Python wrapper, the same logits
+#   bit for bit (`bench_step --only "fast compiled int4+int8 head,fast compiled int4+int8 head python-wrapper"`,
+#   11 rounds, slow machine); a first compile of the step took 73 s against 58.
+CPU_INDUCTOR = {"size_asserts": False, "scalar_asserts": False, "alignment_asserts": False, "cpp_wrapper": True}
 
 
 def written_at(columns: torch.Tensor, keys: list[torch.Tensor], values: list[torch.Tensor]) -> Write:
@@ -57,14 +61,14 @@ class FastBackend:
         self.info: dict[str, Any] = {"fastPath": True, "weights": weights,
                                      "weightMegabytes": {"decode": round(lm.weight_bytes(int4=True) / 1e6, 1),
                                                          "float": round(lm.weight_bytes(int4=False) / 1e6, 1)}}
-        self.step_fn = Compiled(self.step_tensors, lm.device, enabled=compile, status=self.info, inductor=UNCHECKED)
+        self.step_fn = Compiled(self.step_tensors, lm.device, enabled=compile, status=self.info, inductor=CPU_INDUCTOR)
         # The engine batch's left-padded rows (positions and padding per row): a graph of their own.
         self.info["paddedStep"] = {}
         self.padded_fn = Compiled(self.padded_step_tensors, lm.device, enabled=compile, status=self.info["paddedStep"],
-                                  inductor=UNCHECKED)
+                                  inductor=CPU_INDUCTOR)
         self.info["treeStep"] = {}
         self.tree_fn = Compiled(self.tree_tensors, lm.device, enabled=compile, status=self.info["treeStep"],
-                                inductor=UNCHECKED)
+                                inductor=CPU_INDUCTOR)
         self.steps = 0
         self.trees = 0  # verification trees run through `tree`
 
