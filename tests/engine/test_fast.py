@@ -534,3 +534,37 @@ def test_the_tree_step_compiles_as_one_graph(monkeypatch) -> None:
     assert status["compiled"] and status["compileReason"] is None, status
     assert backend.trees == 2 and counters["stats"]["unique_graphs"] == 1
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("mode", ["1", "background"])
+def test_a_c_plus_plus_wrapper_that_does_not_build_gives_way_to_the_python_one(monkeypatch, mode) -> None:
+    """The CPU's graphs compile with inductor's C++ wrapper (`backend.CPU_INDUCTOR`); where that fails to build, the
+    step compiles again with the Python wrapper rather than running eager, and `spd.status` says why (before: eager
+    from the first failure on)."""
+    from spd_lsp.engine.fast import compile as compiling
+
+    monkeypatch.setenv("SPD_LSP_COMPILE", mode)
+    built: list[bool] = []
+
+    def call(self, *args):  # a compile that fails with the C++ wrapper and "builds" (runs the function) without it
+        built.append(self.how["options"]["cpp_wrapper"])
+        if self.how["options"]["cpp_wrapper"]:
+            raise RuntimeError("CppCompileError: the wrapper did not build")
+        return self.fn(*args)
+
+    monkeypatch.setattr(compiling.LazyCompile, "__call__", call)
+    loaded = tiny_model("llama")
+    backend = fast.build(loaded.model, compile=True)
+    fast.attach(loaded.model, backend)
+    runner = ModelRunner(loaded.model, loaded.device)
+    eager = ModelRunner(tiny_model("llama+fast").model, loaded.device)
+    for r in (runner, eager):
+        r.prefill(list(range(3, 20)))
+    for token in (5, 6, 7):
+        got = runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[token]])))
+        torch.testing.assert_close(got, eager.forward(eager.cache, embeds=eager.embed(torch.tensor([[token]]))))
+        assert backend.step_fn.wait(timeout=60)
+    assert built[:2] == [True, False] and not any(built[2:])
+    assert backend.step_fn.active and backend.step_fn.calls >= 2, backend.info
+    assert backend.info["compiled"] and backend.info["compileReason"] is None, backend.info
+    assert "C++ wrapper did not build" in backend.info["compileNote"] and "Python wrapper serves" in backend.info["compileNote"]

@@ -255,6 +255,7 @@ class Compiled:
         # region of the serving thread paid a wake-up: steps took 21.6 ms against 11.8 ms with the thread gone.
         self._worker: threading.Thread | None = None
         self._worker_lock = threading.Lock()
+        self.wrapper_note: str | None = None  # why the C++ wrapper gave way to the Python one, if it did
         if self.reason is None:
             use_compile_cache()
             how = {"mode": "reduce-overhead"} if device.type == "cuda" else {"options": inductor} if inductor else {}
@@ -295,7 +296,8 @@ class Compiled:
         try:
             out = self.compiled(*args)
         except Exception as exc:  # noqa: BLE001 - any compile failure: eager, said once
-            self._failed(exc)
+            if self._failed(exc):
+                return self._inline(args)  # again, with the Python wrapper
             return self.fn(*args)
         self.calls += 1
         if first:
@@ -304,10 +306,22 @@ class Compiled:
             self._report()
         return out
 
-    def _failed(self, exc: BaseException) -> None:
-        self.compiled, self.reason = None, f"compile failed: {type(exc).__name__}: {str(exc)[:300]}"
+    def _failed(self, exc: BaseException) -> bool:
+        """A compile failed: True where it is worth another try with inductor's Python wrapper (the C++ one needs
+        a C++ toolchain with Python's headers, which the Python one does not); else eager from then on."""
+        why = f"{type(exc).__name__}: {str(exc)[:300]}"
+        compiled = self.compiled
+        options = compiled.how.get("options") if isinstance(compiled, LazyCompile) else None
+        if options and options.get("cpp_wrapper"):
+            self.compiled = LazyCompile(self.fn, **{**compiled.how, "options": {**options, "cpp_wrapper": False}})
+            self.wrapper_note = f"inductor's C++ wrapper did not build ({why}); its Python wrapper serves"
+            self.status["compileNote"] = self.wrapper_note
+            log.warning("decode step: %s", self.wrapper_note)
+            return True
+        self.compiled, self.reason = None, f"compile failed: {why}"
         log.warning("decode step runs eager: %s", self.reason)
         self._report()
+        return False
 
     # -- in the background ----------------------------------------------------------------------------------
     def _background(self, args: tuple[Any, ...]) -> Any:
@@ -382,7 +396,9 @@ class Compiled:
                     use_dynamo(args)  # the twins were made before dynamo may have been imported
                     compiled(*args)
             except Exception as exc:  # noqa: BLE001 - any compile failure: eager, said once
-                self._failed(exc)
+                if self._failed(exc):
+                    self._jobs.put((key, args, inference, grad, threads))  # again, with the Python wrapper
+                    continue
                 return
             finally:
                 sys.setswitchinterval(interval)
