@@ -255,7 +255,6 @@ class Compiled:
         # region of the serving thread paid a wake-up: steps took 21.6 ms against 11.8 ms with the thread gone.
         self._worker: threading.Thread | None = None
         self._worker_lock = threading.Lock()
-        self.wrapper_note: str | None = None  # why the C++ wrapper gave way to the Python one, if it did
         if self.reason is None:
             use_compile_cache()
             how = {"mode": "reduce-overhead"} if device.type == "cuda" else {"options": inductor} if inductor else {}
@@ -307,16 +306,16 @@ class Compiled:
         return out
 
     def _failed(self, exc: BaseException) -> bool:
-        """A compile failed: True where it is worth another try with inductor's Python wrapper (the C++ one needs
-        a C++ toolchain with Python's headers, which the Python one does not); else eager from then on."""
+        """A compile failed: True where it is worth another try with inductor's Python wrapper (the C++ one is
+        inductor's less-used mode: where it does not build a graph, the Python one may; `status`'s `compileNote`
+        says so); else eager from then on. (Without Python's headers neither builds: inductor's kernels need them.)"""
         why = f"{type(exc).__name__}: {str(exc)[:300]}"
         compiled = self.compiled
         options = compiled.how.get("options") if isinstance(compiled, LazyCompile) else None
         if options and options.get("cpp_wrapper"):
             self.compiled = LazyCompile(self.fn, **{**compiled.how, "options": {**options, "cpp_wrapper": False}})
-            self.wrapper_note = f"inductor's C++ wrapper did not build ({why}); its Python wrapper serves"
-            self.status["compileNote"] = self.wrapper_note
-            log.warning("decode step: %s", self.wrapper_note)
+            self.status["compileNote"] = f"inductor's C++ wrapper did not build ({why}); its Python wrapper serves"
+            log.warning("decode step: %s", self.status["compileNote"])
             return True
         self.compiled, self.reason = None, f"compile failed: {why}"
         log.warning("decode step runs eager: %s", self.reason)
