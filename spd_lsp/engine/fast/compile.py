@@ -294,7 +294,7 @@ class Compiled:
             use_dynamo(args)
         try:
             out = self.compiled(*args)
-        except Exception as exc:  # noqa: BLE001 - any compile failure: eager, said once
+        except Exception as exc:  # noqa: BLE001 - any compile failure: the Python wrapper, else eager (`_failed`)
             if self._failed(exc):
                 return self._inline(args)  # again, with the Python wrapper
             return self.fn(*args)
@@ -394,7 +394,7 @@ class Compiled:
                         return
                     use_dynamo(args)  # the twins were made before dynamo may have been imported
                     compiled(*args)
-            except Exception as exc:  # noqa: BLE001 - any compile failure: eager, said once
+            except Exception as exc:  # noqa: BLE001 - any compile failure: the Python wrapper, else eager (`_failed`)
                 if self._failed(exc):
                     self._jobs.put((key, args, inference, grad, threads))  # again, with the Python wrapper
                     continue
