@@ -48,7 +48,10 @@ INDUCTOR = {"frozen": {"freezing": True}, "autotuned": {"max_autotune": True, "m
             # keeps them and the Python wrapper (before round 6)
             "checked": {},
             # the shipped graphs' wrapper is C++ (cpp_wrapper); "python-wrapper": the Python one (before round 8)
-            "python-wrapper": {"cpp_wrapper": False}}
+            "python-wrapper": {"cpp_wrapper": False},
+            # the shipped step attends on the CPU kernel (engine/fast/attention.py); "sdpa-attention": on SDPA over the
+            # masked bucket (before round 9), the same inductor options
+            "sdpa-attention": {}}
 
 
 def inductor_options(label: str) -> dict | None:
@@ -109,9 +112,11 @@ def variants(args: argparse.Namespace) -> list[Variant]:
         # int4: the GGUF's Q4_1 blocks; a model without them (gpu-check's random weights) quantised from float ones
         backend = fast.build(loaded.model, gguf=gguf if int4 else None, quantize="int4" if int4 else None,
                              compile=False, head=head)
+        label = name.rpartition(" ")[2]
+        backend.wants_kernel = backend.wants_kernel and label != "sdpa-attention"
         if compiled:  # compiled in the first call (the warm-up below), not in the background
             backend.step_fn = Compiled(backend.step_tensors, loaded.device, status=backend.info, mode=INLINE,
-                                       inductor=inductor_options(name.rpartition(" ")[2]))
+                                       inductor=inductor_options(label), before_compile=backend.use_kernel)
         fast.attach(loaded.model, backend)
         made.append(Variant(name, loaded, backend.lm.weight_bytes(int4=int4)))
     return made

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from spd_lsp.engine.fast import attention
 from spd_lsp.engine.fast.cache import BucketLayer, bucket_cache, bucketed
 from spd_lsp.engine.fast.compile import Compiled, mark_dynamic
 from spd_lsp.engine.fast.model import INT4_MAX_TOKENS, FastLM, Write
@@ -53,15 +54,21 @@ def written_at(columns: torch.Tensor, keys: list[torch.Tensor], values: list[tor
 
 
 class FastBackend:
-    def __init__(self, lm: FastLM, *, compile: bool = True, weights: str = "float") -> None:
+    def __init__(self, lm: FastLM, *, compile: bool = True, weights: str = "float", attention_kernel: bool = True) -> None:
+        """`attention_kernel`: the plain step attends on the CPU kernel (`attention.py`) once it is built, which
+        its compile does first; False: SDPA always (bench_step's `sdpa-attention` variant)."""
         self.lm = lm
+        self.wants_kernel = attention_kernel and lm.device.type == "cpu" and lm.dtype in (torch.bfloat16, torch.float32)
+        # Read by `step_tensors` (a guard of its graph): set once, by `use_kernel`, before the step's first compile.
+        self.kernel = False
         self.device = lm.device
         self.weights = weights
         # What `spd.status` shows of it: one dict, kept current as the step compiles or falls back to eager.
         self.info: dict[str, Any] = {"fastPath": True, "weights": weights,
                                      "weightMegabytes": {"decode": round(lm.weight_bytes(int4=True) / 1e6, 1),
                                                          "float": round(lm.weight_bytes(int4=False) / 1e6, 1)}}
-        self.step_fn = Compiled(self.step_tensors, lm.device, enabled=compile, status=self.info, inductor=CPU_INDUCTOR)
+        self.step_fn = Compiled(self.step_tensors, lm.device, enabled=compile, status=self.info, inductor=CPU_INDUCTOR,
+                                before_compile=self.use_kernel)
         # The engine batch's left-padded rows (positions and padding per row): a graph of their own.
         self.info["paddedStep"] = {}
         self.padded_fn = Compiled(self.padded_step_tensors, lm.device, enabled=compile, status=self.info["paddedStep"],
@@ -71,6 +78,13 @@ class FastBackend:
                                 inductor=CPU_INDUCTOR)
         self.steps = 0
         self.trees = 0  # verification trees run through `tree`
+
+    def use_kernel(self) -> None:
+        """Before the step compiles: build (or load) the attention kernel; the step attends on it from then on, eager
+        steps included. Where it cannot be built, SDPA (`spd.status`: `attentionKernel` says why)."""
+        if self.wants_kernel and not self.kernel:
+            self.kernel = attention.build()
+            self.info["attentionKernel"] = True if self.kernel else attention.reason()
 
     def new_cache(self) -> DynamicCache:
         return bucket_cache(self.lm.layers)
@@ -82,6 +96,8 @@ class FastBackend:
                      values: list[torch.Tensor]) -> torch.Tensor:
         """Logits [B, 1, V] of inputs x [B, 1, H] at position `column` [1] of every row, written there into `keys`/`values`
         (per layer [B, kv heads, bucket, D]); what it attends to: the columns up to `column`."""
+        if self.kernel:  # the kernel reads columns 0..column only: no mask
+            return self._step(x, column, keys, values, column.expand(x.shape[0], 1), attention.Upto(column))
         visible = torch.arange(keys[0].shape[2], device=x.device) <= column
         return self._step(x, column, keys, values, column.expand(x.shape[0], 1), visible[None, None, None, :])
 
@@ -139,7 +155,7 @@ class FastBackend:
         return logits[:, :n]
 
     def _step(self, x: torch.Tensor, column: torch.Tensor, keys: list[torch.Tensor], values: list[torch.Tensor],
-              positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+              positions: torch.Tensor, mask: torch.Tensor | attention.Upto) -> torch.Tensor:
         return self.lm.forward(x, positions, mask, written_at(column, keys, values), last_only=True)
 
     @torch.inference_mode()

@@ -235,9 +235,12 @@ class Compiled:
 
     def __init__(self, fn: Callable[..., Any], device: torch.device, *, enabled: bool = True,
                  status: dict[str, Any] | None = None, mode: str | None = None,
-                 inductor: dict[str, Any] | None = None) -> None:
-        """`inductor`: inductor options for the CPU's compile (torch.compile's `options`), e.g. freezing."""
+                 inductor: dict[str, Any] | None = None, before_compile: Callable[[], None] | None = None) -> None:
+        """`inductor`: inductor options for the CPU's compile (torch.compile's `options`), e.g. freezing;
+        `before_compile`: run before each compile, in the thread that compiles (the step's attention kernel is
+        built there)."""
         self.fn = fn
+        self.before_compile = before_compile
         self.status = status if status is not None else {}
         self.device = device
         self.reason = why_not(device) if enabled else "compile off"
@@ -292,6 +295,8 @@ class Compiled:
         started = time.perf_counter()
         if not _dynamo_ready.is_set():
             use_dynamo(args)
+        if first and self.before_compile is not None:
+            self.before_compile()
         try:
             out = self.compiled(*args)
         except Exception as exc:  # noqa: BLE001 - any compile failure: the Python wrapper, else eager (`_failed`)
@@ -388,6 +393,8 @@ class Compiled:
             interval = sys.getswitchinterval()
             sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
             try:
+                if self.before_compile is not None:
+                    self.before_compile()
                 with self._lock, torch.inference_mode(inference), torch.set_grad_enabled(grad):
                     compiled = self.compiled
                     if compiled is None:

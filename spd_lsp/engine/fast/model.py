@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from spd_lsp.engine.decoding.grouped import MAX_QUERY, grouped_attention
 from spd_lsp.engine.decoding.interrupt import checkpoint
+from spd_lsp.engine.fast.attention import Upto, decode_attention
 from spd_lsp.engine.fast.int4 import Int4Weight, Packed
 from spd_lsp.engine.fast.int8 import Int8Weight
 from spd_lsp.engine.fast.q8 import Q8Head
@@ -172,11 +173,15 @@ class FastLM(torch.nn.Module):
         rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         return x * cos + rotated * sin
 
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | Upto | None
+                ) -> torch.Tensor:
         """[B, T, heads * dim] of q [B, heads, T, D] on k/v [B, kv heads, S, D] under mask [B or 1, 1, T, S]
-        (bool: True attends; float: added); None: causal, S = T (a prompt's first chunk: SDPA's causal kernel skips
+        (bool: True attends; float: added); `Upto` (T = 1): the columns up to its column; None: causal, S = T (a prompt's first chunk: SDPA's causal kernel skips
         the masked half, which it computes under an explicit mask: 2,048 tokens 17 against 36 ms a layer in bf16)."""
         batch, heads, tokens, dim = q.shape
+        if isinstance(mask, Upto):  # a decode step's columns 0..column, on the CPU kernel (attention.py)
+            stacked = q.view(batch, self.kv_heads, heads // self.kv_heads, dim)
+            return decode_attention(stacked, k, v, mask.column, dim ** -0.5).reshape(batch, 1, heads * dim)
         if mask is None:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
             return out.transpose(1, 2).reshape(batch, tokens, heads * dim)
@@ -189,7 +194,7 @@ class FastLM(torch.nn.Module):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
         return out.transpose(1, 2).reshape(batch, tokens, heads * dim)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, write: Write,
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | Upto | None, write: Write,
                 *, last_only: bool = False, head: bool = True, first_layer: int = 0,
                 before_layer: Callable[[int, torch.Tensor], None] | None = None) -> torch.Tensor:
         """Logits [B, T or 1, V] in the model's dtype of input embeddings x [B, T, H] at `positions` [B, T];

@@ -1,0 +1,144 @@
+// The attention of a one-token decode step on the CPU: spd::decode_attention(q, k, v, column, scale).
+//
+// q [B, H, G, D]: each row's query heads stacked per key/value head (G of them share one); k, v [B, H, S, D]:
+// the cache's fixed buffers, of which columns 0..column are attended (the rest is never read). Work is split over
+// (row, head, chunk of CHUNK columns), so two threads share even three heads evenly and each streams its keys and
+// values once; the chunks' partial softmaxes are joined by their maxima (flash-decoding). Accumulates in fp32;
+// the output in q's dtype (bf16 or fp32). Built at run time by attention.py with inductor's vector ISA flags.
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/cpu/vec/vec.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/BFloat16.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace {
+
+constexpr int64_t CHUNK = 64;
+using Vec = at::vec::Vectorized<float>;
+
+// exp of n floats in place (ATen's vectorised exp; the tail scalar)
+inline void exp_inplace(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + Vec::size() <= n; i += Vec::size()) Vec::loadu(x + i).exp_u20().store(x + i);
+  for (; i < n; ++i) x[i] = std::exp(x[i]);
+}
+
+template <typename T, int64_t FIXED_D>
+void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t n, float scale, at::Tensor& out) {
+  const int64_t B = q.size(0), H = q.size(1), G = q.size(2);
+  const int64_t D = FIXED_D > 0 ? FIXED_D : q.size(3);
+  const int64_t chunks = (n + CHUNK - 1) / CHUNK;
+  const T* qp = q.data_ptr<T>();
+  const T* kp = k.data_ptr<T>();
+  const T* vp = v.data_ptr<T>();
+  const int64_t qsb = q.stride(0), qsh = q.stride(1), qsg = q.stride(2);
+  const int64_t ksb = k.stride(0), ksh = k.stride(1), kss = k.stride(2);
+  const int64_t vsb = v.stride(0), vsh = v.stride(1), vss = v.stride(2);
+  const int64_t items = B * H * chunks;
+  std::vector<float> maxima(items * G), sums(items * G), acc(items * G * D);
+  at::parallel_for(0, items, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> qf(G * D), scores(G * CHUNK), row(D);
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t c = item % chunks, bh = item / chunks, b = bh / H, h = bh % H;
+      const int64_t s0 = c * CHUNK, cols = std::min(n, s0 + CHUNK) - s0;
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t d = 0; d < D; ++d) qf[g * D + d] = static_cast<float>(qp[b * qsb + h * qsh + g * qsg + d]) * scale;
+      const T* keys = kp + b * ksb + h * ksh + s0 * kss;
+      for (int64_t s = 0; s < cols; ++s) {
+        const T* key = keys + s * kss;
+        for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(key[d]);
+        for (int64_t g = 0; g < G; ++g) {
+          const float* qg = qf.data() + g * D;
+          float dot = 0.f;
+          for (int64_t d = 0; d < D; ++d) dot += qg[d] * row[d];
+          scores[g * CHUNK + s] = dot;
+        }
+      }
+      for (int64_t g = 0; g < G; ++g) {
+        float* p = scores.data() + g * CHUNK;
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t s = 0; s < cols; ++s) m = std::max(m, p[s]);
+        for (int64_t s = 0; s < cols; ++s) p[s] -= m;
+        exp_inplace(p, cols);
+        float l = 0.f;
+        for (int64_t s = 0; s < cols; ++s) l += p[s];
+        maxima[item * G + g] = m;
+        sums[item * G + g] = l;
+      }
+      float* a = acc.data() + item * G * D;
+      std::fill(a, a + G * D, 0.f);
+      const T* values = vp + b * vsb + h * vsh + s0 * vss;
+      for (int64_t s = 0; s < cols; ++s) {
+        const T* value = values + s * vss;
+        for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(value[d]);
+        for (int64_t g = 0; g < G; ++g) {
+          const float p = scores[g * CHUNK + s];
+          float* ag = a + g * D;
+          for (int64_t d = 0; d < D; ++d) ag[d] += p * row[d];
+        }
+      }
+    }
+  });
+  T* op = out.data_ptr<T>();  // out is contiguous [B, H, G, D]
+  std::vector<float> joined(D);
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    for (int64_t g = 0; g < G; ++g) {
+      float top = -std::numeric_limits<float>::infinity();
+      for (int64_t c = 0; c < chunks; ++c) top = std::max(top, maxima[(bh * chunks + c) * G + g]);
+      float total = 0.f;
+      std::fill(joined.begin(), joined.end(), 0.f);
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t at = (bh * chunks + c) * G + g;
+        const float w = std::exp(maxima[at] - top);
+        total += w * sums[at];
+        const float* a = acc.data() + at * D;
+        for (int64_t d = 0; d < D; ++d) joined[d] += w * a[d];
+      }
+      T* dst = op + (bh * G + g) * D;
+      for (int64_t d = 0; d < D; ++d) dst[d] = static_cast<T>(joined[d] / total);
+    }
+  }
+}
+
+template <typename T>
+void dispatch_d(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t n, float scale, at::Tensor& out) {
+  switch (q.size(3)) {
+    case 64: attend<T, 64>(q, k, v, n, scale, out); break;
+    case 128: attend<T, 128>(q, k, v, n, scale, out); break;
+    default: attend<T, 0>(q, k, v, n, scale, out);
+  }
+}
+
+at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& column,
+                            double scale) {
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "decode_attention: q [B, H, G, D], k and v [B, H, S, D]");
+  TORCH_CHECK(k.sizes() == v.sizes() && k.size(0) == q.size(0) && k.size(1) == q.size(1) && k.size(3) == q.size(3),
+              "decode_attention: q, k and v disagree on rows, heads or head size");
+  TORCH_CHECK(q.scalar_type() == k.scalar_type() && k.scalar_type() == v.scalar_type(),
+              "decode_attention: q, k and v of one dtype");
+  TORCH_CHECK(q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1, "decode_attention: the head dim contiguous");
+  TORCH_CHECK(q.device().is_cpu() && column.numel() == 1, "decode_attention: CPU tensors, one column");
+  const int64_t n = column.item<int64_t>() + 1;
+  TORCH_CHECK(n >= 1 && n <= k.size(2), "decode_attention: column ", n - 1, " outside the buffer of ", k.size(2));
+  at::Tensor out = at::empty({q.size(0), q.size(1), q.size(2), q.size(3)}, q.options());
+  if (q.scalar_type() == at::kBFloat16) {
+    dispatch_d<c10::BFloat16>(q, k, v, n, static_cast<float>(scale), out);
+  } else if (q.scalar_type() == at::kFloat) {
+    dispatch_d<float>(q, k, v, n, static_cast<float>(scale), out);
+  } else {
+    TORCH_CHECK(false, "decode_attention: bf16 or fp32, not ", q.scalar_type());
+  }
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY(spd, m) { m.def("decode_attention(Tensor q, Tensor k, Tensor v, Tensor column, float scale) -> Tensor"); }
+
+TORCH_LIBRARY_IMPL(spd, CPU, m) { m.impl("decode_attention", &decode_attention); }

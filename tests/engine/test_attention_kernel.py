@@ -1,0 +1,106 @@
+"""The decode step's CPU attention kernel (spd_lsp/engine/fast/attention.py, attention.cpp): built for real with the
+machine's compiler, checked against SDPA, and the step's fallback where it cannot be built."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from spd_lsp.engine import fast
+from spd_lsp.engine.decoding.lm import ModelRunner
+from spd_lsp.engine.fast import attention
+from tests.tiny_models import tiny_model
+
+
+@pytest.fixture(scope="module")
+def kernel() -> None:
+    assert attention.build(), attention.reason()
+
+
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, column: int) -> torch.Tensor:
+    mask = (torch.arange(k.shape[2]) <= column)[None, None, None, :]
+    return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("rows, heads, group, length, dim, column", [
+    (1, 3, 3, 640, 64, 510),  # the bundled model's step: 3 key/value heads, 3 query heads each
+    (8, 3, 3, 256, 64, 0),  # 8 rows, the first column only
+    (2, 2, 4, 300, 80, 299),  # every column; a head size without a fixed-size loop
+    (1, 1, 1, 130, 128, 64),  # one head; a column just past a chunk
+])
+def test_the_kernel_equals_sdpa_over_the_columns_up_to_its_column(kernel, dtype, rows, heads, group, length, dim,
+                                                                  column) -> None:
+    torch.manual_seed(0)
+    q = torch.randn(rows, heads, group, dim, dtype=dtype)
+    k, v = (torch.randn(rows, heads, length, dim, dtype=dtype) for _ in range(2))
+    k[:, :, column + 1:], v[:, :, column + 1:] = float("nan"), float("nan")  # past the column: never read
+    got = attention.decode_attention(q, k, v, torch.tensor([column]), dim ** -0.5)
+    assert got.dtype == dtype and got.shape == q.shape
+    want = _sdpa(q, k.nan_to_num(), v.nan_to_num(), column)
+    tolerance = 2e-3 if dtype == torch.bfloat16 else 1e-5  # bf16: the output's own rounding
+    torch.testing.assert_close(got.float(), want, atol=tolerance, rtol=tolerance)
+
+
+def test_the_kernel_says_what_is_wrong_with_its_inputs(kernel) -> None:
+    q, k = torch.randn(1, 3, 3, 64), torch.randn(1, 3, 16, 64)
+    with pytest.raises(RuntimeError, match="column 16 outside the buffer of 16"):
+        attention.decode_attention(q, k, k, torch.tensor([16]), 0.125)
+    with pytest.raises(RuntimeError, match="bf16 or fp32"):
+        attention.decode_attention(q.half(), k.half(), k.half(), torch.tensor([3]), 0.125)
+    with pytest.raises(RuntimeError, match="disagree"):
+        attention.decode_attention(q, k[:, :2], k[:, :2], torch.tensor([3]), 0.125)
+
+
+def test_the_compiled_step_attends_on_the_kernel_as_one_graph(monkeypatch, kernel) -> None:
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setenv("SPD_LSP_COMPILE", "1")
+    torch._dynamo.reset()
+    counters.clear()
+    loaded = tiny_model("llama")
+    backend = fast.build(loaded.model, compile=True)
+    fast.attach(loaded.model, backend)
+    runner = ModelRunner(loaded.model, loaded.device)
+    eager = ModelRunner(tiny_model("llama+fast").model, loaded.device)  # SDPA over the masked bucket
+    for r in (runner, eager):
+        r.prefill(list(range(3, 20)))
+    assert not backend.kernel  # built before the first compile, not at the load
+    for token in (5, 6, 7):
+        got = runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[token]])))
+        want = eager.forward(eager.cache, embeds=eager.embed(torch.tensor([[token]])))
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
+    assert backend.kernel and backend.info["attentionKernel"] is True
+    assert backend.step_fn.calls == 3 and counters["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()
+
+
+def test_a_kernel_that_does_not_build_leaves_the_step_on_sdpa(monkeypatch) -> None:
+    monkeypatch.setenv("SPD_LSP_COMPILE", "1")
+    monkeypatch.setattr(attention, "_state", {})
+
+    def no_compiler() -> None:
+        raise RuntimeError("Error building extension: c++ not found")
+
+    monkeypatch.setattr(attention, "_load", no_compiler)
+    torch._dynamo.reset()
+    loaded = tiny_model("llama")
+    backend = fast.build(loaded.model, compile=True)
+    fast.attach(loaded.model, backend)
+    runner = ModelRunner(loaded.model, loaded.device)
+    eager = ModelRunner(tiny_model("llama+fast").model, loaded.device)
+    for r in (runner, eager):
+        r.prefill(list(range(3, 20)))
+    for token in (5, 6):
+        torch.testing.assert_close(runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[token]]))),
+                                   eager.forward(eager.cache, embeds=eager.embed(torch.tensor([[token]]))))
+    assert not backend.kernel and "c++ not found" in backend.info["attentionKernel"]
+    assert backend.info["compiled"] and backend.step_fn.calls == 2  # the step still compiled, on SDPA
+    torch._dynamo.reset()
+
+
+def test_the_kernel_can_be_turned_off(monkeypatch) -> None:
+    monkeypatch.setattr(attention, "_state", {})
+    monkeypatch.setenv(attention.KERNEL_ENV, "0")
+    assert not attention.build() and attention.reason() == f"{attention.KERNEL_ENV}=0"
