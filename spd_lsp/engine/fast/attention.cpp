@@ -7,6 +7,7 @@
 // the output in q's dtype (bf16 or fp32). Built at run time by attention.py with inductor's vector ISA flags.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/BFloat16.h>
@@ -27,6 +28,62 @@ inline void exp_inplace(float* x, int64_t n) {
   int64_t i = 0;
   for (; i + Vec::size() <= n; i += Vec::size()) Vec::loadu(x + i).exp_u20().store(x + i);
   for (; i < n; ++i) x[i] = std::exp(x[i]);
+}
+
+// Vec::size() floats of a key or value row, from bf16 or fp32
+inline Vec load_row(const float* p) { return Vec::loadu(p); }
+inline Vec load_row(const c10::BFloat16* p) {
+  Vec out;
+  at::vec::load_fp32_from_bf16(p, out);
+  return out;
+}
+
+inline float sum_of(const Vec& x) {
+  auto add = [](Vec& a, Vec& b) { return a + b; };
+  return at::vec::vec_reduce_all<float>(add, x);
+}
+
+// A chunk's scores[g][s] = q[g] . key[s] and acc[g] = sum_s p[g][s] value[s], D = NV vectors (registers, not loops).
+template <typename T, int64_t NV>
+void chunk_vectorised(const float* qf, const T* keys, int64_t kss, const T* values, int64_t vss, int64_t G,
+                      int64_t cols, float* scores, int64_t stride, float* acc, void (*softmax)(float*, int64_t,
+                      int64_t, int64_t, float*, float*), float* maxima, float* sums) {
+  constexpr int64_t W = Vec::size();
+  for (int64_t s = 0; s < cols; ++s) {
+    Vec row[NV];
+    for (int64_t j = 0; j < NV; ++j) row[j] = load_row(keys + s * kss + j * W);
+    for (int64_t g = 0; g < G; ++g) {
+      Vec dot = row[0] * Vec::loadu(qf + g * NV * W);
+      for (int64_t j = 1; j < NV; ++j) dot = at::vec::fmadd(row[j], Vec::loadu(qf + g * NV * W + j * W), dot);
+      scores[g * stride + s] = sum_of(dot);
+    }
+  }
+  softmax(scores, stride, G, cols, maxima, sums);
+  for (int64_t g = 0; g < G; ++g) {
+    Vec total[NV];
+    for (int64_t j = 0; j < NV; ++j) total[j] = Vec(0.f);
+    const float* p = scores + g * stride;
+    for (int64_t s = 0; s < cols; ++s) {
+      const Vec weight(p[s]);
+      for (int64_t j = 0; j < NV; ++j) total[j] = at::vec::fmadd(weight, load_row(values + s * vss + j * W), total[j]);
+    }
+    for (int64_t j = 0; j < NV; ++j) total[j].store(acc + g * NV * W + j * W);
+  }
+}
+
+// Each query head's scores over a chunk, in place: exp(score - max); its max and sum beside
+void softmax_rows(float* scores, int64_t stride, int64_t G, int64_t cols, float* maxima, float* sums) {
+  for (int64_t g = 0; g < G; ++g) {
+    float* p = scores + g * stride;
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t s = 0; s < cols; ++s) m = std::max(m, p[s]);
+    for (int64_t s = 0; s < cols; ++s) p[s] -= m;
+    exp_inplace(p, cols);
+    float l = 0.f;
+    for (int64_t s = 0; s < cols; ++s) l += p[s];
+    maxima[g] = m;
+    sums[g] = l;
+  }
 }
 
 template <typename T, int64_t FIXED_D>
@@ -50,6 +107,13 @@ void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64
       for (int64_t g = 0; g < G; ++g)
         for (int64_t d = 0; d < D; ++d) qf[g * D + d] = static_cast<float>(qp[b * qsb + h * qsh + g * qsg + d]) * scale;
       const T* keys = kp + b * ksb + h * ksh + s0 * kss;
+      const T* values = vp + b * vsb + h * vsh + s0 * vss;
+      float* a = acc.data() + item * G * D;
+      if constexpr (FIXED_D > 0 && FIXED_D % Vec::size() == 0) {
+        chunk_vectorised<T, FIXED_D / Vec::size()>(qf.data(), keys, kss, values, vss, G, cols, scores.data(), CHUNK, a,
+                                                   softmax_rows, maxima.data() + item * G, sums.data() + item * G);
+        continue;
+      }
       for (int64_t s = 0; s < cols; ++s) {
         const T* key = keys + s * kss;
         for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(key[d]);
@@ -60,20 +124,8 @@ void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64
           scores[g * CHUNK + s] = dot;
         }
       }
-      for (int64_t g = 0; g < G; ++g) {
-        float* p = scores.data() + g * CHUNK;
-        float m = -std::numeric_limits<float>::infinity();
-        for (int64_t s = 0; s < cols; ++s) m = std::max(m, p[s]);
-        for (int64_t s = 0; s < cols; ++s) p[s] -= m;
-        exp_inplace(p, cols);
-        float l = 0.f;
-        for (int64_t s = 0; s < cols; ++s) l += p[s];
-        maxima[item * G + g] = m;
-        sums[item * G + g] = l;
-      }
-      float* a = acc.data() + item * G * D;
+      softmax_rows(scores.data(), CHUNK, G, cols, maxima.data() + item * G, sums.data() + item * G);
       std::fill(a, a + G * D, 0.f);
-      const T* values = vp + b * vsb + h * vsh + s0 * vss;
       for (int64_t s = 0; s < cols; ++s) {
         const T* value = values + s * vss;
         for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(value[d]);

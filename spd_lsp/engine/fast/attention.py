@@ -59,15 +59,23 @@ def build() -> bool:
         try:
             _load()
         except Exception as exc:  # noqa: BLE001 - no compiler, no ninja, a build error: SDPA serves
-            _state["reason"] = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+            _state["reason"] = f"{type(exc).__name__}: {_gist(str(exc))}"
             log.warning("decode attention kernel not built, SDPA serves the step: %s", _state["reason"])
             return False
         _state["ready"] = True
         return True
 
 
+def _gist(message: str) -> str:
+    """A build error's first line and the compiler's own `error:` lines (the command lines before them are long)."""
+    lines = message.strip().splitlines()
+    errors = [line.strip() for line in lines if "error:" in line]
+    return " | ".join(([lines[0][:120]] if lines else []) + errors[:3])[:600]
+
+
 def _load() -> None:
     from torch._inductor.cpu_vec_isa import pick_vec_isa
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
     from torch.utils import cpp_extension
 
     isa = pick_vec_isa()
@@ -75,7 +83,7 @@ def _load() -> None:
     flags += [f"-D{macro}" for macro in isa.build_macro()] + isa.build_arch_flags().split() if isa else []
     digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode() + torch.__version__.encode()).hexdigest()[:12]
     name = f"spd_decode_attention_{digest}"
-    directory = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", Path.home() / ".cache")) / "spd-kernels" / name
+    directory = Path(cache_dir()) / "spd-kernels" / name  # inductor's cache (`use_compile_cache` points it)
     directory.mkdir(parents=True, exist_ok=True)
     cpp_extension.load(name=name, sources=[str(SOURCE)], extra_cflags=flags, build_directory=str(directory),
                        extra_ldflags=["-fopenmp"], is_python_module=False, verbose=False)
