@@ -48,8 +48,20 @@ def summary(rows: list[dict], a: str, b: str) -> str:
 def engine(name: str) -> LocalEngine:
     """hf: transformers' forward (bf16 here); fast-bf16: the fast path on the float weights; int4: the default load;
     int8-head: int4 with the output projection as int8 rows; q8-head: as the GGUF's Q8_0 blocks. The fast ones run eager (no compile mid-run). A suffix
-    `#n` makes another engine of the same kind (`hf,hf#2`: how often one kind disagrees with itself)."""
+    `#n` makes another engine of the same kind (`hf,hf#2`: how often one kind disagrees with itself); `+kernel` (an
+    int4 kind) has its decode steps attend on the CPU attention kernel, as the compiled step does (`int8-head+kernel`:
+    what the server runs)."""
     name = name.partition("#")[0]
+    name, kernel, _ = name.partition("+kernel")
+    if kernel:
+        from spd_lsp.engine import fast
+
+        one = engine(name)
+        backend = fast.attached(one.loaded.model)
+        backend.use_kernel()
+        if not backend.kernel:
+            raise SystemExit(f"the attention kernel did not build: {backend.info.get('attentionKernel')}")
+        return one
     if name == "hf":
         return LocalEngine(load_model(fast=False))
     if name == "fast-bf16":
@@ -83,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--positions", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "eval")
-    parser.add_argument("--pair", default="hf,int4", help="the two engines: hf, fast-bf16, int4, int8-head or q8-head (default hf,int4)")
+    parser.add_argument("--pair", default="hf,int4", help="the two engines: hf, fast-bf16, int4, int8-head or q8-head, an int4 kind with +kernel (default hf,int4)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--as-served", action="store_true",
                         help="threads and prefill chunks as the server picks them by load (default: pinned, `pin`)")

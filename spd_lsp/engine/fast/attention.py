@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
+import sys
 import threading
 from pathlib import Path
 from typing import NamedTuple
@@ -78,6 +80,7 @@ def _load() -> None:
     from torch._inductor.runtime.cache_dir_utils import cache_dir
     from torch.utils import cpp_extension
 
+    _ninja_on_path()
     isa = pick_vec_isa()
     flags = ["-O3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros"]
     flags += [f"-D{macro}" for macro in isa.build_macro()] + isa.build_arch_flags().split() if isa else []
@@ -89,6 +92,15 @@ def _load() -> None:
                        extra_ldflags=["-fopenmp"], is_python_module=False, verbose=False)
     torch.library.register_fake("spd::decode_attention")(_shape)
     log.info("decode attention kernel loaded (%s)", directory)
+
+
+def _ninja_on_path() -> None:
+    """torch's loader runs `ninja` from PATH; pip's `ninja` (a dependency) lands beside this Python, which a venv's
+    Python run by its path does not put on PATH: add that directory where no other ninja is found."""
+    if shutil.which("ninja") is None:
+        here = Path(sys.executable).parent
+        if (here / "ninja").exists():
+            os.environ["PATH"] = f"{here}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 def _shape(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, column: torch.Tensor, scale: float) -> torch.Tensor:
