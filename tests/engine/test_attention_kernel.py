@@ -3,6 +3,10 @@ machine's compiler, checked against SDPA, and the step's fallback where it canno
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -104,3 +108,20 @@ def test_the_kernel_can_be_turned_off(monkeypatch) -> None:
     monkeypatch.setattr(attention, "_state", {})
     monkeypatch.setenv(attention.KERNEL_ENV, "0")
     assert not attention.build() and attention.reason() == f"{attention.KERNEL_ENV}=0"
+
+
+def test_a_build_lock_left_by_a_killed_process_does_not_stall_the_load(monkeypatch, kernel) -> None:
+    """torch's loader takes a lock file in the build directory around every load and waits, without end, for another
+    process's: one killed while building left every later start's compile thread waiting. Failed before (the load
+    below never returned)."""
+    monkeypatch.setattr(attention, "_state", {})
+    monkeypatch.setattr(torch.library, "register_fake", lambda name: lambda fn: fn)  # registered once already
+    lock = attention.target()[2] / "lock"
+    lock.write_text("")
+    old = time.time() - attention.STALE_LOCK_S - 60
+    os.utime(lock, (old, old))
+    done = threading.Event()
+    loader = threading.Thread(target=lambda: (attention.build(), done.set()), daemon=True)
+    loader.start()
+    assert done.wait(timeout=120), "the load waited on a stale lock"
+    assert attention.ready() and not lock.exists()

@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("attention.cpp")
 KERNEL_ENV = "SPD_LSP_ATTENTION_KERNEL"  # "0": never build it (SDPA serves)
+STALE_LOCK_S = 600.0  # a build lock older than this was left by a process that died (a build takes 22 s here)
 
 _lock = threading.Lock()
 _state: dict[str, str | bool] = {}  # "ready": True, or "reason": why not
@@ -75,23 +77,44 @@ def _gist(message: str) -> str:
     return " | ".join(([lines[0][:120]] if lines else []) + errors[:3])[:600]
 
 
-def _load() -> None:
+def target() -> tuple[str, list[str], Path]:
+    """The kernel's library name, compiler flags and build directory (inductor's cache, which `use_compile_cache`
+    points at the user cache): one per source, flags (the vector ISA inductor picked) and torch version."""
     from torch._inductor.cpu_vec_isa import pick_vec_isa
     from torch._inductor.runtime.cache_dir_utils import cache_dir
-    from torch.utils import cpp_extension
 
-    _ninja_on_path()
     isa = pick_vec_isa()
     flags = ["-O3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros"]
     flags += [f"-D{macro}" for macro in isa.build_macro()] + isa.build_arch_flags().split() if isa else []
     digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode() + torch.__version__.encode()).hexdigest()[:12]
     name = f"spd_decode_attention_{digest}"
-    directory = Path(cache_dir()) / "spd-kernels" / name  # inductor's cache (`use_compile_cache` points it)
+    return name, flags, Path(cache_dir()) / "spd-kernels" / name
+
+
+def _load() -> None:
+    from torch.utils import cpp_extension
+
+    _ninja_on_path()
+    name, flags, directory = target()
     directory.mkdir(parents=True, exist_ok=True)
+    _drop_stale_lock(directory / "lock")
     cpp_extension.load(name=name, sources=[str(SOURCE)], extra_cflags=flags, build_directory=str(directory),
                        extra_ldflags=["-fopenmp"], is_python_module=False, verbose=False)
     torch.library.register_fake("spd::decode_attention")(_shape)
     log.info("decode attention kernel loaded (%s)", directory)
+
+
+def _drop_stale_lock(lock: Path) -> None:
+    """torch's loader takes `lock` in the build directory around every load, built or not, and a second process
+    waits for it to go, without end: a process killed while it built (22 s the first time) would leave every later
+    start's compile thread waiting. A lock older than STALE_LOCK_S is taken as such and removed."""
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return
+    if age > STALE_LOCK_S:
+        log.warning("removing a stale build lock (%.0f s old): %s", age, lock)
+        lock.unlink(missing_ok=True)
 
 
 def _ninja_on_path() -> None:
