@@ -7,6 +7,7 @@ and Llama / GPT-2 / Gemma-3 configs small enough to run a step in milliseconds.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -87,3 +88,25 @@ def tiny_model(architecture: str, seed: int = 0) -> LoadedModel:
         model=model, tokenizer=tokenizer, device=torch.device("cpu"), dtype=torch.float32,
         name=f"tiny-{architecture}", source="in-memory", load_s=0.0,
     )
+
+
+def compiling_pair(prompt: list[int]) -> tuple[Any, Any, Any]:
+    """The tiny Llama on a fast backend that compiles (as SPD_LSP_COMPILE says), and the same model eager on the fast
+    path, `prompt` prefilled in both: (backend, its runner, the eager runner)."""
+    from spd_lsp.engine import fast
+    from spd_lsp.engine.decoding.lm import ModelRunner
+
+    loaded = tiny_model("llama")
+    backend = fast.build(loaded.model, compile=True)
+    fast.attach(loaded.model, backend)
+    runner = ModelRunner(loaded.model, loaded.device)
+    eager = ModelRunner(tiny_model("llama+fast").model, loaded.device)
+    for r in (runner, eager):
+        r.prefill(prompt)
+    return backend, runner, eager
+
+
+def step_pair(runner: Any, eager: Any, token: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One decode step of `token` on both runners' caches: (the first's logits, the eager one's)."""
+    return (runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[token]]))),
+            eager.forward(eager.cache, embeds=eager.embed(torch.tensor([[token]]))))

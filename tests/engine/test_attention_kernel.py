@@ -11,10 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from spd_lsp.engine import fast
-from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.fast import attention
-from tests.tiny_models import tiny_model
+from tests.tiny_models import compiling_pair, step_pair
 
 
 @pytest.fixture(scope="module")
@@ -63,17 +61,10 @@ def test_the_compiled_step_attends_on_the_kernel_as_one_graph(monkeypatch, kerne
     monkeypatch.setenv("SPD_LSP_COMPILE", "1")
     torch._dynamo.reset()
     counters.clear()
-    loaded = tiny_model("llama")
-    backend = fast.build(loaded.model, compile=True)
-    fast.attach(loaded.model, backend)
-    runner = ModelRunner(loaded.model, loaded.device)
-    eager = ModelRunner(tiny_model("llama+fast").model, loaded.device)  # SDPA over the masked bucket
-    for r in (runner, eager):
-        r.prefill(list(range(3, 20)))
+    backend, runner, eager = compiling_pair(list(range(3, 20)))  # eager: SDPA over the masked bucket
     assert not backend.kernel  # built before the first compile, not at the load
     for token in (5, 6, 7):
-        got = runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[token]])))
-        want = eager.forward(eager.cache, embeds=eager.embed(torch.tensor([[token]])))
+        got, want = step_pair(runner, eager, token)
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
     assert backend.kernel and backend.info["attentionKernel"] is True
     assert backend.step_fn.calls == 3 and counters["stats"]["unique_graphs"] == 1
@@ -89,16 +80,9 @@ def test_a_kernel_that_does_not_build_leaves_the_step_on_sdpa(monkeypatch) -> No
 
     monkeypatch.setattr(attention, "_load", no_compiler)
     torch._dynamo.reset()
-    loaded = tiny_model("llama")
-    backend = fast.build(loaded.model, compile=True)
-    fast.attach(loaded.model, backend)
-    runner = ModelRunner(loaded.model, loaded.device)
-    eager = ModelRunner(tiny_model("llama+fast").model, loaded.device)
-    for r in (runner, eager):
-        r.prefill(list(range(3, 20)))
+    backend, runner, eager = compiling_pair(list(range(3, 20)))
     for token in (5, 6):
-        torch.testing.assert_close(runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[token]]))),
-                                   eager.forward(eager.cache, embeds=eager.embed(torch.tensor([[token]]))))
+        torch.testing.assert_close(*step_pair(runner, eager, token))
     assert not backend.kernel and "c++ not found" in backend.info["attentionKernel"]
     assert backend.info["compiled"] and backend.step_fn.calls == 2  # the step still compiled, on SDPA
     torch._dynamo.reset()

@@ -19,7 +19,7 @@ from spd_lsp.engine.fast.cache import GRANULE, MIN_CAPACITY, BucketLayer, bucket
 from spd_lsp.engine.fast.int4 import Int4Weight
 from spd_lsp.engine.fast.model import FastLM
 from spd_lsp.engine.fast.q4 import BLOCK, Groups, quantise, unpack_q4_1, unpermute_order
-from tests.tiny_models import tiny_model
+from tests.tiny_models import compiling_pair, step_pair, tiny_model
 
 
 def _qwen2() -> torch.nn.Module:
@@ -553,16 +553,9 @@ def test_a_c_plus_plus_wrapper_that_does_not_build_gives_way_to_the_python_one(m
         return self.fn(*args)
 
     monkeypatch.setattr(compiling.LazyCompile, "__call__", call)
-    loaded = tiny_model("llama")
-    backend = fast.build(loaded.model, compile=True)
-    fast.attach(loaded.model, backend)
-    runner = ModelRunner(loaded.model, loaded.device)
-    eager = ModelRunner(tiny_model("llama+fast").model, loaded.device)
-    for r in (runner, eager):
-        r.prefill(list(range(3, 20)))
+    backend, runner, eager = compiling_pair(list(range(3, 20)))
     for token in (5, 6, 7):
-        got = runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[token]])))
-        torch.testing.assert_close(got, eager.forward(eager.cache, embeds=eager.embed(torch.tensor([[token]]))))
+        torch.testing.assert_close(*step_pair(runner, eager, token))
         assert backend.step_fn.wait(timeout=60)
     assert built[:2] == [True, False] and not any(built[2:])
     assert backend.step_fn.active and backend.step_fn.calls >= 2, backend.info
