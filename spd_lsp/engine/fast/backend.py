@@ -54,11 +54,11 @@ def written_at(columns: torch.Tensor, keys: list[torch.Tensor], values: list[tor
 
 
 class FastBackend:
-    def __init__(self, lm: FastLM, *, compile: bool = True, weights: str = "float", attention_kernel: bool = True) -> None:
-        """`attention_kernel`: the plain step attends on the CPU kernel (`attention.py`) once it is built, which
-        its compile does first; False: SDPA always (bench_step's `sdpa-attention` variant)."""
+    def __init__(self, lm: FastLM, *, compile: bool = True, weights: str = "float") -> None:
         self.lm = lm
-        self.wants_kernel = attention_kernel and lm.device.type == "cpu" and lm.dtype in (torch.bfloat16, torch.float32)
+        # The plain step attends on the CPU kernel (`attention.py`) once it is built, which its compile does first
+        # (CPU, bf16/fp32); bench_step's `sdpa-attention` variant sets this False: SDPA always.
+        self.wants_kernel = lm.device.type == "cpu" and lm.dtype in (torch.bfloat16, torch.float32)
         # Read by `step_tensors` (a guard of its graph): set once, by `use_kernel`, before the step's first compile.
         self.kernel = False
         self.device = lm.device

@@ -176,8 +176,9 @@ class FastLM(torch.nn.Module):
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | Upto | None
                 ) -> torch.Tensor:
         """[B, T, heads * dim] of q [B, heads, T, D] on k/v [B, kv heads, S, D] under mask [B or 1, 1, T, S]
-        (bool: True attends; float: added); `Upto` (T = 1): the columns up to its column; None: causal, S = T (a prompt's first chunk: SDPA's causal kernel skips
-        the masked half, which it computes under an explicit mask: 2,048 tokens 17 against 36 ms a layer in bf16)."""
+        (bool: True attends; float: added); `Upto` (T = 1): the columns up to its column; None: causal, S = T (a
+        prompt's first chunk: SDPA's causal kernel skips the masked half, which it computes under an explicit mask:
+        2,048 tokens 17 against 36 ms a layer in bf16)."""
         batch, heads, tokens, dim = q.shape
         if isinstance(mask, Upto):  # a decode step's columns 0..column, on the CPU kernel (attention.py)
             stacked = q.view(batch, self.kv_heads, heads // self.kv_heads, dim)
