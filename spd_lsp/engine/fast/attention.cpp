@@ -43,38 +43,10 @@ inline float sum_of(const Vec& x) {
   return at::vec::vec_reduce_all<float>(add, x);
 }
 
-// A chunk's scores[g][s] = q[g] . key[s] and acc[g] = sum_s p[g][s] value[s], D = NV vectors (registers, not loops).
-template <typename T, int64_t NV>
-void chunk_vectorised(const float* qf, const T* keys, int64_t kss, const T* values, int64_t vss, int64_t G,
-                      int64_t cols, float* scores, int64_t stride, float* acc, void (*softmax)(float*, int64_t,
-                      int64_t, int64_t, float*, float*), float* maxima, float* sums) {
-  constexpr int64_t W = Vec::size();
-  for (int64_t s = 0; s < cols; ++s) {
-    Vec row[NV];
-    for (int64_t j = 0; j < NV; ++j) row[j] = load_row(keys + s * kss + j * W);
-    for (int64_t g = 0; g < G; ++g) {
-      Vec dot = row[0] * Vec::loadu(qf + g * NV * W);
-      for (int64_t j = 1; j < NV; ++j) dot = at::vec::fmadd(row[j], Vec::loadu(qf + g * NV * W + j * W), dot);
-      scores[g * stride + s] = sum_of(dot);
-    }
-  }
-  softmax(scores, stride, G, cols, maxima, sums);
+// Each query head's scores over a chunk (rows of CHUNK), in place: exp(score - max); its max and sum beside
+void softmax_rows(float* scores, int64_t G, int64_t cols, float* maxima, float* sums) {
   for (int64_t g = 0; g < G; ++g) {
-    Vec total[NV];
-    for (int64_t j = 0; j < NV; ++j) total[j] = Vec(0.f);
-    const float* p = scores + g * stride;
-    for (int64_t s = 0; s < cols; ++s) {
-      const Vec weight(p[s]);
-      for (int64_t j = 0; j < NV; ++j) total[j] = at::vec::fmadd(weight, load_row(values + s * vss + j * W), total[j]);
-    }
-    for (int64_t j = 0; j < NV; ++j) total[j].store(acc + g * NV * W + j * W);
-  }
-}
-
-// Each query head's scores over a chunk, in place: exp(score - max); its max and sum beside
-void softmax_rows(float* scores, int64_t stride, int64_t G, int64_t cols, float* maxima, float* sums) {
-  for (int64_t g = 0; g < G; ++g) {
-    float* p = scores + g * stride;
+    float* p = scores + g * CHUNK;
     float m = -std::numeric_limits<float>::infinity();
     for (int64_t s = 0; s < cols; ++s) m = std::max(m, p[s]);
     for (int64_t s = 0; s < cols; ++s) p[s] -= m;
@@ -83,6 +55,61 @@ void softmax_rows(float* scores, int64_t stride, int64_t G, int64_t cols, float*
     for (int64_t s = 0; s < cols; ++s) l += p[s];
     maxima[g] = m;
     sums[g] = l;
+  }
+}
+
+// One chunk of `cols` key/value rows: scores[g][s] = q[g] . key[s], their softmax (`softmax_rows`), and
+// acc[g] = sum_s p[g][s] value[s]. D = NV vectors: a row's vectors stay in registers.
+template <typename T, int64_t NV>
+void chunk_vectorised(const float* qf, const T* keys, int64_t kss, const T* values, int64_t vss, int64_t G,
+                      int64_t cols, float* scores, float* acc, float* maxima, float* sums) {
+  constexpr int64_t W = Vec::size();
+  for (int64_t s = 0; s < cols; ++s) {
+    Vec row[NV];
+    for (int64_t j = 0; j < NV; ++j) row[j] = load_row(keys + s * kss + j * W);
+    for (int64_t g = 0; g < G; ++g) {
+      Vec dot = row[0] * Vec::loadu(qf + g * NV * W);
+      for (int64_t j = 1; j < NV; ++j) dot = at::vec::fmadd(row[j], Vec::loadu(qf + g * NV * W + j * W), dot);
+      scores[g * CHUNK + s] = sum_of(dot);
+    }
+  }
+  softmax_rows(scores, G, cols, maxima, sums);
+  for (int64_t g = 0; g < G; ++g) {
+    Vec total[NV];
+    for (int64_t j = 0; j < NV; ++j) total[j] = Vec(0.f);
+    const float* p = scores + g * CHUNK;
+    for (int64_t s = 0; s < cols; ++s) {
+      const Vec weight(p[s]);
+      for (int64_t j = 0; j < NV; ++j) total[j] = at::vec::fmadd(weight, load_row(values + s * vss + j * W), total[j]);
+    }
+    for (int64_t j = 0; j < NV; ++j) total[j].store(acc + g * NV * W + j * W);
+  }
+}
+
+// `chunk_vectorised` for any head size D, element by element (`row`: D floats of scratch).
+template <typename T>
+void chunk_scalar(const float* qf, const T* keys, int64_t kss, const T* values, int64_t vss, int64_t G, int64_t D,
+                  int64_t cols, float* scores, float* row, float* acc, float* maxima, float* sums) {
+  for (int64_t s = 0; s < cols; ++s) {
+    const T* key = keys + s * kss;
+    for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(key[d]);
+    for (int64_t g = 0; g < G; ++g) {
+      const float* qg = qf + g * D;
+      float dot = 0.f;
+      for (int64_t d = 0; d < D; ++d) dot += qg[d] * row[d];
+      scores[g * CHUNK + s] = dot;
+    }
+  }
+  softmax_rows(scores, G, cols, maxima, sums);
+  std::fill(acc, acc + G * D, 0.f);
+  for (int64_t s = 0; s < cols; ++s) {
+    const T* value = values + s * vss;
+    for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(value[d]);
+    for (int64_t g = 0; g < G; ++g) {
+      const float p = scores[g * CHUNK + s];
+      float* ag = acc + g * D;
+      for (int64_t d = 0; d < D; ++d) ag[d] += p * row[d];
+    }
   }
 }
 
@@ -110,30 +137,11 @@ void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64
       const T* values = vp + b * vsb + h * vsh + s0 * vss;
       float* a = acc.data() + item * G * D;
       if constexpr (FIXED_D > 0 && FIXED_D % Vec::size() == 0) {
-        chunk_vectorised<T, FIXED_D / Vec::size()>(qf.data(), keys, kss, values, vss, G, cols, scores.data(), CHUNK, a,
-                                                   softmax_rows, maxima.data() + item * G, sums.data() + item * G);
-        continue;
-      }
-      for (int64_t s = 0; s < cols; ++s) {
-        const T* key = keys + s * kss;
-        for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(key[d]);
-        for (int64_t g = 0; g < G; ++g) {
-          const float* qg = qf.data() + g * D;
-          float dot = 0.f;
-          for (int64_t d = 0; d < D; ++d) dot += qg[d] * row[d];
-          scores[g * CHUNK + s] = dot;
-        }
-      }
-      softmax_rows(scores.data(), CHUNK, G, cols, maxima.data() + item * G, sums.data() + item * G);
-      std::fill(a, a + G * D, 0.f);
-      for (int64_t s = 0; s < cols; ++s) {
-        const T* value = values + s * vss;
-        for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(value[d]);
-        for (int64_t g = 0; g < G; ++g) {
-          const float p = scores[g * CHUNK + s];
-          float* ag = a + g * D;
-          for (int64_t d = 0; d < D; ++d) ag[d] += p * row[d];
-        }
+        chunk_vectorised<T, FIXED_D / Vec::size()>(qf.data(), keys, kss, values, vss, G, cols, scores.data(), a,
+                                                   maxima.data() + item * G, sums.data() + item * G);
+      } else {
+        chunk_scalar(qf.data(), keys, kss, values, vss, G, D, cols, scores.data(), row.data(), a,
+                     maxima.data() + item * G, sums.data() + item * G);
       }
     }
   });

@@ -6,7 +6,7 @@ live columns, splits them in chunks over the threads, and joins the chunks' soft
 round 9).
 
 It is built at run time (torch's C++ extension loader, ninja, the C++ compiler inductor uses, inductor's vector ISA
-flags) into the compile cache, once per torch version, ISA and source; later starts load the built library (~0.3 s).
+flags) into the compile cache, once per torch version, ISA and source; later starts load the built library (2.2 s here, in the compile thread).
 `build()` is called by the step's compile (the background compile thread, or the first call inline), before the step is
 traced: where it fails (no compiler, no ninja, a build error) the step keeps SDPA and `reason()` says why.
 """
