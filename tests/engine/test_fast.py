@@ -495,7 +495,7 @@ TREE = [(5, 6, 7, 8, 9, 10), (5, 6, 9, 11, 12), (11, 12, 13, 14)]  # 10 nodes
 @pytest.mark.parametrize("drafts, trees", [(SMALL_TREE, 0), (TREE, 1),
                                            ([tuple(range(50, 70)), tuple(range(50, 60)) + (3,) * 10], 1)])
 def test_verification_trees_take_the_tree_step_and_equal_transformers(drafts, trees) -> None:
-    """The packed prefix tree of the drafts runs padded to a TREE_WIDTHS graph (failed before: no tree step ran),
+    """The packed prefix tree of the drafts runs in the tree step's graph (failed before: no tree step ran),
     but for a tree of at most INT4_MAX_TOKENS nodes; every node's logits are transformers', and the cache grows by
     the tree's nodes as transformers' does."""
     from spd_lsp.engine.decoding import verify
@@ -511,7 +511,8 @@ def test_verification_trees_take_the_tree_step_and_equal_transformers(drafts, tr
 
 
 def test_the_tree_step_compiles_as_one_graph(monkeypatch) -> None:
-    """fullgraph: a branch on the data (grouped attention's `blind.any()` before) would fail it and leave it eager."""
+    """fullgraph: a branch on the data (grouped attention's `blind.any()` before) would fail it and leave it eager. On
+    the CPU a tree runs at its own width (10 then 17 nodes), not padded, in that one graph (failed before: padded to 32)."""
     from torch._dynamo.utils import counters
 
     from spd_lsp.engine.decoding import verify
@@ -520,10 +521,21 @@ def test_the_tree_step_compiles_as_one_graph(monkeypatch) -> None:
     runner = ModelRunner(loaded.model, loaded.device)
     reference = ModelRunner(tiny_model("llama").model, loaded.device)
     prompt = list(range(3, 30))
-    drafts = TREE
     for r in (runner, reference):
         r.prefill(prompt)
-    for _ in range(2):  # the second tree: the same graph
+    widths = []
+    compiled = backend.tree_fn
+
+    class Widths:  # the compiled tree step, noting each call's width
+        def __getattr__(self, name):
+            return getattr(compiled, name)
+
+        def __call__(self, x, *args):
+            widths.append(x.shape[1])
+            return compiled(x, *args)
+
+    monkeypatch.setattr(backend, "tree_fn", Widths())
+    for drafts in (TREE, [tuple(range(50, 62)), tuple(range(50, 56)) + (3,) * 4, (11, 12, 13, 14)]):  # 10, 17 nodes
         got = verify.packed_logits(runner, runner.cache, [drafts], [len(prompt)])[0][0]
         want = verify.packed_logits(reference, reference.cache, [drafts], [len(prompt)])[0][0]
         for mine, theirs in zip(got, want):
@@ -532,7 +544,7 @@ def test_the_tree_step_compiles_as_one_graph(monkeypatch) -> None:
             r.rewind(len(prompt))
     status = backend.info["treeStep"]
     assert status["compiled"] and status["compileReason"] is None, status
-    assert backend.trees == 2 and counters["stats"]["unique_graphs"] == 1
+    assert backend.trees == 2 and counters["stats"]["unique_graphs"] == 1 and widths == [10, 17]
     torch._dynamo.reset()
 
 

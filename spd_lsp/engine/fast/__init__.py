@@ -89,7 +89,8 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     """
     import torch
 
-    from spd_lsp.engine.fast import int4, q4
+    from spd_lsp.engine.fast import int4, onednn, q4
+    from spd_lsp.engine.fast.light import LightLM
     from spd_lsp.engine.fast.backend import FastBackend
     from spd_lsp.engine.fast.model import FastLM, unsupported
     from spd_lsp.engine.fast.store import gguf_int4, gguf_q8_head, int8_head
@@ -98,6 +99,8 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     device = model.get_input_embeddings().weight.device
     if reason is None and device.type not in ("cpu", "cuda"):
         reason = f"device {device.type}"
+    if reason is None and getattr(model, "spd_weights_handed_over", False):
+        reason = "a model whose float weights an earlier fast backend took over (`fast.attached(model)` has it)"
     if reason:
         raise ValueError(reason)
     dtype = model.get_input_embeddings().weight.dtype
@@ -128,6 +131,10 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
         else:
             head_int8 = int8_head(model.get_output_embeddings().weight, directory=cache)
             weights += ", int8 output rows (decode)"
+    # The light model (never run by transformers) hands its float weights over to oneDNN's layout where that is faster.
+    pack = onednn.wanted(dtype, device) and isinstance(model, LightLM)
+    if pack:
+        weights += ", float layers in oneDNN's blocked layout (prefill, trees)"
     with torch.no_grad():  # not inference tensors: transformers' own forward still runs on the shared weights
-        lm = FastLM(model, packed, head=head_int8)
+        lm = FastLM(model, packed, head=head_int8, pack=pack)
     return FastBackend(lm, compile=compile, weights=weights)

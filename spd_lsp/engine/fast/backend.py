@@ -74,6 +74,8 @@ class FastBackend:
         self.padded_fn = Compiled(self.padded_step_tensors, lm.device, enabled=compile, status=self.info["paddedStep"],
                                   inductor=CPU_INDUCTOR)
         self.info["treeStep"] = {}
+        # Verification's trees at their own width on the CPU (`tree`); padded to TREE_WIDTHS where graphs are recorded.
+        self.exact_width = lm.device.type == "cpu"
         self.tree_fn = Compiled(self.tree_tensors, lm.device, enabled=compile, status=self.info["treeStep"],
                                 inductor=CPU_INDUCTOR)
         self.steps = 0
@@ -111,14 +113,23 @@ class FastBackend:
     def tree_tensors(self, x: torch.Tensor, columns: torch.Tensor, keys: list[torch.Tensor], values: list[torch.Tensor],
                      positions: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
         """Logits [B, W, V] of W tokens x [B, W, H] at `positions` [B, W], their key/values written at `columns` [W] of
-        `keys`/`values`; `visible` [B, 1, W, bucket]: what each token attends to."""
-        return self.lm.forward(x, positions, visible, written_at(columns, keys, values))
+        `keys`/`values`; `visible` [B, 1, W, S]: what each token attends to of the buffers' first S columns (the rest,
+        the bucket's unused tail, is never read)."""
+        span = visible.shape[-1]
+        write = written_at(columns, keys, values)
+
+        def live(index: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            key, value = write(index, k, v)
+            return key[:, :, :span], value[:, :, :span]
+
+        return self.lm.forward(x, positions, visible, live)
 
     @torch.inference_mode()
     def tree(self, cache: Any, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
         """Logits [B, n, V] of verification's packed trees, ids [B, n] at `positions` [B, n] under `mask`
         [B, 1, n, length + n] (additive: 0 attends), appended to `cache` as `lm` would (its length grows by n);
-        through `tree_tensors` at the next of `TREE_WIDTHS`, the padding tokens at the first one's position and
+        through `tree_tensors`: on the CPU at its own width (one graph, the width a dynamic size), elsewhere padded to
+        the next of `TREE_WIDTHS` (fixed shapes for CUDA graphs), the padding tokens at the first one's position and
         seeing what it sees of the prompt. None where this is not one (the caller runs `lm`)."""
         batch, n = ids.shape
         width = next((w for w in TREE_WIDTHS if w >= n), None)
@@ -127,6 +138,8 @@ class FastBackend:
         # verification of the same drafts (the Ray replicas' scores differed by 2.7e-4 from a local engine's).
         if width is None or batch * n <= INT4_MAX_TOKENS or not bucketed(cache):
             return None
+        if self.exact_width:
+            width = n
         layers: list[BucketLayer] = cache.layers
         length = layers[0].length
         if (batch != layers[0].key_buffer.shape[0] or any(layer.length != length for layer in layers)
@@ -143,12 +156,16 @@ class FastBackend:
         at = positions.to(device)
         where = at[:, :1].expand(batch, width).clone()
         where[:, :n] = at
-        visible = torch.zeros(batch, 1, width, keys[0].shape[2], dtype=torch.bool, device=device)
+        visible = torch.zeros(batch, 1, width, length + width, dtype=torch.bool, device=device)
         visible[:, :, :n, : length + n] = mask.to(device) == 0
         visible[:, :, n:, :length] = visible[:, :, :1, :length]
-        mark_dynamic(visible, 3)
         columns = torch.arange(length, length + width, device=device)
-        logits = self.tree_fn(self.lm.embedding(padded), columns, keys, values, where, visible)
+        x = self.lm.embedding(padded)
+        mark_dynamic(visible, 3)
+        if self.exact_width:
+            for tensor, dim in ((x, 1), (columns, 0), (where, 1), (visible, 2)):
+                mark_dynamic(tensor, dim)
+        logits = self.tree_fn(x, columns, keys, values, where, visible)
         for layer in layers:
             layer.length = length + n
         self.trees += 1

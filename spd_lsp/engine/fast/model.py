@@ -24,6 +24,7 @@ from spd_lsp.engine.decoding.interrupt import checkpoint
 from spd_lsp.engine.fast.attention import Upto, decode_attention
 from spd_lsp.engine.fast.int4 import Int4Weight, Packed
 from spd_lsp.engine.fast.int8 import Int8Weight
+from spd_lsp.engine.fast.onednn import PackedWeight
 from spd_lsp.engine.fast.q8 import Q8Head
 
 FAMILIES = ("llama", "qwen2")
@@ -53,15 +54,26 @@ def unsupported(config: Any) -> str | None:
 
 class Projection(torch.nn.Module):
     """x @ weight.T (+ bias); through `int4` (an int4 or int8 weight) instead for at most `INT4_MAX_TOKENS` rows
-    where it is set."""
+    where it is set. `pack()` moves the float weight into oneDNN's blocked layout (`onednn.py`): `weight` is None
+    from then on."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, int4: Int4Weight | Int8Weight | Q8Head | None) -> None:
         super().__init__()
         self.weight, self.bias, self.int4 = weight, bias, int4
+        self.packed: PackedWeight | None = None
+
+    def pack(self) -> None:
+        self.packed, self.weight = PackedWeight(self.weight), None
+
+    def float_bytes(self) -> int:
+        return self.packed.nbytes() if self.packed is not None else self.weight.numel() * self.weight.element_size()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tokens = x.numel() // x.shape[-1]
-        out = self.int4(x) if self.int4 is not None and tokens <= INT4_MAX_TOKENS else F.linear(x, self.weight)
+        if self.int4 is not None and tokens <= INT4_MAX_TOKENS:
+            out = self.int4(x)
+        else:
+            out = self.packed(x) if self.packed is not None else F.linear(x, self.weight)
         return out if self.bias is None else out + self.bias
 
 
@@ -103,9 +115,11 @@ class CausalOutput:
 class FastLM(torch.nn.Module):
     """The decoder of a transformers Llama/Qwen2 causal LM, on its weights; `int4`: per layer, its fused projections
     packed as int4 (`int4.pack`), or None (float weights only); `head`: the output projection in 8 bits for decode
-    steps (`q8.py`: the GGUF's Q8_0 blocks; `int8.py`: int8 rows), or None (its float weight)."""
+    steps (`q8.py`: the GGUF's Q8_0 blocks; `int8.py`: int8 rows), or None (its float weight); `pack`: the layers'
+    float weights in oneDNN's blocked layout (`onednn.py`), the model's own left empty (its forward cannot run)."""
 
-    def __init__(self, model: Any, int4: Packed | None = None, *, head: Int8Weight | Q8Head | None = None) -> None:
+    def __init__(self, model: Any, int4: Packed | None = None, *, head: Int8Weight | Q8Head | None = None,
+                 pack: bool = False) -> None:
         super().__init__()
         config = model.config
         reason = unsupported(config)
@@ -133,6 +147,15 @@ class FastLM(torch.nn.Module):
                 gate_up=Projection(gate_up, None, packed.get("gate_up")),
                 down=Projection(mlp.down_proj.weight.detach(), None, packed.get("down")),
             ))
+        if pack:
+            for block in self.blocks:
+                for projection in (block.qkv, block.out, block.gate_up, block.down):
+                    projection.pack()
+            for layer in model.model.layers:  # their weights are views of the plain ones: dropped with them
+                for module in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj,
+                               layer.self_attn.o_proj, layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj):
+                    module.weight = torch.nn.Parameter(weight.new_empty(0), requires_grad=False)
+            model.spd_weights_handed_over = True  # `fast.build` refuses it from then on
         self.int4_modules = torch.nn.ModuleList(
             [p.int4 for b in self.blocks for p in (b.qkv, b.out, b.gate_up, b.down) if p.int4 is not None]
             + ([head] if head is not None else []))
@@ -159,7 +182,7 @@ class FastLM(torch.nn.Module):
         """Bytes of weights one decode step reads: the int4 projections where `int4` (and there are some), the head."""
         total = 0
         for p in [p for block in self.blocks for p in (block.qkv, block.out, block.gate_up, block.down)] + [self.output]:
-            total += p.int4.nbytes() if int4 and p.int4 is not None else p.weight.numel() * p.weight.element_size()
+            total += p.int4.nbytes() if int4 and p.int4 is not None else p.float_bytes()
         return total
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,62 @@
+"""The float projections' weights packed once in oneDNN's blocked layout (`PackedWeight`), where that is faster.
+
+`F.linear` on a plain bf16 weight has oneDNN reorder the weight on every call: on a CPU without AMX (AMD EPYC with
+AVX-512 BF16) the bundled model's 120 projections took 29 ms at 1 row and 33-48 ms at 16-32 rows (a verification
+tree) where the packed weights took 16 and 18-32 ms, 0.89-0.94x at 512-1,024 rows (a prefill), the same numbers bit
+for bit (docs/performance-step.md, round 10). With AMX (Intel Xeon) round 8 found no gain in requests and different
+numbers at 512-1,024 rows, so there the weights stay plain. The packed weight replaces the plain one (no more memory).
+
+Compiled graphs call it through the custom op `spd_onednn::linear` (inductor has no lowering for an opaque oneDNN
+tensor): the op takes the weight's index in this module's registry.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import weakref
+
+import torch
+
+_WEIGHTS: weakref.WeakValueDictionary[int, PackedWeight] = weakref.WeakValueDictionary()  # by index: freed with the model
+_INDICES = itertools.count()
+
+
+def wanted(dtype: torch.dtype, device: torch.device) -> bool:
+    """Pack here? bf16 on a CPU with oneDNN's bf16 and without AMX; SPD_LSP_PACKED_WEIGHTS=1 / 0 forces it on / off."""
+    switch = os.environ.get("SPD_LSP_PACKED_WEIGHTS", "")
+    if switch == "0" or device.type != "cpu" or dtype != torch.bfloat16 or not torch.backends.mkldnn.is_available():
+        return False
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return False
+    return switch == "1" or not torch.cpu._is_amx_tile_supported()
+
+
+@torch.library.custom_op("spd_onednn::linear", mutates_args=())
+def linear(x: torch.Tensor, index: int) -> torch.Tensor:
+    """x @ weight.T of the packed weight at `index` of the registry."""
+    return torch.ops.mkldnn._linear_pointwise(x, _WEIGHTS[index].packed, None, "none", [], "")
+
+
+@linear.register_fake
+def _(x: torch.Tensor, index: int) -> torch.Tensor:
+    return x.new_empty(*x.shape[:-1], _WEIGHTS[index].out_features)
+
+
+class PackedWeight:
+    """A plain [N, K] weight packed for batches of about `rows` rows (any number of rows is computed exactly)."""
+
+    def __init__(self, weight: torch.Tensor, *, rows: int = 16) -> None:
+        self.out_features, self.in_features = weight.shape
+        self.dtype = weight.dtype
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), rows)
+        self.index = next(_INDICES)
+        _WEIGHTS[self.index] = self
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():  # a graph's call of the op; eager calls skip it (its first call imports dynamo)
+            return linear(x, self.index)
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
+
+    def nbytes(self) -> int:
+        return self.out_features * self.in_features * self.dtype.itemsize

@@ -1,0 +1,85 @@
+"""The light model's float weights handed over to oneDNN's blocked layout (`engine/fast/onednn.py`): the same numbers
+bit for bit, in eager forwards and in a compiled graph, the plain weights gone, and a second build refused clearly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import AutoModelForCausalLM
+
+from spd_lsp.engine import fast
+from spd_lsp.engine.decoding import verify
+from spd_lsp.engine.decoding.lm import ModelRunner
+from spd_lsp.engine.fast import light, onednn
+from tests.engine.test_fast import MODELS
+from tests.engine.test_light import _saved
+
+pytestmark = pytest.mark.skipif(
+    not (torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()),
+    reason="no oneDNN bf16 on this CPU")
+
+
+def test_where_it_packs(monkeypatch) -> None:
+    cpu = torch.device("cpu")
+    monkeypatch.setenv("SPD_LSP_PACKED_WEIGHTS", "1")
+    assert onednn.wanted(torch.bfloat16, cpu) and not onednn.wanted(torch.float32, cpu)
+    assert not onednn.wanted(torch.bfloat16, torch.device("meta"))
+    monkeypatch.setenv("SPD_LSP_PACKED_WEIGHTS", "0")
+    assert not onednn.wanted(torch.bfloat16, cpu)
+    monkeypatch.delenv("SPD_LSP_PACKED_WEIGHTS")
+    assert onednn.wanted(torch.bfloat16, cpu) == (not torch.cpu._is_amx_tile_supported())  # round 8 / round 10
+
+
+@pytest.mark.parametrize("rows", [1, 8, 20, 64, 300])
+def test_a_packed_weight_gives_f_linear_bit_for_bit(rows) -> None:
+    torch.manual_seed(rows)
+    weight = torch.randn(96, 64, dtype=torch.bfloat16)
+    packed = onednn.PackedWeight(weight)
+    x = torch.randn(1, rows, 64, dtype=torch.bfloat16)
+    assert torch.equal(packed(x), F.linear(x, weight)) and packed.nbytes() == weight.numel() * 2
+
+
+def test_a_compiled_graph_calls_it_as_one_graph() -> None:
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    weight = torch.randn(96, 64, dtype=torch.bfloat16)
+    packed = onednn.PackedWeight(weight)
+    compiled = torch.compile(lambda x: packed(x) * 2, fullgraph=True, dynamic=False)
+    with torch.inference_mode():
+        for rows in (12, 12):
+            x = torch.randn(1, rows, 64, dtype=torch.bfloat16)
+            assert torch.equal(compiled(x), F.linear(x, weight) * 2)
+    assert counters["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()
+
+
+def test_the_light_model_hands_its_float_weights_over_and_answers_the_same(monkeypatch, tmp_path) -> None:
+    """Prefill, decode steps and a verification tree wider than INT4_MAX_TOKENS (the float weights' paths) of a bf16
+    light model with its weights packed equal transformers' model's on plain weights; the light model's own weights
+    are emptied (no second copy in memory) and building on it again says why it cannot."""
+    monkeypatch.setenv("SPD_LSP_PACKED_WEIGHTS", "1")
+    directory = _saved(MODELS["llama"](), tmp_path)
+    reference = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16).eval()
+    made = light.load(directory, torch.bfloat16)
+    backend = fast.build(made, compile=False)
+    plain = fast.build(reference, compile=False)
+    assert "oneDNN" in backend.info["weights"] and "oneDNN" not in plain.info["weights"]
+    assert backend.info["weightMegabytes"] == plain.info["weightMegabytes"]
+    assert all(p.weight is None and p.packed is not None
+               for b in backend.lm.blocks for p in (b.qkv, b.out, b.gate_up, b.down))
+    assert made.model.layers[0].self_attn.q_proj.weight.numel() == 0
+    with pytest.raises(ValueError, match="took over"):
+        fast.build(made, compile=False)
+    fast.attach(made, backend)
+    fast.attach(reference, plain)
+    ours, theirs = ModelRunner(made, torch.device("cpu")), ModelRunner(reference, torch.device("cpu"))
+    prompt = list(range(3, 40))
+    assert torch.equal(ours.prefill(prompt)[0], theirs.prefill(prompt)[0])
+    for token in (5, 7):
+        step = [r.forward(r.cache, embeds=r.embed(torch.tensor([[token]]))) for r in (ours, theirs)]
+        assert torch.equal(*step)
+    drafts = [tuple(range(50, 62)), tuple(range(50, 56)) + (3,) * 4]  # 15 nodes
+    got, want = (verify.packed_logits(r, r.cache, [drafts], [r.cache.get_seq_length()])[0] for r in (ours, theirs))
+    assert got[1] == want[1] and all(torch.equal(a, b) for a, b in zip(got[0], want[0]))
