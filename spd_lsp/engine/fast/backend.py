@@ -25,7 +25,9 @@ from spd_lsp.engine.fast.model import INT4_MAX_TOKENS, FastLM, Write
 log = logging.getLogger(__name__)
 
 
-# The widths a verification tree is padded to (a compiled graph each, ~45 MB of RSS: 16 and 32 took +92 MB): the
+# On the CPU a verification tree runs at its own width (one graph, the width dynamic: a 16-node tree padded to 32 ran
+# twice its tokens; docs/performance-step.md, round 10); at most the widest of these. Elsewhere (CUDA graphs record
+# fixed shapes) the widths a tree is padded to (a compiled graph each, ~45 MB of RSS: 16 and 32 took +92 MB): the
 # shipped k = 3 drafts of at most 10 tokens make at most 27 nodes (a draft's last token is not run), so one graph
 # serves them; k > 3 may need the second. Wider trees run eager. A request's verification took 53.1 ms against
 # 64.9 eager (bundled model, 2 cores, load 3.3; 45 against 53 ms a 30-node tree alone, load ~1.5).
