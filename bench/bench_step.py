@@ -116,7 +116,7 @@ def variants(args: argparse.Namespace) -> list[Variant]:
         backend.wants_kernel = backend.wants_kernel and label != "sdpa-attention"
         if compiled:  # compiled in the first call (the warm-up below), not in the background
             backend.step_fn = Compiled(backend.step_tensors, loaded.device, status=backend.info, mode=INLINE,
-                                       inductor=inductor_options(label), before_compile=backend.use_kernel)
+                                       inductor=inductor_options(label), before_compile=backend.prepare)
         fast.attach(loaded.model, backend)
         made.append(Variant(name, loaded, backend.lm.weight_bytes(int4=int4)))
     return made

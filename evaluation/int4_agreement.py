@@ -58,7 +58,7 @@ def engine(name: str) -> LocalEngine:
 
         one = engine(name)
         backend = fast.attached(one.loaded.model)
-        backend.use_kernel()
+        backend.prepare()  # as the server's compile thread does: the float layers packed (where it packs), the kernel
         if not backend.kernel:
             raise SystemExit(f"the attention kernel did not build: {backend.info.get('attentionKernel')}")
         return one

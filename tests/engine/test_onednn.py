@@ -57,14 +57,17 @@ def test_a_compiled_graph_calls_it_as_one_graph() -> None:
 
 def test_the_light_model_hands_its_float_weights_over_and_answers_the_same(monkeypatch, tmp_path) -> None:
     """Prefill, decode steps and a verification tree wider than INT4_MAX_TOKENS (the float weights' paths) of a bf16
-    light model with its weights packed equal transformers' model's on plain weights; the light model's own weights
-    are emptied (no second copy in memory) and building on it again says why it cannot."""
+    light model with its weights packed (by `prepare`, off the load) equal transformers' model's on plain weights; the
+    light model's own weights are emptied (no second copy in memory) and building on it again says why it cannot."""
     monkeypatch.setenv("SPD_LSP_PACKED_WEIGHTS", "1")
     directory = _saved(MODELS["llama"](), tmp_path)
     reference = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16).eval()
     made = light.load(directory, torch.bfloat16)
     backend = fast.build(made, compile=False)
     plain = fast.build(reference, compile=False)
+    assert backend.pack and not plain.pack and "oneDNN" not in backend.info["weights"]
+    backend.prepare()  # what the compile thread does before the step's first compile
+    plain.prepare()
     assert "oneDNN" in backend.info["weights"] and "oneDNN" not in plain.info["weights"]
     assert backend.info["weightMegabytes"] == plain.info["weightMegabytes"]
     assert all(p.weight is None and p.packed is not None
@@ -83,3 +86,25 @@ def test_the_light_model_hands_its_float_weights_over_and_answers_the_same(monke
     drafts = [tuple(range(50, 62)), tuple(range(50, 56)) + (3,) * 4]  # 15 nodes
     got, want = (verify.packed_logits(r, r.cache, [drafts], [r.cache.get_seq_length()])[0] for r in (ours, theirs))
     assert got[1] == want[1] and all(torch.equal(a, b) for a, b in zip(got[0], want[0]))
+
+
+def test_packing_while_another_thread_runs_forwards_loses_no_forward(monkeypatch, tmp_path) -> None:
+    """`pack_layers` in the compile thread while the serving thread prefills: every forward finds a weight (the packed
+    one or the plain one) and answers the same."""
+    import threading
+
+    monkeypatch.setenv("SPD_LSP_PACKED_WEIGHTS", "1")
+    made = light.load(_saved(MODELS["llama"](), tmp_path), torch.bfloat16)
+    backend = fast.build(made, compile=False)
+    fast.attach(made, backend)
+    runner = ModelRunner(made, torch.device("cpu"))
+    prompt = list(range(3, 40))
+    want = runner.prefill(prompt)[0]
+    packer = threading.Thread(target=backend.prepare)
+    got = []
+    packer.start()
+    while packer.is_alive() or len(got) < 3:
+        runner.rewind(0)
+        got.append(runner.prefill(prompt)[0])
+    packer.join()
+    assert all(torch.equal(g, want) for g in got) and not backend.pack

@@ -131,10 +131,9 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
         else:
             head_int8 = int8_head(model.get_output_embeddings().weight, directory=cache)
             weights += ", int8 output rows (decode)"
-    # The light model (never run by transformers) hands its float weights over to oneDNN's layout where that is faster.
-    pack = onednn.wanted(dtype, device) and isinstance(model, LightLM)
-    if pack:
-        weights += ", float layers in oneDNN's blocked layout (prefill, trees)"
     with torch.no_grad():  # not inference tensors: transformers' own forward still runs on the shared weights
-        lm = FastLM(model, packed, head=head_int8, pack=pack)
-    return FastBackend(lm, compile=compile, weights=weights)
+        lm = FastLM(model, packed, head=head_int8)
+    # The light model (never run by transformers) hands its float weights over to oneDNN's layout where that is
+    # faster: in the compile thread, before the step's first compile (`FastBackend.prepare`).
+    return FastBackend(lm, compile=compile, weights=weights,
+                       pack=onednn.wanted(dtype, device) and isinstance(model, LightLM))

@@ -12,6 +12,7 @@ padded up to one of `TREE_WIDTHS`. Anything else (prefill chunks) runs `FastLM` 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import torch
@@ -56,8 +57,10 @@ def written_at(columns: torch.Tensor, keys: list[torch.Tensor], values: list[tor
 
 
 class FastBackend:
-    def __init__(self, lm: FastLM, *, compile: bool = True, weights: str = "float") -> None:
+    def __init__(self, lm: FastLM, *, compile: bool = True, weights: str = "float", pack: bool = False) -> None:
         self.lm = lm
+        # `prepare` packs the float layers (`FastLM.pack_layers`) where this is set, once.
+        self.pack = pack
         # The plain step attends on the CPU kernel (`attention.py`) once it is built, which its compile does first
         # (CPU, bf16/fp32); bench_step's `sdpa-attention` variant sets this False: SDPA always.
         self.wants_kernel = lm.device.type == "cpu" and lm.dtype in (torch.bfloat16, torch.float32)
@@ -70,7 +73,7 @@ class FastBackend:
                                      "weightMegabytes": {"decode": round(lm.weight_bytes(int4=True) / 1e6, 1),
                                                          "float": round(lm.weight_bytes(int4=False) / 1e6, 1)}}
         self.step_fn = Compiled(self.step_tensors, lm.device, enabled=compile, status=self.info, inductor=CPU_INDUCTOR,
-                                before_compile=self.use_kernel)
+                                before_compile=self.prepare)
         # The engine batch's left-padded rows (positions and padding per row): a graph of their own.
         self.info["paddedStep"] = {}
         self.padded_fn = Compiled(self.padded_step_tensors, lm.device, enabled=compile, status=self.info["paddedStep"],
@@ -82,6 +85,17 @@ class FastBackend:
                                 inductor=CPU_INDUCTOR)
         self.steps = 0
         self.trees = 0  # verification trees run through `tree`
+
+    def prepare(self) -> None:
+        """Before the step's first compile, in the thread that compiles: the float layers packed (where `pack` is set)
+        and the attention kernel built (`use_kernel`). A backend that never compiles stays as it was built."""
+        if self.pack:
+            self.pack = False
+            started = time.perf_counter()
+            self.lm.pack_layers()
+            self.info["weights"] += ", float layers in oneDNN's blocked layout (prefill, trees)"
+            log.info("the float layers packed in oneDNN's layout in %.1f s", time.perf_counter() - started)
+        self.use_kernel()
 
     def use_kernel(self) -> None:
         """Before the step compiles: build (or load) the attention kernel; the step attends on it from then on, eager

@@ -63,17 +63,23 @@ class Projection(torch.nn.Module):
         self.packed: PackedWeight | None = None
 
     def pack(self) -> None:
-        self.packed, self.weight = PackedWeight(self.weight), None
+        """The packed weight first, then the plain one dropped: a forward in another thread reads them in the other
+        order (`forward`), so it finds one of the two."""
+        if self.packed is None:
+            self.packed = PackedWeight(self.weight)
+            self.weight = None
 
     def float_bytes(self) -> int:
-        return self.packed.nbytes() if self.packed is not None else self.weight.numel() * self.weight.element_size()
+        weight, packed = self.weight, self.packed
+        return packed.nbytes() if packed is not None else weight.numel() * weight.element_size()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tokens = x.numel() // x.shape[-1]
         if self.int4 is not None and tokens <= INT4_MAX_TOKENS:
             out = self.int4(x)
         else:
-            out = self.packed(x) if self.packed is not None else F.linear(x, self.weight)
+            weight, packed = self.weight, self.packed  # this order: `pack` may run meanwhile
+            out = packed(x) if packed is not None else F.linear(x, weight)
         return out if self.bias is None else out + self.bias
 
 
@@ -115,11 +121,9 @@ class CausalOutput:
 class FastLM(torch.nn.Module):
     """The decoder of a transformers Llama/Qwen2 causal LM, on its weights; `int4`: per layer, its fused projections
     packed as int4 (`int4.pack`), or None (float weights only); `head`: the output projection in 8 bits for decode
-    steps (`q8.py`: the GGUF's Q8_0 blocks; `int8.py`: int8 rows), or None (its float weight); `pack`: the layers'
-    float weights in oneDNN's blocked layout (`onednn.py`), the model's own left empty (its forward cannot run)."""
+    steps (`q8.py`: the GGUF's Q8_0 blocks; `int8.py`: int8 rows), or None (its float weight)."""
 
-    def __init__(self, model: Any, int4: Packed | None = None, *, head: Int8Weight | Q8Head | None = None,
-                 pack: bool = False) -> None:
+    def __init__(self, model: Any, int4: Packed | None = None, *, head: Int8Weight | Q8Head | None = None) -> None:
         super().__init__()
         config = model.config
         reason = unsupported(config)
@@ -147,15 +151,6 @@ class FastLM(torch.nn.Module):
                 gate_up=Projection(gate_up, None, packed.get("gate_up")),
                 down=Projection(mlp.down_proj.weight.detach(), None, packed.get("down")),
             ))
-        if pack:
-            for block in self.blocks:
-                for projection in (block.qkv, block.out, block.gate_up, block.down):
-                    projection.pack()
-            for layer in model.model.layers:  # their weights are views of the plain ones: dropped with them
-                for module in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj,
-                               layer.self_attn.o_proj, layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj):
-                    module.weight = torch.nn.Parameter(weight.new_empty(0), requires_grad=False)
-            model.spd_weights_handed_over = True  # `fast.build` refuses it from then on
         self.int4_modules = torch.nn.ModuleList(
             [p.int4 for b in self.blocks for p in (b.qkv, b.out, b.gate_up, b.down) if p.int4 is not None]
             + ([head] if head is not None else []))
@@ -169,6 +164,20 @@ class FastLM(torch.nn.Module):
         table = torch.cat([freqs, freqs], dim=-1)
         scaling = getattr(rotary, "attention_scaling", 1.0)
         self.cos, self.sin = table.cos() * scaling, table.sin() * scaling  # fp32, as transformers computes them
+
+    def pack_layers(self) -> None:
+        """The layers' float weights into oneDNN's blocked layout (`onednn.py`), safe while forwards run in another
+        thread; the transformers/light model's own are emptied after (its forward cannot run from then on, and
+        `fast.build` refuses it). ~0.6 s for the bundled model, so it runs off the load (`FastBackend.prepare`)."""
+        for block in self.blocks:
+            for projection in (block.qkv, block.out, block.gate_up, block.down):
+                projection.pack()
+        model = self.hf[0]
+        for layer in model.model.layers:  # their weights are views of the plain ones: dropped with them
+            for module in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj,
+                           layer.self_attn.o_proj, layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj):
+                module.weight = torch.nn.Parameter(self.head.new_empty(0), requires_grad=False)
+        model.spd_weights_handed_over = True
 
     @property
     def layers(self) -> int:
