@@ -44,6 +44,7 @@ def test_a_compiled_graph_calls_it_as_one_graph() -> None:
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
+    counters.clear()  # earlier tests' graphs (reset keeps the counters)
     weight = torch.randn(96, 64, dtype=torch.bfloat16)
     packed = onednn.PackedWeight(weight)
     compiled = torch.compile(lambda x: packed(x) * 2, fullgraph=True, dynamic=False)
