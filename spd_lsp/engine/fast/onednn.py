@@ -1,10 +1,11 @@
 """The float projections' weights packed once in oneDNN's blocked layout (`PackedWeight`), where that is faster.
 
-`F.linear` on a plain bf16 weight has oneDNN reorder the weight on every call: on a CPU without AMX (AMD EPYC with
-AVX-512 BF16) the bundled model's 120 projections took 29 ms at 1 row and 33-48 ms at 16-32 rows (a verification
-tree) where the packed weights took 16 and 18-32 ms, 0.89-0.94x at 512-1,024 rows (a prefill), the same numbers bit
-for bit (docs/performance-step.md, round 10). With AMX (Intel Xeon) round 8 found no gain in requests and different
-numbers at 512-1,024 rows, so there the weights stay plain. The packed weight replaces the plain one (no more memory).
+`F.linear` on a plain bf16 weight has oneDNN reorder the weight on every call. On a CPU without AMX (AMD EPYC with
+AVX-512 BF16) the packed weights took, for the bundled model's 120 projections, 0.73x the plain ones' time at 1 row,
+0.56-0.74x at 8-32 rows (verification's trees), 0.81x at 96 and 1.10x at 512 alone, a whole 500-token prefill 0.98x,
+with the same numbers bit for bit (`bench/bench_packed.py`; docs/performance-step.md, round 10). With AMX (Intel Xeon)
+round 8 found no gain in requests and different numbers at 512-1,024 rows, so there the weights stay plain. The
+packed weight replaces the plain one (no more memory); the compile thread packs them (`FastBackend.prepare`).
 
 Compiled graphs call it through the custom op `spd_onednn::linear` (inductor has no lowering for an opaque oneDNN
 tensor): the op takes the weight's index in this module's registry.
@@ -29,7 +30,8 @@ def wanted(dtype: torch.dtype, device: torch.device) -> bool:
         return False
     if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
         return False
-    return switch == "1" or not torch.cpu._is_amx_tile_supported()
+    amx = getattr(torch.cpu, "_is_amx_tile_supported", None)  # private: where a torch lacks it, AMX is assumed
+    return switch == "1" or (amx is not None and not amx())
 
 
 @torch.library.custom_op("spd_onednn::linear", mutates_args=())
