@@ -12,6 +12,7 @@ padded up to one of `TREE_WIDTHS`. Anything else (prefill chunks) runs `FastLM` 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -59,8 +60,10 @@ def written_at(columns: torch.Tensor, keys: list[torch.Tensor], values: list[tor
 class FastBackend:
     def __init__(self, lm: FastLM, *, compile: bool = True, weights: str = "float", pack: bool = False) -> None:
         self.lm = lm
-        # `prepare` packs the float layers (`FastLM.pack_layers`) where this is set, once.
+        # `prepare` packs the float layers (`FastLM.pack_layers`) where this is set, once: before the first compile of
+        # any of the three graphs (each compiles in a thread of its own), so that none is traced on the plain weights.
         self.pack = pack
+        self._preparing = threading.Lock()
         # The plain step attends on the CPU kernel (`attention.py`) once it is built, which its compile does first
         # (CPU, bf16/fp32); bench_step's `sdpa-attention` variant sets this False: SDPA always.
         self.wants_kernel = lm.device.type == "cpu" and lm.dtype in (torch.bfloat16, torch.float32)
@@ -77,25 +80,27 @@ class FastBackend:
         # The engine batch's left-padded rows (positions and padding per row): a graph of their own.
         self.info["paddedStep"] = {}
         self.padded_fn = Compiled(self.padded_step_tensors, lm.device, enabled=compile, status=self.info["paddedStep"],
-                                  inductor=CPU_INDUCTOR)
+                                  inductor=CPU_INDUCTOR, before_compile=self.prepare)
         self.info["treeStep"] = {}
         # Verification's trees at their own width on the CPU (`tree`); padded to TREE_WIDTHS where graphs are recorded.
         self.exact_width = lm.device.type == "cpu"
         self.tree_fn = Compiled(self.tree_tensors, lm.device, enabled=compile, status=self.info["treeStep"],
-                                inductor=CPU_INDUCTOR)
+                                inductor=CPU_INDUCTOR, before_compile=self.prepare)
         self.steps = 0
         self.trees = 0  # verification trees run through `tree`
 
     def prepare(self) -> None:
-        """Before the step's first compile, in the thread that compiles: the float layers packed (where `pack` is set)
-        and the attention kernel built (`use_kernel`). A backend that never compiles stays as it was built."""
-        if self.pack:
-            self.pack = False
-            started = time.perf_counter()
-            self.lm.pack_layers()
-            self.info["weights"] += ", float layers in oneDNN's blocked layout (prefill, trees)"
-            log.info("the float layers packed in oneDNN's layout in %.1f s", time.perf_counter() - started)
-        self.use_kernel()
+        """Before a graph's compile, in the thread that compiles it: the float layers packed (where `pack` is set; once,
+        the other graphs' threads waiting) and the attention kernel built (`use_kernel`). A backend that never compiles
+        stays as it was built."""
+        with self._preparing:
+            if self.pack:
+                started = time.perf_counter()
+                self.lm.pack_layers()
+                self.pack = False
+                self.info["weights"] += ", float layers in oneDNN's blocked layout (prefill, trees)"
+                log.info("the float layers packed in oneDNN's layout in %.1f s", time.perf_counter() - started)
+            self.use_kernel()
 
     def use_kernel(self) -> None:
         """Before the step compiles: build (or load) the attention kernel; the step attends on it from then on, eager
