@@ -51,7 +51,10 @@ INDUCTOR = {"frozen": {"freezing": True}, "autotuned": {"max_autotune": True, "m
             "python-wrapper": {"cpp_wrapper": False},
             # the shipped step attends on the CPU kernel (engine/fast/attention.py); "sdpa-attention": on SDPA over the
             # masked bucket (before round 9), the same inductor options
-            "sdpa-attention": {}}
+            "sdpa-attention": {},
+            # the shipped step's int4 projections and int8 head run our matvec kernels (engine/fast/matvec.py);
+            # "aten-matvec": ATen's `_weight_int4pack_mm_for_cpu` and `_weight_int8pack_mm` (before round 11)
+            "aten-matvec": {}}
 
 
 def inductor_options(label: str) -> dict | None:
@@ -114,6 +117,7 @@ def variants(args: argparse.Namespace) -> list[Variant]:
                              compile=False, head=head)
         label = name.rpartition(" ")[2]
         backend.wants_kernel = backend.wants_kernel and label != "sdpa-attention"
+        backend.matvec_pending = backend.matvec_pending and label != "aten-matvec"
         if compiled:  # compiled in the first call (the warm-up below), not in the background
             backend.step_fn = Compiled(backend.step_tensors, loaded.device, status=backend.info, mode=INLINE,
                                        inductor=inductor_options(label), before_compile=backend.prepare)

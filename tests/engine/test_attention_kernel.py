@@ -1,5 +1,5 @@
-"""The decode step's CPU attention kernel (spd_lsp/engine/fast/attention.py, attention.cpp): built for real with the
-machine's compiler, checked against SDPA, and the step's fallback where it cannot be built."""
+"""The decode step's CPU attention kernel (spd_lsp/engine/fast/attention.py, attention.cpp; built by kernels.py):
+built for real with the machine's compiler, checked against SDPA, and the step's fallback where it cannot be built."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from spd_lsp.engine.fast import attention
+from spd_lsp.engine.fast import attention, kernels
 from tests.tiny_models import compiling_pair, step_pair
 
 
 @pytest.fixture(scope="module")
 def kernel() -> None:
-    assert attention.build(), attention.reason()
+    assert kernels.build(), kernels.reason()
 
 
 def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, column: int) -> torch.Tensor:
@@ -73,12 +73,12 @@ def test_the_compiled_step_attends_on_the_kernel_as_one_graph(monkeypatch, kerne
 
 def test_a_kernel_that_does_not_build_leaves_the_step_on_sdpa(monkeypatch) -> None:
     monkeypatch.setenv("SPD_LSP_COMPILE", "1")
-    monkeypatch.setattr(attention, "_state", {})
+    monkeypatch.setattr(kernels, "_state", {})
 
     def no_compiler() -> None:
         raise RuntimeError("Error building extension: c++ not found")
 
-    monkeypatch.setattr(attention, "_load", no_compiler)
+    monkeypatch.setattr(kernels, "_load", no_compiler)
     torch._dynamo.reset()
     backend, runner, eager = compiling_pair(list(range(3, 20)))
     for token in (5, 6):
@@ -89,23 +89,23 @@ def test_a_kernel_that_does_not_build_leaves_the_step_on_sdpa(monkeypatch) -> No
 
 
 def test_the_kernel_can_be_turned_off(monkeypatch) -> None:
-    monkeypatch.setattr(attention, "_state", {})
-    monkeypatch.setenv(attention.KERNEL_ENV, "0")
-    assert not attention.build() and attention.reason() == f"{attention.KERNEL_ENV}=0"
+    monkeypatch.setattr(kernels, "_state", {})
+    monkeypatch.setenv(kernels.KERNEL_ENV, "0")
+    assert not kernels.build() and kernels.reason() == f"{kernels.KERNEL_ENV}=0"
 
 
 def test_a_build_lock_left_by_a_killed_process_does_not_stall_the_load(monkeypatch, kernel) -> None:
     """torch's loader takes a lock file in the build directory around every load and waits, without end, for another
     process's: one killed while building left every later start's compile thread waiting. Failed before (the load
     below never returned)."""
-    monkeypatch.setattr(attention, "_state", {})
+    monkeypatch.setattr(kernels, "_state", {})
     monkeypatch.setattr(torch.library, "register_fake", lambda name: lambda fn: fn)  # registered once already
-    lock = attention.target()[2] / "lock"
+    lock = kernels.target()[2] / "lock"
     lock.write_text("")
-    old = time.time() - attention.STALE_LOCK_S - 60
+    old = time.time() - kernels.STALE_LOCK_S - 60
     os.utime(lock, (old, old))
     done = threading.Event()
-    loader = threading.Thread(target=lambda: (attention.build(), done.set()), daemon=True)
+    loader = threading.Thread(target=lambda: (kernels.build(), done.set()), daemon=True)
     loader.start()
     assert done.wait(timeout=120), "the load waited on a stale lock"
-    assert attention.ready() and not lock.exists()
+    assert kernels.ready() and not lock.exists()

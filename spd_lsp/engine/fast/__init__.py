@@ -89,11 +89,11 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     """
     import torch
 
-    from spd_lsp.engine.fast import int4, onednn, q4
+    from spd_lsp.engine.fast import int4, matvec, onednn, q4
     from spd_lsp.engine.fast.light import LightLM
     from spd_lsp.engine.fast.backend import FastBackend
     from spd_lsp.engine.fast.model import FastLM, unsupported
-    from spd_lsp.engine.fast.store import gguf_int4, gguf_q8_head, int8_head
+    from spd_lsp.engine.fast.store import gguf_int4, gguf_q8_head, gguf_rows, int8_head
 
     reason = unsupported(getattr(model, "config", None))
     device = model.get_input_embeddings().weight.device
@@ -105,11 +105,14 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
         raise ValueError(reason)
     dtype = model.get_input_embeddings().weight.dtype
     packed, weights = None, f"{str(dtype).removeprefix('torch.')}"
+    rows = None  # what `FastBackend.prepare` moves onto our matvec kernels (`matvec.py`)
     if int4.supported(device):
         if gguf is not None:
             packed = gguf_int4(gguf, model.config, dtype=dtype, device=device, directory=cache)
         if packed is not None:
             weights = f"int4 from the GGUF's Q4_1 blocks (decode), {weights} (prefill)"
+            # read from the GGUF again there (~0.1 s; not kept beside the packed copy, which is dropped then)
+            rows = lambda: gguf_rows(gguf, model.config)  # noqa: E731
         elif quantize == "int4":
             groups = [{name: q4.quantise(getattr(getattr(layer, part), name).weight)
                        for part, names in (("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")),
@@ -117,6 +120,10 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
                        for name in names} for layer in model.model.layers]
             packed = int4.pack(groups, dtype=dtype, device=device)
             weights = f"int4 quantised from the float weights (decode), {weights} (prefill)"
+            if device.type == "cpu":  # the same groups for our kernel, made now: the int32 codes are not kept
+                quantised = [{name: matvec.of_groups(joined) for name, joined in int4.fused(layer).items()}
+                             for layer in groups]
+                rows = lambda: quantised  # noqa: E731
     elif quantize == "int4":
         raise ValueError(f"int4 weights on {device.type}")
     if head not in HEADS:
@@ -135,5 +142,7 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
         lm = FastLM(model, packed, head=head_int8)
     # The light model (never run by transformers) hands its float weights over to oneDNN's layout where that is
     # faster: in the compile thread, before the step's first compile (`FastBackend.prepare`).
+    # The int4 projections (on `rows`) and the int8 head move onto our CPU kernels in the compile thread too, where they
+    # are built (`matvec.py`).
     return FastBackend(lm, compile=compile, weights=weights,
-                       pack=onednn.wanted(dtype, device) and isinstance(model, LightLM))
+                       pack=onednn.wanted(dtype, device) and isinstance(model, LightLM), rows=rows)

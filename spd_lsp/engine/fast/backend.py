@@ -12,16 +12,18 @@ padded up to one of `TREE_WIDTHS`. Anything else (prefill chunks) runs `FastLM` 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from transformers import DynamicCache
 
-from spd_lsp.engine.fast import attention
+from spd_lsp.engine.fast import attention, kernels, matvec
 from spd_lsp.engine.fast.cache import BucketLayer, bucket_cache, bucketed
 from spd_lsp.engine.fast.compile import Compiled, mark_dynamic
+from spd_lsp.engine.fast.matvec import Rows
 from spd_lsp.engine.fast.model import INT4_MAX_TOKENS, FastLM, Write
 
 log = logging.getLogger(__name__)
@@ -58,8 +60,13 @@ def written_at(columns: torch.Tensor, keys: list[torch.Tensor], values: list[tor
 
 
 class FastBackend:
-    def __init__(self, lm: FastLM, *, compile: bool = True, weights: str = "float", pack: bool = False) -> None:
+    def __init__(self, lm: FastLM, *, compile: bool = True, weights: str = "float", pack: bool = False,
+                 rows: Callable[[], list[dict[str, Rows]] | None] | None = None) -> None:
         self.lm = lm
+        # `prepare` moves the decode step's int4 projections (on `rows()`: the same weights as Q4_1 rows) and int8 head
+        # onto our matvec kernels, where they are built (`matvec.py`); `rows` None: the int8 head only.
+        self.rows = rows
+        self.matvec_pending = lm.device.type == "cpu" and lm.dtype == torch.bfloat16
         # `prepare` packs the float layers (`FastLM.pack_layers`) where this is set, once: before the first compile of
         # any of the three graphs (each compiles in a thread of its own), so that none is traced on the plain weights.
         self.pack = pack
@@ -101,13 +108,34 @@ class FastBackend:
                 self.info["weights"] += ", float layers in oneDNN's blocked layout (prefill, trees)"
                 log.info("the float layers packed in oneDNN's layout in %.1f s", time.perf_counter() - started)
             self.use_kernel()
+            self.use_matvec()
 
     def use_kernel(self) -> None:
         """Before the step compiles: build (or load) the attention kernel; the step attends on it from then on, eager
         steps included. Where it cannot be built, SDPA (`spd.status`: `attentionKernel` says why)."""
         if self.wants_kernel and not self.kernel:
-            self.kernel = attention.build()
-            self.info["attentionKernel"] = True if self.kernel else attention.reason()
+            self.kernel = kernels.build()
+            self.info["attentionKernel"] = True if self.kernel else kernels.reason()
+
+    def use_matvec(self) -> None:
+        """After `use_kernel`, once: the decode step's int4 projections and int8 head onto our kernels (`matvec.py`)
+        where they are built (AVX-512 BF16) and not turned off (`SPD_LSP_MATVEC=0`); `spd.status`: `matvec` says
+        what moved, or why nothing did."""
+        if not self.matvec_pending:
+            return
+        self.matvec_pending = False
+        if os.environ.get(matvec.ENV, "1") == "0":
+            self.info["matvec"] = f"{matvec.ENV}=0"
+        elif not kernels.matvec_ready():
+            self.info["matvec"] = kernels.reason() or "this CPU has no AVX-512 BF16"
+        else:
+            started = time.perf_counter()
+            moved = self.lm.use_matvec(self.rows() if self.rows is not None else None)
+            self.rows = None
+            self.info["matvec"] = ", ".join(moved) or "nothing to move"
+            if moved:
+                self.info["weights"] += f", {' and '.join(moved)} on our matvec kernels (decode)"
+            log.info("decode steps' %s on our matvec kernels in %.2f s", ", ".join(moved), time.perf_counter() - started)
 
     def new_cache(self) -> DynamicCache:
         return bucket_cache(self.lm.layers)

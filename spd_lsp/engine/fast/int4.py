@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from spd_lsp.engine.fast import matvec
 from spd_lsp.engine.fast.q4 import BLOCK, Groups
 
 
@@ -26,7 +27,8 @@ FUSED: dict[str, tuple[str, ...]] = {"qkv": ("q_proj", "k_proj", "v_proj"), "out
 
 
 class Int4Weight(torch.nn.Module):
-    """A projection [N, K] held as packed int4 groups of `BLOCK` (`of` packs them; the kernels' own layout)."""
+    """A projection [N, K] held as packed int4 groups of `BLOCK` (`of` packs them; the kernels' own layout), or, once
+    `use_rows` has run, as Q4_1 rows for our CPU kernel (`matvec.py`)."""
 
     def __init__(self, weight: torch.Tensor, scales_and_zeros: torch.Tensor, *, in_features: int) -> None:
         super().__init__()
@@ -34,6 +36,15 @@ class Int4Weight(torch.nn.Module):
         self.cuda = weight.device.type == "cuda"
         self.register_buffer("weight", weight)
         self.register_buffer("scales_and_zeros", scales_and_zeros)
+        self.rows: matvec.Rows | None = None
+
+    def use_rows(self, rows: "matvec.Rows") -> None:
+        """Serve from `rows` (the same weights, [N, K]) on our kernel, and drop ATen's packed weight: the rows are set
+        first, so a forward in another thread, which reads them in the other order (`forward`), finds one of the two."""
+        if tuple(rows.codes.shape) != (self.out_features, self.in_features // 2):
+            raise ValueError(f"rows {tuple(rows.codes.shape)} for a projection of {self.out_features} x {self.in_features}")
+        self.rows = rows
+        self.weight = self.scales_and_zeros = None
 
     @classmethod
     def of(cls, groups: Groups, *, dtype: torch.dtype, device: torch.device) -> "Int4Weight":
@@ -56,33 +67,37 @@ class Int4Weight(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         flat = x.reshape(-1, shape[-1])
+        weight, rows = self.weight, self.rows  # this order: `use_rows` may run meanwhile
+        if rows is not None:
+            return matvec.int4(flat, rows).reshape(*shape[:-1], self.out_features)
         if self.cuda:
-            out = torch.ops.aten._weight_int4pack_mm(flat, self.weight, BLOCK, self.scales_and_zeros)
+            out = torch.ops.aten._weight_int4pack_mm(flat, weight, BLOCK, self.scales_and_zeros)
         else:
-            out = torch.ops.aten._weight_int4pack_mm_for_cpu(flat, self.weight, BLOCK, self.scales_and_zeros)
+            out = torch.ops.aten._weight_int4pack_mm_for_cpu(flat, weight, BLOCK, self.scales_and_zeros)
         return out.reshape(*shape[:-1], self.out_features)
 
     def state(self, prefix: str) -> dict[str, torch.Tensor]:
         return {f"{prefix}.weight": self.weight, f"{prefix}.scales_and_zeros": self.scales_and_zeros}
 
     def nbytes(self) -> int:
-        return self.weight.numel() * self.weight.element_size() + self.scales_and_zeros.numel() * self.scales_and_zeros.element_size()
+        rows = self.rows
+        tensors = rows if rows is not None else (self.weight, self.scales_and_zeros)
+        return sum(t.numel() * t.element_size() for t in tensors)
 
 
 Packed = list[dict[str, Int4Weight]]  # per layer, by fused name (FUSED)
 
 
+def fused(groups: dict[str, Groups]) -> dict[str, Groups]:
+    """One layer's projections (by transformers name) joined as the fast path's fused ones (`FUSED`)."""
+    return {name: Groups(*(torch.cat([getattr(groups[p], f) for p in parts]) for f in ("codes", "scales", "zeros")))
+            for name, parts in FUSED.items()}
+
+
 def pack(layers: list[dict[str, Groups]], *, dtype: torch.dtype, device: torch.device) -> Packed:
     """Per layer, its fused projections packed (those the kernels cannot take left out: they stay float)."""
-    packed = []
-    for groups in layers:
-        fused = {}
-        for name, parts in FUSED.items():
-            joined = Groups(*(torch.cat([getattr(groups[p], f) for p in parts]) for f in ("codes", "scales", "zeros")))
-            if Int4Weight.packable(*joined.codes.shape, device):
-                fused[name] = Int4Weight.of(joined, dtype=dtype, device=device)
-        packed.append(fused)
-    return packed
+    return [{name: Int4Weight.of(joined, dtype=dtype, device=device) for name, joined in fused(groups).items()
+             if Int4Weight.packable(*joined.codes.shape, device)} for groups in layers]
 
 
 def packed_state(packed: Packed) -> dict[str, torch.Tensor]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from spd_lsp.engine.fast import matvec
+
 
 class Int8Weight(torch.nn.Module):
     """A projection [N, K] as int8 rows with a scale each (in the activations' dtype)."""
@@ -18,6 +20,8 @@ class Int8Weight(torch.nn.Module):
         self.out_features, self.in_features = weight.shape
         self.register_buffer("weight", weight)
         self.register_buffer("scales", scales)
+        # On our CPU kernel (`matvec.py`) from `FastBackend.prepare` on, where it is built and the scales are bf16.
+        self.kernel = False
 
     @classmethod
     def of(cls, weight: torch.Tensor) -> "Int8Weight":
@@ -29,7 +33,11 @@ class Int8Weight(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
-        out = torch._weight_int8pack_mm(x.reshape(-1, shape[-1]), self.weight, self.scales)
+        flat = x.reshape(-1, shape[-1])
+        if self.kernel:
+            out = matvec.int8(flat, self.weight, self.scales)
+        else:
+            out = torch._weight_int8pack_mm(flat, self.weight, self.scales)
         return out.reshape(*shape[:-1], self.out_features)
 
     def nbytes(self) -> int:

@@ -21,9 +21,11 @@ import torch.nn.functional as F
 
 from spd_lsp.engine.decoding.grouped import MAX_QUERY, grouped_attention
 from spd_lsp.engine.decoding.interrupt import checkpoint
+from spd_lsp.engine.fast import matvec
 from spd_lsp.engine.fast.attention import Upto, decode_attention
 from spd_lsp.engine.fast.int4 import Int4Weight, Packed
 from spd_lsp.engine.fast.int8 import Int8Weight
+from spd_lsp.engine.fast.matvec import Rows
 from spd_lsp.engine.fast.onednn import PackedWeight
 from spd_lsp.engine.fast.q8 import Q8Head
 
@@ -164,6 +166,25 @@ class FastLM(torch.nn.Module):
         table = torch.cat([freqs, freqs], dim=-1)
         scaling = getattr(rotary, "attention_scaling", 1.0)
         self.cos, self.sin = table.cos() * scaling, table.sin() * scaling  # fp32, as transformers computes them
+
+    def use_matvec(self, rows: list[dict[str, Rows]] | None) -> list[str]:
+        """Decode steps on our CPU kernels (`matvec.py`, built): the int4 projections on `rows` (per layer, by fused
+        name: the same weights as Q4_1 rows; ATen's packed copy is dropped), the int8 head on its rows as they are.
+        Safe while forwards run in another thread. Returns what moved."""
+        moved = []
+        if rows is not None and len(rows) == len(self.blocks):
+            for block, layer in zip(self.blocks, rows):
+                for name, projection in (("qkv", block.qkv), ("out", block.out), ("gate_up", block.gate_up),
+                                         ("down", block.down)):
+                    weight = projection.int4
+                    if isinstance(weight, Int4Weight) and name in layer and matvec.takes(weight.in_features):
+                        weight.use_rows(layer[name])
+            moved.append("int4 projections")
+        head = self.output.int4
+        if isinstance(head, Int8Weight) and head.scales.dtype == torch.bfloat16 and head.in_features % 16 == 0:
+            head.kernel = True
+            moved.append("int8 head")
+        return moved
 
     def pack_layers(self) -> None:
         """The layers' float weights into oneDNN's blocked layout (`onednn.py`), safe while forwards run in another

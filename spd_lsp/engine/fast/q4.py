@@ -35,14 +35,11 @@ class Groups:
         grouped = (self.codes.view(n, k // BLOCK, BLOCK).float() - 8) * self.scales[..., None] + self.zeros[..., None]
         return grouped.view(n, k)
 
-    def rows(self, order: torch.Tensor) -> "Groups":
-        return Groups(self.codes[order], self.scales[order], self.zeros[order])
-
 
 def unpack_q4_1(raw: np.ndarray) -> Groups:
     """One tensor's Q4_1 bytes [N, K / 32 * 20] (gguf's `ReaderTensor.data`) as `Groups`."""
     n = raw.shape[0]
-    blocks = np.ascontiguousarray(raw).reshape(n, -1, BLOCK_BYTES)
+    blocks = np.ascontiguousarray(raw).reshape(n, -1, BLOCK_BYTES)  # [N, K / 32, 20] as well
     d = blocks[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
     m = blocks[..., 2:4].copy().view(np.float16)[..., 0].astype(np.float32)
     qs = blocks[..., 4:]
@@ -63,8 +60,9 @@ GGUF_NAMES = {
 }
 
 
-def q4_1_layers(path: Path, config: object) -> list[dict[str, Groups]] | None:
-    """Per layer, its projections as `Groups` from the GGUF's Q4_1 blocks; None unless every one of them is Q4_1."""
+def q4_1_blocks(path: Path, config: object) -> list[dict[str, np.ndarray]] | None:
+    """Per layer, its projections' Q4_1 blocks [N, K / 32, 20] in transformers' row order; None unless every one of
+    them is Q4_1."""
     import gguf
 
     reader = gguf.GGUFReader(path)
@@ -77,12 +75,20 @@ def q4_1_layers(path: Path, config: object) -> list[dict[str, Groups]] | None:
             tensor = tensors.get(f"blk.{index}.{theirs}.weight")
             if tensor is None or tensor.tensor_type != gguf.GGMLQuantizationType.Q4_1:
                 return None
-            groups = unpack_q4_1(tensor.data)
+            raw = np.asarray(tensor.data)
+            blocks = raw.reshape(raw.shape[0], -1, BLOCK_BYTES)
             if ours in ("q_proj", "k_proj") and config.model_type == "llama":
-                groups = groups.rows(unpermute_order(groups.codes.shape[0], heads if ours == "q_proj" else kv_heads))
-            layer[ours] = groups
+                blocks = blocks[unpermute_order(blocks.shape[0], heads if ours == "q_proj" else kv_heads).numpy()]
+            layer[ours] = blocks
         layers.append(layer)
     return layers
+
+
+def q4_1_layers(path: Path, config: object) -> list[dict[str, Groups]] | None:
+    """Per layer, its projections as `Groups` from the GGUF's Q4_1 blocks; None unless every one of them is Q4_1."""
+    layers = q4_1_blocks(path, config)
+    return None if layers is None else [{name: unpack_q4_1(blocks) for name, blocks in layer.items()}
+                                        for layer in layers]
 
 
 def quantise(weight: torch.Tensor) -> Groups:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from spd_lsp.engine.fast import int4, q4
+from spd_lsp.engine.fast import int4, matvec, q4
 from spd_lsp.engine.fast.int8 import Int8Weight
 from spd_lsp.engine.fast.q8 import Q8Head, gguf_head_blocks
 
@@ -45,6 +45,16 @@ def gguf_int4(gguf: Path, config: Any, *, dtype: torch.dtype, device: torch.devi
         _keep(int4.packed_state(packed), path, "the packed int4 weights")
     log.info("packed the GGUF's Q4_1 blocks as int4 in %.1f s", time.perf_counter() - started)
     return packed
+
+
+def gguf_rows(path: Path, config: Any) -> list[dict[str, matvec.Rows]] | None:
+    """Per layer, its fused projections (`int4.FUSED`) as `matvec.Rows` straight from the GGUF's Q4_1 blocks (no
+    unpacking: ~0.1 s for the bundled model, so not kept); None unless every projection is Q4_1."""
+    layers = q4.q4_1_blocks(path, config)
+    if layers is None:
+        return None
+    return [{name: matvec.of_blocks([layer[part] for part in parts]) for name, parts in int4.FUSED.items()}
+            for layer in layers]
 
 
 def int8_file(directory: Path, dtype: torch.dtype) -> Path:

@@ -1,0 +1,170 @@
+"""The decode step's int4 projections and int8 head on our CPU kernels (spd_lsp/engine/fast/matvec.py, matvec.cpp):
+built for real with the machine's compiler, checked against the weights' own numbers in fp32, the GGUF's rows taken
+as its blocks are, bad input refused clearly, and a model moved onto them in `prepare` stepping as before, eager and
+compiled as one graph."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from spd_lsp.engine import fast
+from spd_lsp.engine.decoding.lm import ModelRunner
+from spd_lsp.engine.fast import int4, kernels, matvec
+from spd_lsp.engine.fast.int8 import Int8Weight
+from spd_lsp.engine.fast.matvec import Rows
+from spd_lsp.engine.fast.q4 import BLOCK
+from tests.tiny_models import tiny_model
+
+pytestmark = pytest.mark.skipif(not kernels.bf16_matvec(), reason="no AVX-512 BF16 on this CPU")
+
+
+@pytest.fixture(scope="module")
+def built() -> None:
+    assert kernels.build() and kernels.matvec_ready(), kernels.reason()
+
+
+def _rows(n: int, k: int, seed: int) -> Rows:
+    generator = torch.Generator().manual_seed(seed)
+    codes = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=generator)
+    scales = (torch.rand(n, k // BLOCK, generator=generator) * 0.02 + 0.001).half()
+    mins = (-torch.rand(n, k // BLOCK, generator=generator) * 0.1).half()
+    return Rows(codes, scales, mins)
+
+
+def _within_output_rounding(got: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """got (bf16) is x @ weight.T (fp32) rounded to bf16 (half an ulp: 2^-9 of the value), but for fp32 sums' own
+    error: ~1e-7 of the sum of |x| |w| (measured; 2^-20 allowed)."""
+    want = x.float() @ weight.T
+    return bool(((got.float() - want).abs() <= want.abs() * 2**-8 + 2**-20 * (x.float().abs() @ weight.abs().T)).all())
+
+
+@pytest.mark.parametrize("n, k", [(960, 576), (17, 576), (576, 1536), (5, 64), (7, 640)])
+@pytest.mark.parametrize("m", [1, 3, 8, 11])
+def test_int4_rows_give_the_blocks_own_numbers(built, n, k, m) -> None:
+    rows = _rows(n, k, seed=n + k + m)
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).bfloat16()
+    got = matvec.int4(x, rows)
+    assert got.shape == (m, n) and got.dtype == torch.bfloat16
+    assert _within_output_rounding(got, x, rows.dequantised())
+
+
+@pytest.mark.parametrize("m", [1, 3, 8, 9])
+def test_int8_rows_give_their_scaled_codes(built, m) -> None:
+    torch.manual_seed(m)
+    head = Int8Weight.of(torch.randn(1000, 576, dtype=torch.bfloat16))
+    x = torch.randn(m, 576).bfloat16()
+    weight = head.weight.float() * head.scales.float()[:, None]
+    assert _within_output_rounding(matvec.int8(x, head.weight, head.scales), x, weight)
+
+
+def test_bad_input_is_refused_with_its_reason(built) -> None:
+    rows = _rows(8, 128, seed=1)
+    with pytest.raises(RuntimeError, match="bf16"):
+        matvec.int4(torch.randn(1, 128), rows)
+    with pytest.raises(RuntimeError, match=r"x \[M, 128\]"):
+        matvec.int4(torch.randn(1, 64).bfloat16(), rows)
+    with pytest.raises(RuntimeError, match="fp16"):
+        matvec.int4(torch.randn(1, 128).bfloat16(), Rows(rows.codes, rows.scales.float(), rows.mins))
+    with pytest.raises(RuntimeError, match="multiple of 64"):
+        odd = _rows(8, 96, seed=2)
+        matvec.int4(torch.randn(1, 96).bfloat16(), odd)
+    assert not matvec.takes(96) and matvec.takes(576)
+    head = Int8Weight.of(torch.randn(16, 64))
+    with pytest.raises(RuntimeError, match="bf16"):
+        matvec.int8(torch.randn(1, 64).bfloat16(), head.weight, head.scales)  # fp32 scales
+
+
+def test_the_gguf_s_rows_are_its_q4_1_blocks() -> None:
+    """`store.gguf_rows` (the blocks' bytes as they are) and `q4_1_layers` (unpacked, the ATen kernel's groups) hold
+    the same weights, fused the same way, q/k rows unpermuted alike."""
+    from spd_lsp.engine.fast.q4 import q4_1_layers
+    from spd_lsp.engine.fast.store import gguf_rows
+    from spd_lsp.engine.model import bundled_gguf, load_model
+
+    config = load_model(None, "cpu", fast=False).model.config
+    rows, groups = gguf_rows(bundled_gguf(), config), q4_1_layers(bundled_gguf(), config)
+    assert len(rows) == len(groups) == config.num_hidden_layers
+    for layer in (0, len(rows) - 1):
+        fused = int4.fused(groups[layer])
+        assert set(rows[layer]) == set(fused) == set(int4.FUSED)
+        for name, joined in fused.items():
+            assert torch.equal(rows[layer][name].dequantised(), joined.dequantised())
+
+
+def _tiny_bf16(*, matvec_on: bool, monkeypatch) -> tuple[ModelRunner, object]:
+    monkeypatch.setenv(matvec.ENV, "1" if matvec_on else "0")
+    loaded = tiny_model("llama")
+    loaded.model.to(torch.bfloat16)
+    backend = fast.build(loaded.model, compile=False, quantize="int4", head="int8")
+    backend.prepare()  # what the compile thread does before the step's first compile
+    fast.attach(loaded.model, backend)
+    return ModelRunner(loaded.model, loaded.device), backend
+
+
+def test_prepare_moves_a_bf16_model_onto_the_kernels_and_its_steps_answer_as_before(built, monkeypatch) -> None:
+    ours, backend = _tiny_bf16(matvec_on=True, monkeypatch=monkeypatch)
+    aten, plain = _tiny_bf16(matvec_on=False, monkeypatch=monkeypatch)
+    assert backend.info["matvec"] == "int4 projections, int8 head" and "matvec kernels" in backend.info["weights"]
+    assert plain.info["matvec"] == f"{matvec.ENV}=0" and "matvec" not in plain.info["weights"]
+    weights = [p.int4 for b in backend.lm.blocks for p in (b.qkv, b.out, b.gate_up, b.down)]
+    assert all(w.rows is not None and w.weight is None for w in weights)  # ATen's copy dropped
+    assert backend.lm.output.int4.kernel and not plain.lm.output.int4.kernel
+    assert backend.info["weightMegabytes"]["decode"] > 0
+    for runner in (ours, aten):
+        runner.prefill(list(range(3, 30)))
+    for token in (5, 6, 7):
+        got, want = (r.forward(r.cache, embeds=r.embed(torch.tensor([[token]]))).float() for r in (ours, aten))
+        # the same weights up to their scales' rounding (fp16 here, bf16 in ATen's), summed in another order
+        assert (got - want).abs().max() <= 0.02 * want.abs().max()
+        assert torch.equal(got.argmax(-1), want.argmax(-1))
+
+
+def test_moving_onto_the_kernels_while_another_thread_steps_loses_no_step(built, monkeypatch) -> None:
+    """`use_matvec` in the compile thread while the serving thread steps: every step finds its weights (ATen's packed
+    copy or the rows)."""
+    monkeypatch.setenv(matvec.ENV, "1")
+    loaded = tiny_model("llama")
+    loaded.model.to(torch.bfloat16)
+    backend = fast.build(loaded.model, compile=False, quantize="int4", head="int8")
+    fast.attach(loaded.model, backend)
+    runner = ModelRunner(loaded.model, loaded.device)
+    runner.prefill(list(range(3, 30)))
+    mover = threading.Thread(target=backend.prepare)
+    steps = 0
+    mover.start()
+    while mover.is_alive() or steps < 3:
+        out = runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[5]])))
+        runner.cache.crop(-1)
+        assert torch.isfinite(out.float()).all()
+        steps += 1
+    mover.join()
+    assert backend.info["matvec"] == "int4 projections, int8 head"
+
+
+def test_the_step_on_the_kernels_compiles_as_one_graph(built, monkeypatch) -> None:
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setenv("SPD_LSP_COMPILE", "1")
+    monkeypatch.setenv(matvec.ENV, "1")
+    torch._dynamo.reset()
+    counters.clear()
+    loaded, eager_loaded = tiny_model("llama"), tiny_model("llama")
+    runners = []
+    for made, compiled in ((loaded, True), (eager_loaded, False)):
+        made.model.to(torch.bfloat16)
+        backend = fast.build(made.model, compile=compiled, quantize="int4", head="int8")
+        backend.prepare()
+        fast.attach(made.model, backend)
+        runners.append(ModelRunner(made.model, made.device))
+        runners[-1].prefill(list(range(3, 20)))
+    for token in range(5, 8):
+        got, want = (r.forward(r.cache, embeds=r.embed(torch.tensor([[token]]))).float() for r in runners)
+        assert (got - want).abs().max() <= 0.02 * want.abs().max()
+    backend = fast.attached(loaded.model)
+    assert backend.info["compiled"], backend.info["compileReason"]  # fullgraph: a graph break would have failed it
+    assert backend.info["matvec"] == "int4 projections, int8 head"
+    assert counters["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()
