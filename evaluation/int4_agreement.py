@@ -49,8 +49,8 @@ def engine(name: str) -> LocalEngine:
     """hf: transformers' forward (bf16 here); fast-bf16: the fast path on the float weights; int4: the default load;
     int8-head: int4 with the output projection as int8 rows; q8-head: as the GGUF's Q8_0 blocks. The fast ones run eager (no compile mid-run). A suffix
     `#n` makes another engine of the same kind (`hf,hf#2`: how often one kind disagrees with itself); `+kernel` (an
-    int4 kind) has its decode steps attend on the CPU attention kernel, as the compiled step does (`int8-head+kernel`:
-    what the server runs)."""
+    int4 kind) has its decode steps on our CPU kernels (attention; where the CPU has AVX-512 BF16, the int4
+    projections and int8 head too: `matvec.py`), as the compiled step does (`int8-head+kernel`: what the server runs)."""
     name = name.partition("#")[0]
     name, kernel, _ = name.partition("+kernel")
     if kernel:
@@ -61,6 +61,7 @@ def engine(name: str) -> LocalEngine:
         backend.prepare()  # as the server's compile thread does: the float layers packed (where it packs), the kernel
         if not backend.kernel:
             raise SystemExit(f"the attention kernel did not build: {backend.info.get('attentionKernel')}")
+        print(f"{name}+kernel: matvec kernels: {backend.info.get('matvec')}", flush=True)
         return one
     if name == "hf":
         return LocalEngine(load_model(fast=False))
