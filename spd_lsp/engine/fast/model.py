@@ -171,7 +171,7 @@ class FastLM(torch.nn.Module):
         """Decode steps on our CPU kernels (`matvec.py`, built): the int4 projections on `rows` (per layer, by fused
         name: the same weights as Q4_1 rows; ATen's packed copy is dropped), the int8 head on its rows as they are.
         Safe while forwards run in another thread. Returns what moved."""
-        moved = []
+        moved, projections = [], 0
         if rows is not None and len(rows) == len(self.blocks):
             for block, layer in zip(self.blocks, rows):
                 for name, projection in (("qkv", block.qkv), ("out", block.out), ("gate_up", block.gate_up),
@@ -179,6 +179,8 @@ class FastLM(torch.nn.Module):
                     weight = projection.int4
                     if isinstance(weight, Int4Weight) and name in layer and matvec.takes(weight.in_features):
                         weight.use_rows(layer[name])
+                        projections += 1
+        if projections:
             moved.append("int4 projections")
         head = self.output.int4
         if isinstance(head, Int8Weight) and head.scales.dtype == torch.bfloat16 and head.in_features % 16 == 0:
