@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     model = load_model(None, "cpu", fast=False).model
     config, dtype = model.config, torch.bfloat16
     packed = gguf_int4(bundled_gguf(), config, dtype=dtype, device=torch.device("cpu"), directory=None)
-    rows = gguf_rows(bundled_gguf(), config)
+    rows = gguf_rows(bundled_gguf(), config, directory=None)
     head = Int8Weight.of(model.get_output_embeddings().weight.detach().to(dtype))
     layer_bytes = sum(sum(t.numel() * t.element_size() for t in r) for layer in rows for r in layer.values())
     head_bytes = head.nbytes()

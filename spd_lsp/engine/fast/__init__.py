@@ -111,8 +111,8 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
             packed = gguf_int4(gguf, model.config, dtype=dtype, device=device, directory=cache)
         if packed is not None:
             weights = f"int4 from the GGUF's Q4_1 blocks (decode), {weights} (prefill)"
-            # read from the GGUF again there (~0.1 s; not kept beside the packed copy, which is dropped then)
-            rows = lambda: gguf_rows(gguf, model.config)  # noqa: E731
+            # read there (from the model's cache after the first start: the GGUF's parsing took 3-5 s)
+            rows = lambda: gguf_rows(gguf, model.config, directory=cache)  # noqa: E731
         elif quantize == "int4":
             groups = [{name: q4.quantise(getattr(getattr(layer, part), name).weight)
                        for part, names in (("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")),

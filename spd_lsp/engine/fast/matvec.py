@@ -4,7 +4,8 @@ own numbers, exactly) and `int8_matvec` on the int8 head's rows (`int8.py`).
 
 Why: on the AMD EPYC of round 11 (2 cores, ~25-30 GB/s read), ATen's `_weight_int4pack_mm_for_cpu` read the bundled
 model's 30 layers in 4.2 ms a step (~16 GB/s) and `_weight_int8pack_mm` its 28 MB head in 2.0 ms (~14 GB/s); these
-kernels took 3.4 ms and 0.9-1.3 ms (`bench/bench_matvec.py`, docs/performance-step.md, round 11).
+kernels took 3.4 ms and 0.9-1.3 ms (a probe, alternated; `bench/bench_matvec.py` in a slower spell: 4.47 against
+5.97 ms, 1.31 against 2.51; docs/performance-step.md, round 11).
 
 The kernels are built with the others (`kernels.py`) in the compile thread, so the rows are put in place by
 `FastBackend.prepare` there (`FastLM.use_matvec`): each `Int4Weight` takes its rows, then drops ATen's packed

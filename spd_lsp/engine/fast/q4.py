@@ -39,7 +39,7 @@ class Groups:
 def unpack_q4_1(raw: np.ndarray) -> Groups:
     """One tensor's Q4_1 bytes [N, K / 32 * 20] (gguf's `ReaderTensor.data`) as `Groups`."""
     n = raw.shape[0]
-    blocks = np.ascontiguousarray(raw).reshape(n, -1, BLOCK_BYTES)  # [N, K / 32, 20] as well
+    blocks = np.ascontiguousarray(raw).reshape(n, -1, BLOCK_BYTES)
     d = blocks[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
     m = blocks[..., 2:4].copy().view(np.float16)[..., 0].astype(np.float32)
     qs = blocks[..., 4:]
