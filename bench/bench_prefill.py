@@ -21,6 +21,12 @@ median over max(N, `--tries`) tries each), what it kept, and what the next prefi
 idle machine would run and measure, on a loaded one (the wall clock sizes them smaller under load).
 
     nice .venv/bin/python -m bench.bench_prefill --compare-chunks 3 [--threads 1 --clock cpu]
+
+`--compare-prompt-kernel N` instead times N rounds of bf16 prefills of 512 and 2,048 tokens, one forward and as
+shipped (chunks on the cache), with a prompt's causal attention on our kernel (engine/fast/prefill.cpp) and on SDPA,
+interleaved, and how much the last logits differ.
+
+    PYTHONPATH=. .venv/bin/python -m bench.bench_prefill --compare-prompt-kernel 5 --threads 2
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ def main() -> int:
     parser.add_argument("--compare-threads", type=int, default=0, metavar="N")
     parser.add_argument("--compare-kernels", type=int, default=0, metavar="N")
     parser.add_argument("--compare-chunks", type=int, default=0, metavar="N")
+    parser.add_argument("--compare-prompt-kernel", type=int, default=0, metavar="N")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cpu: this thread's CPU time")
     args = parser.parse_args()
@@ -67,6 +74,8 @@ def main() -> int:
                               args.tries)
     if args.compare_kernels:
         return compare_kernels(args.dtype, args.compare_kernels)
+    if args.compare_prompt_kernel:
+        return compare_prompt_kernel(args.compare_prompt_kernel)
     loaded = load_model(dtype=args.dtype)
     engine = LocalEngine(loaded)
     if args.compare_threads:
@@ -128,6 +137,54 @@ def compare_kernels(dtype: str, rounds: int) -> int:
     print(f"torch threads {torch.get_num_threads()}, CPU pressure {cpu_pressure()} %, load {os.getloadavg()[0]:.1f}")
     for name, t in times.items():
         print(f"| {name} | {1000 * statistics.median(t):.0f} ms |")
+    return 0
+
+
+def compare_prompt_kernel(rounds: int) -> int:
+    """bf16 prefills with a prompt's attention on our kernel and on SDPA, one forward and as shipped, interleaved."""
+    from spd_lsp.engine import fast
+
+    lm.cpu_pressure = lambda: None  # the threads asked for, whatever the load
+    loaded = load_model(dtype="bfloat16")
+    backend = fast.attached(loaded.model)
+    if backend is None:
+        raise SystemExit("no fast path for this model")
+    backend.use_kernel()  # what the compile thread does before the step's first compile
+    if not backend.info.get("promptKernel"):
+        raise SystemExit(f"the prompt's kernel is not built here: {backend.info.get('attentionKernel')}")
+    ids = loaded.tokenizer.encode(corpus(), add_special_tokens=False)
+    kinds = {"one forward": dict(chunk_tokens=10**6), "shipped": {}}
+    runners = {kind: ModelRunner(loaded.model, loaded.device, slots=1, **kw) for kind, kw in kinds.items()}
+    times: dict[tuple[int, str, bool], list[float]] = {}
+    differences: dict[int, list[float]] = {}
+    for r in range(rounds):
+        for length in (512, 2048):
+            prompt = ids[(2 * r + 1) * 2048 :][:length]
+            logits: dict[bool, torch.Tensor] = {}
+            for on in ((True, False) if r % 2 == 0 else (False, True)):
+                backend.lm.prompt_kernel = on
+                for kind, runner in runners.items():
+                    runner.rewind(0)
+                    started = time.perf_counter()
+                    last, _ = runner.prefill(prompt)
+                    times.setdefault((length, kind, on), []).append(time.perf_counter() - started)
+                    if kind == "one forward":
+                        logits[on] = last.float()
+            differences.setdefault(length, []).append(float((logits[True] - logits[False]).abs().max()
+                                                            / logits[False].abs().max()))
+            print(f"round {r} {length}: " + ", ".join(
+                f"{kind} {'kernel' if on else 'SDPA'} {1000 * times[length, kind, on][-1]:.0f} ms"
+                for kind in kinds for on in (True, False)) + f"; load {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"\ntorch threads {torch.get_num_threads()}, {rounds} interleaved rounds; median ms, ratio kernel / SDPA "
+          "(median of the rounds' ratios)")
+    print("| tokens | prefill | SDPA | our kernel | kernel / SDPA | last logits' max difference (x their max) |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: |")
+    for length in (512, 2048):
+        for kind in kinds:
+            ours, theirs = times[length, kind, True], times[length, kind, False]
+            ratio = statistics.median(a / b for a, b in zip(ours, theirs))
+            print(f"| {length} | {kind} | {1000 * statistics.median(theirs):.0f} | {1000 * statistics.median(ours):.0f} "
+                  f"| {ratio:.2f}x | {max(differences[length]):.3f} |")
     return 0
 
 

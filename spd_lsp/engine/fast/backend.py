@@ -111,11 +111,15 @@ class FastBackend:
             self.use_matvec()
 
     def use_kernel(self) -> None:
-        """Before the step compiles: build (or load) the attention kernel; the step attends on it from then on, eager
-        steps included. Where it cannot be built, SDPA (`spd.status`: `attentionKernel` says why)."""
+        """Before the step compiles: build (or load) the attention kernels; the step attends on it from then on, eager
+        steps included, and a bf16 prompt's causal attention where the CPU has AVX-512 BF16 (`promptKernel`; not with
+        `SPD_LSP_PREFILL_KERNEL=0`). Where they cannot be built, SDPA (`spd.status`: `attentionKernel` says why)."""
         if self.wants_kernel and not self.kernel:
             self.kernel = kernels.build()
             self.info["attentionKernel"] = True if self.kernel else kernels.reason()
+            self.lm.prompt_kernel = (self.lm.dtype == torch.bfloat16 and kernels.matvec_ready()
+                                     and os.environ.get(attention.PROMPT_ENV, "1") != "0")
+            self.info["promptKernel"] = self.lm.prompt_kernel
 
     def use_matvec(self) -> None:
         """After `use_kernel`, once: the decode step's int4 projections and int8 head onto our kernels (`matvec.py`)

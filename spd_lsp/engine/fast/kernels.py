@@ -1,5 +1,6 @@
-"""Our C++ kernels for the CPU decode step, built at run time and loaded once a process: `attention.cpp` (the step's
-attention, `attention.py`) and `matvec.cpp` (its int4 projections and int8 head, `matvec.py`), one library.
+"""Our C++ kernels for the CPU, built at run time and loaded once a process: `attention.cpp` (the decode step's
+attention, `attention.py`), `matvec.cpp` (its int4 projections and int8 head, `matvec.py`) and `prefill.cpp` (a
+prompt's causal attention, `attention.py`), one library.
 
 It is built with torch's C++ extension loader (ninja, the C++ compiler inductor uses, inductor's vector ISA flags, and
 AVX-512 BF16 where the CPU has it) into the compile cache, once per torch version, ISA and source; later starts load
@@ -23,7 +24,7 @@ import torch
 
 log = logging.getLogger(__name__)
 
-SOURCES = [Path(__file__).with_name("attention.cpp"), Path(__file__).with_name("matvec.cpp")]
+SOURCES = [Path(__file__).with_name(name) for name in ("attention.cpp", "matvec.cpp", "prefill.cpp")]
 KERNEL_ENV = "SPD_LSP_ATTENTION_KERNEL"  # "0": never build them (SDPA and ATen's kernels serve)
 STALE_LOCK_S = 600.0  # a build lock older than this was left by a process that died (a build takes 22 s here)
 
@@ -37,7 +38,8 @@ def ready() -> bool:
 
 
 def matvec_ready() -> bool:
-    """The int4/int8 matvec kernels are built and loaded (never blocks)."""
+    """The kernels that need AVX-512 BF16 are built and loaded: the int4/int8 matvec ops and the prompt's causal
+    attention (never blocks)."""
     return ready() and _state.get("matvec") is True
 
 

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from spd_lsp.engine.decoding.grouped import MAX_QUERY, grouped_attention
 from spd_lsp.engine.decoding.interrupt import checkpoint
 from spd_lsp.engine.fast import matvec
-from spd_lsp.engine.fast.attention import Upto, decode_attention
+from spd_lsp.engine.fast.attention import Causal, Upto, causal_attention, decode_attention
 from spd_lsp.engine.fast.int4 import Int4Weight, Packed
 from spd_lsp.engine.fast.int8 import Int8Weight
 from spd_lsp.engine.fast.matvec import Rows
@@ -166,6 +166,8 @@ class FastLM(torch.nn.Module):
         table = torch.cat([freqs, freqs], dim=-1)
         scaling = getattr(rotary, "attention_scaling", 1.0)
         self.cos, self.sin = table.cos() * scaling, table.sin() * scaling  # fp32, as transformers computes them
+        # A prompt's causal attention on our kernel (attention.py: `causal_attention`), once the backend built it.
+        self.prompt_kernel = False
 
     def use_matvec(self, rows: list[dict[str, Rows]] | None) -> list[str]:
         """Decode steps on our CPU kernels (`matvec.py`, built): the int4 projections on `rows` (per layer, by fused
@@ -228,19 +230,25 @@ class FastLM(torch.nn.Module):
         rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         return x * cos + rotated * sin
 
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | Upto | None
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | Upto | Causal | None
                 ) -> torch.Tensor:
         """[B, T, heads * dim] of q [B, heads, T, D] on k/v [B, kv heads, S, D] under mask [B or 1, 1, T, S]
-        (bool: True attends; float: added); `Upto` (T = 1): the columns up to its column; None: causal, S = T (a
-        prompt's first chunk: SDPA's causal kernel skips the masked half, which it computes under an explicit mask:
-        2,048 tokens 17 against 36 ms a layer in bf16)."""
+        (bool: True attends; float: added); `Upto` (T = 1): the columns up to its column; `Causal`: query t attends to
+        columns 0..offset + t; None: causal, S = T (a prompt's first chunk: SDPA's causal kernel skips the masked half,
+        which it computes under an explicit mask: 2,048 tokens 17 against 36 ms a layer in bf16). Causal ones run on
+        our kernel where it is built (`prompt_kernel`) and the call is bf16 on the CPU with a head size it takes."""
         batch, heads, tokens, dim = q.shape
         if isinstance(mask, Upto):  # a decode step's columns 0..column, on the CPU kernel (attention.py)
             stacked = q.view(batch, self.kv_heads, heads // self.kv_heads, dim)
             return decode_attention(stacked, k, v, mask.column, dim ** -0.5).reshape(batch, 1, heads * dim)
-        if mask is None:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-            return out.transpose(1, 2).reshape(batch, tokens, heads * dim)
+        if mask is None or isinstance(mask, Causal):
+            offset = 0 if mask is None else mask.offset
+            if self.prompt_kernel and q.dtype == torch.bfloat16 and q.device.type == "cpu" and dim in (64, 128):
+                return causal_attention(q, k, v, offset, dim ** -0.5)
+            if mask is None:
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+                return out.transpose(1, 2).reshape(batch, tokens, heads * dim)
+            mask = causal_mask(offset, tokens, q.device)
         if tokens == 1:  # a group's query heads stacked on the query axis: each key/value head read once
             stacked = q.view(batch, self.kv_heads, heads // self.kv_heads, dim)
             out = F.scaled_dot_product_attention(stacked, k, v, attn_mask=mask)
@@ -250,7 +258,7 @@ class FastLM(torch.nn.Module):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
         return out.transpose(1, 2).reshape(batch, tokens, heads * dim)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | Upto | None, write: Write,
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | Upto | Causal | None, write: Write,
                 *, last_only: bool = False, head: bool = True, first_layer: int = 0,
                 before_layer: Callable[[int, torch.Tensor], None] | None = None) -> torch.Tensor:
         """Logits [B, T or 1, V] in the model's dtype of input embeddings x [B, T, H] at `positions` [B, T];
@@ -304,18 +312,25 @@ class FastLM(torch.nn.Module):
                                          first_layer=first_layer, before_layer=checkpoint))
 
     def mask(self, attention_mask: torch.Tensor | None, past: int, tokens: int, device: torch.device
-             ) -> torch.Tensor | None:
+             ) -> torch.Tensor | Causal | None:
         """[B or 1, 1, T, past + T]: transformers' masks as ours. A 4-D mask is taken as it is (float: added); a 2-D
         one [B, past + T] (1 attends) is joined with causality by column; a query row that would see nothing
         sees everything (its output is a pad's, never read), as transformers does for SDPA. None: plain causality
-        on an empty cache (`_attend`'s causal kernel)."""
+        on an empty cache (`_attend`'s causal kernel); `Causal(past)`: plain causality after `past` cached columns."""
         if attention_mask is not None and attention_mask.dim() == 4:
             return attention_mask if attention_mask.dtype == torch.bool else attention_mask.to(self.dtype)
         if attention_mask is None and past == 0 and tokens > 1:
             return None
-        columns = torch.arange(past + tokens, device=device)
-        allowed = (columns[None, :] <= past + torch.arange(tokens, device=device)[:, None])[None, None]
+        if attention_mask is None and tokens > 1:
+            return Causal(past)
+        allowed = causal_mask(past, tokens, device)
         if attention_mask is not None:
             allowed = allowed & attention_mask.bool()[:, None, None, :]
             allowed = allowed | ~allowed.any(dim=-1, keepdim=True)
         return allowed
+
+
+def causal_mask(past: int, tokens: int, device: torch.device) -> torch.Tensor:
+    """[1, 1, T, past + T] bool: query t attends to columns 0..past + t."""
+    columns = torch.arange(past + tokens, device=device)
+    return (columns[None, :] <= past + torch.arange(tokens, device=device)[:, None])[None, None]

@@ -1,0 +1,129 @@
+"""A prompt's causal attention on our CPU kernel (spd_lsp/engine/fast/prefill.cpp, attention.causal_attention): built
+for real with the machine's compiler, checked against fp32 attention over the columns each query may see, bad input
+refused clearly, and a bf16 model's prefill on it answering as on SDPA, in one forward and in chunks on a cache."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from spd_lsp.engine import fast
+from spd_lsp.engine.decoding.lm import ModelRunner
+from spd_lsp.engine.fast import attention, kernels
+from spd_lsp.engine.fast.attention import Causal
+from tests.tiny_models import tiny_tokenizer
+
+pytestmark = pytest.mark.skipif(not kernels.bf16_matvec(), reason="no AVX-512 BF16 on this CPU")
+
+
+@pytest.fixture(scope="module")
+def built() -> None:
+    assert kernels.build() and kernels.matvec_ready(), kernels.reason()
+
+
+def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offset: int) -> torch.Tensor:
+    """fp32 attention of query t over columns 0..offset + t, as [B, T, heads * D]."""
+    tokens = q.shape[2]
+    seen = torch.arange(k.shape[2])[None, :] <= offset + torch.arange(tokens)[:, None]
+    out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=seen, enable_gqa=True)
+    return out.transpose(1, 2).reshape(q.shape[0], tokens, -1)
+
+
+@pytest.mark.parametrize("rows, kv_heads, group, tokens, length, offset, dim", [
+    (1, 3, 3, 512, 512, 0, 64),  # the bundled model's first chunk: 3 key/value heads, 3 query heads each
+    (1, 3, 3, 37, 600, 500, 64),  # a chunk after 500 cached columns, in a longer buffer (the rest never read)
+    (2, 2, 2, 5, 21, 13, 128),  # two rows, head size 128, a block of 16 keys only partly live
+    (1, 1, 1, 1, 10, 9, 64),  # one query, one head
+    (1, 3, 1, 100, 100, 0, 64),  # no grouping
+])
+def test_the_kernel_equals_attention_over_the_columns_each_query_sees(built, rows, kv_heads, group, tokens, length,
+                                                                     offset, dim) -> None:
+    torch.manual_seed(0)
+    q = torch.randn(rows, kv_heads * group, tokens, dim, dtype=torch.bfloat16)
+    k, v = (torch.randn(rows, kv_heads, length, dim, dtype=torch.bfloat16) for _ in range(2))
+    k[:, :, offset + tokens:], v[:, :, offset + tokens:] = float("nan"), float("nan")  # past the last query: never read
+    got = attention.causal_attention(q, k, v, offset, dim ** -0.5)
+    assert got.dtype == torch.bfloat16 and got.shape == (rows, tokens, kv_heads * group * dim)
+    want = _reference(q, k.nan_to_num(), v.nan_to_num(), offset)
+    # bf16 rounding of the probabilities and of the output, as SDPA's bf16 kernel rounds them
+    torch.testing.assert_close(got.float(), want, atol=1e-2, rtol=1e-2)
+    sdpa_error = (_reference(q, k.nan_to_num(), v.nan_to_num(), offset).bfloat16().float() - want).abs().max()
+    assert (got.float() - want).abs().max() <= 4 * sdpa_error + 1e-3
+
+
+def test_the_kernel_reads_a_cache_buffer_and_a_projection_s_queries_through_their_strides(built) -> None:
+    torch.manual_seed(1)
+    keys, values = (torch.randn(1, 3, 300, 64, dtype=torch.bfloat16) for _ in range(2))  # a cache's buffers
+    k, v = keys[:, :, :200], values[:, :, :200]  # its live columns: a view, not contiguous
+    q = torch.randn(1, 40, 9, 64, dtype=torch.bfloat16).transpose(1, 2)  # [1, 9, 40, 64] as the projection leaves it
+    assert not (k.is_contiguous() or q.is_contiguous())
+    got = attention.causal_attention(q, k, v, 160, 0.125)
+    assert torch.equal(got, attention.causal_attention(q.contiguous(), k.contiguous(), v.contiguous(), 160, 0.125))
+    torch.testing.assert_close(got.float(), _reference(q, k, v, 160), atol=1e-2, rtol=1e-2)
+
+
+def test_the_kernel_says_what_is_wrong_with_its_inputs(built) -> None:
+    q, k = torch.randn(1, 6, 8, 64, dtype=torch.bfloat16), torch.randn(1, 3, 16, 64, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="queries at 9..16 outside the 16 keys"):
+        attention.causal_attention(q, k, k, 9, 0.125)
+    with pytest.raises(RuntimeError, match="bf16 q, k and v"):
+        attention.causal_attention(q.float(), k.float(), k.float(), 0, 0.125)
+    with pytest.raises(RuntimeError, match="disagree"):
+        attention.causal_attention(q, k[:, :, :, :32], k[:, :, :, :32], 0, 0.125)
+    with pytest.raises(RuntimeError, match="head size 64 or 128, not 96"):
+        attention.causal_attention(q[..., :96].new_zeros(1, 6, 8, 96), k.new_zeros(1, 3, 16, 96),
+                                   k.new_zeros(1, 3, 16, 96), 0, 0.1)
+
+
+def _bf16_runner(*, kernel: bool) -> ModelRunner:
+    """A small bf16 Llama with the bundled model's head size (64) and grouping (3 query heads per key/value head) on
+    the fast path, its prompts' attention on the kernel or on SDPA."""
+    torch.manual_seed(0)
+    tokenizer = tiny_tokenizer()
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=192, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=3, num_key_value_heads=1, head_dim=64)
+    model = LlamaForCausalLM(config).eval().to(torch.bfloat16)
+    backend = fast.build(model, compile=False)
+    backend.use_kernel()  # what the compile thread does before the step's first compile
+    assert backend.info["promptKernel"] is True
+    backend.lm.prompt_kernel = kernel
+    fast.attach(model, backend)
+    return ModelRunner(model, torch.device("cpu"))
+
+
+def test_a_bf16_prefill_on_the_kernel_answers_as_on_sdpa_whole_and_in_chunks(built) -> None:
+    prompt = [(7 * i) % 50 + 3 for i in range(300)]
+    ours, sdpa = _bf16_runner(kernel=True), _bf16_runner(kernel=False)
+    got, want = (runner.prefill(prompt)[0].float() for runner in (ours, sdpa))
+    assert (got - want).abs().max() <= 0.02 * want.abs().max()
+    assert torch.equal(got.argmax(-1), want.argmax(-1))
+    ours.parked = []
+    ours.rewind(0)
+    ours.prefill(prompt[:200])  # the rest as a chunk on the cache: `Causal(200)` on the kernel
+    chunked, _ = ours.prefill(prompt)
+    assert (chunked.float() - got).abs().max() <= 0.02 * got.abs().max()
+    assert torch.equal(chunked.float().argmax(-1), got.argmax(-1))
+
+
+def test_a_chunk_on_a_cache_takes_plain_causality_as_its_offset() -> None:
+    lm = fast.build(_plain_llama(), compile=False).lm
+    assert lm.mask(None, 0, 5, torch.device("cpu")) is None
+    assert lm.mask(None, 200, 5, torch.device("cpu")) == Causal(200)
+    assert lm.mask(None, 200, 1, torch.device("cpu")).shape == (1, 1, 1, 201)  # one token: the step's own masks
+    padded = lm.mask(torch.ones(1, 205, dtype=torch.long), 200, 5, torch.device("cpu"))
+    assert padded.shape == (1, 1, 5, 205)  # padding given: a tensor, as before
+
+
+def _plain_llama() -> LlamaForCausalLM:
+    config = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=2)
+    return LlamaForCausalLM(config).eval()
+
+
+def test_the_prompt_kernel_can_be_turned_off(built, monkeypatch) -> None:
+    monkeypatch.setenv(attention.PROMPT_ENV, "0")
+    backend = fast.build(_plain_llama().to(torch.bfloat16), compile=False)
+    backend.use_kernel()
+    assert backend.kernel and backend.info["promptKernel"] is False and not backend.lm.prompt_kernel
