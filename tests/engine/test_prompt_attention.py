@@ -23,11 +23,16 @@ def built() -> None:
     assert kernels.build() and kernels.matvec_ready(), kernels.reason()
 
 
-def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offset: int) -> torch.Tensor:
-    """fp32 attention of query t over columns 0..offset + t, as [B, T, heads * D]."""
+def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offset: int,
+               visible: torch.Tensor | None = None) -> torch.Tensor:
+    """fp32 attention of query t over columns 0..offset + t (those `visible` marks), as [B, T, heads * D]; a query
+    that sees nothing: zeros."""
     tokens = q.shape[2]
-    seen = torch.arange(k.shape[2])[None, :] <= offset + torch.arange(tokens)[:, None]
+    seen = (torch.arange(k.shape[2])[None, :] <= offset + torch.arange(tokens)[:, None])[None, None]
+    if visible is not None:
+        seen = seen & visible[..., : k.shape[2]]
     out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=seen, enable_gqa=True)
+    out = torch.where(seen.any(-1, keepdim=True), out, 0.0)
     return out.transpose(1, 2).reshape(q.shape[0], tokens, -1)
 
 
@@ -64,6 +69,45 @@ def test_the_kernel_reads_a_cache_buffer_and_a_projection_s_queries_through_thei
     torch.testing.assert_close(got.float(), _reference(q, k, v, 160), atol=1e-2, rtol=1e-2)
 
 
+def _tree_mask(prompt: int, parents: list[int], width: int) -> torch.Tensor:
+    """[1, 1, width, prompt + width]: node i sees the prompt, its ancestors and itself; padding nodes the prompt."""
+    visible = torch.zeros(1, 1, width, prompt + width, dtype=torch.bool)
+    visible[..., :prompt] = True
+    for i, parent in enumerate(parents):
+        if parent >= 0:
+            visible[0, 0, i] = visible[0, 0, parent]
+        visible[0, 0, i, prompt + i] = True
+    return visible
+
+
+@pytest.mark.parametrize("rows, prompt, parents, width", [
+    (1, 506, [-1, 0, 1, 2, 1, 4, -1, 6, 7], 9),  # a verification tree of three drafts (the bundled model's prompt)
+    (1, 40, [-1, 0, 1, 2], 7),  # padded: 3 padding nodes see the prompt only
+    (2, 17, [-1, -1, 0, 1, 2], 5),  # two rows, one mask for both
+])
+def test_the_kernel_attends_where_a_tree_mask_says(built, rows, prompt, parents, width) -> None:
+    torch.manual_seed(2)
+    visible = _tree_mask(prompt, parents, width)
+    q = torch.randn(rows, 9, width, 64, dtype=torch.bfloat16)
+    k, v = (torch.randn(rows, 3, prompt + width, 64, dtype=torch.bfloat16) for _ in range(2))
+    got = attention.causal_attention(q, k, v, prompt, 0.125, visible)
+    torch.testing.assert_close(got.float(), _reference(q, k, v, prompt, visible), atol=1e-2, rtol=1e-2)
+    unmasked = attention.causal_attention(q, k, v, prompt, 0.125)
+    assert not torch.allclose(got[:, 1:], unmasked[:, 1:], atol=1e-2)  # the mask is read
+
+
+def test_a_query_that_sees_nothing_gets_zeros_and_rows_have_masks_of_their_own(built) -> None:
+    torch.manual_seed(3)
+    q = torch.randn(2, 6, 4, 64, dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 3, 40, 64, dtype=torch.bfloat16) for _ in range(2))
+    visible = torch.rand(2, 1, 4, 40) > 0.5
+    visible[0, 0, 2] = False  # row 0's third query sees nothing
+    visible[1, 0, :, 20:] = False  # row 1 sees no key past 19 (blocks of 16 keys only partly visible)
+    got = attention.causal_attention(q, k, v, 36, 0.125, visible)
+    assert torch.equal(got[0, 2], torch.zeros_like(got[0, 2]))
+    torch.testing.assert_close(got.float(), _reference(q, k, v, 36, visible), atol=1e-2, rtol=1e-2)
+
+
 def test_the_kernel_says_what_is_wrong_with_its_inputs(built) -> None:
     q, k = torch.randn(1, 6, 8, 64, dtype=torch.bfloat16), torch.randn(1, 3, 16, 64, dtype=torch.bfloat16)
     with pytest.raises(RuntimeError, match="queries at 9..16 outside the 16 keys"):
@@ -72,6 +116,10 @@ def test_the_kernel_says_what_is_wrong_with_its_inputs(built) -> None:
         attention.causal_attention(q.float(), k.float(), k.float(), 0, 0.125)
     with pytest.raises(RuntimeError, match="disagree"):
         attention.causal_attention(q, k[:, :, :, :32], k[:, :, :, :32], 0, 0.125)
+    with pytest.raises(RuntimeError, match="visible .B or 1, 1, T, >= offset . T. bool"):
+        attention.causal_attention(q, k, k, 0, 0.125, torch.ones(1, 1, 8, 16))  # float, not bool
+    with pytest.raises(RuntimeError, match="visible"):
+        attention.causal_attention(q, k, k, 8, 0.125, torch.ones(1, 1, 8, 12, dtype=torch.bool))  # too few columns
     with pytest.raises(RuntimeError, match="head size 64 or 128, not 96"):
         attention.causal_attention(q[..., :96].new_zeros(1, 6, 8, 96), k.new_zeros(1, 3, 16, 96),
                                    k.new_zeros(1, 3, 16, 96), 0, 0.1)

@@ -45,7 +45,16 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, column: 
     return torch.ops.spd.decode_attention(q, k, v, column, scale)
 
 
-def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offset: int, scale: float) -> torch.Tensor:
-    """[B, T, H * G * D]: each query t of q [B, H * G, T, D] (bf16) attends to columns 0..offset + t of k/v [B, H, S, D]
-    (`kernels.build` first, with AVX-512 BF16: `kernels.matvec_ready()`)."""
-    return torch.ops.spd_prefill.causal_attention(q, k, v, offset, scale)
+def _prompt_shape(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offset: int, scale: float,
+                  visible: torch.Tensor | None = None) -> torch.Tensor:
+    """What `causal_attention` returns, for tracing: [B, T, heads * D]."""
+    batch, heads, tokens, dim = q.shape
+    return q.new_empty(batch, tokens, heads * dim)
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offset: int, scale: float,
+                     visible: torch.Tensor | None = None) -> torch.Tensor:
+    """[B, T, H * G * D]: each query t of q [B, H * G, T, D] (bf16) attends to columns 0..offset + t of k/v [B, H, S, D],
+    and where `visible` [B or 1, 1, T, >= offset + T] (bool) is given only to those it marks; a query that sees nothing
+    gets zeros (`kernels.build` first, with AVX-512 BF16: `kernels.matvec_ready()`)."""
+    return torch.ops.spd_prefill.causal_attention(q, k, v, offset, scale, visible)

@@ -108,6 +108,7 @@ def _load() -> None:
     from spd_lsp.engine.fast import attention, matvec
 
     torch.library.register_fake("spd::decode_attention")(attention._shape)
+    torch.library.register_fake("spd_prefill::causal_attention")(attention._prompt_shape)
     matvec.register_fakes()
     _state["matvec"] = "-mavx512bf16" in flags
     log.info("decode kernels loaded (%s)", directory)

@@ -235,15 +235,21 @@ class FastLM(torch.nn.Module):
         """[B, T, heads * dim] of q [B, heads, T, D] on k/v [B, kv heads, S, D] under mask [B or 1, 1, T, S]
         (bool: True attends; float: added); `Upto` (T = 1): the columns up to its column; `Causal`: query t attends to
         columns 0..offset + t; None: causal, S = T (a prompt's first chunk: SDPA's causal kernel skips the masked half,
-        which it computes under an explicit mask: 2,048 tokens 17 against 36 ms a layer in bf16). Causal ones run on
-        our kernel where it is built (`prompt_kernel`) and the call is bf16 on the CPU with a head size it takes."""
+        which it computes under an explicit mask: 2,048 tokens 17 against 36 ms a layer in bf16). These and bool masks
+        of more than one query run on our kernel where it is built (`prompt_kernel`) and the call is bf16 on the CPU
+        with a head size it takes."""
         batch, heads, tokens, dim = q.shape
         if isinstance(mask, Upto):  # a decode step's columns 0..column, on the CPU kernel (attention.py)
             stacked = q.view(batch, self.kv_heads, heads // self.kv_heads, dim)
             return decode_attention(stacked, k, v, mask.column, dim ** -0.5).reshape(batch, 1, heads * dim)
+        kernel = self.prompt_kernel and q.dtype == torch.bfloat16 and q.device.type == "cpu" and dim in (64, 128)
+        if kernel and tokens > 1 and isinstance(mask, torch.Tensor) and mask.dtype == torch.bool:
+            # The queries are the last T columns, each seeing none after its own (a verification tree's nodes come
+            # after their ancestors; a padded prompt's rows are causal): the kernel's causal reach, then the mask.
+            return causal_attention(q, k, v, k.shape[2] - tokens, dim ** -0.5, mask)
         if mask is None or isinstance(mask, Causal):
             offset = 0 if mask is None else mask.offset
-            if self.prompt_kernel and q.dtype == torch.bfloat16 and q.device.type == "cpu" and dim in (64, 128):
+            if kernel:
                 return causal_attention(q, k, v, offset, dim ** -0.5)
             if mask is None:
                 out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)

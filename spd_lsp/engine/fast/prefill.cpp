@@ -1,7 +1,9 @@
-// A prompt's causal attention on the CPU: spd_prefill::causal_attention(q, k, v, offset, scale).
+// A prompt's causal attention on the CPU: spd_prefill::causal_attention(q, k, v, offset, scale, visible).
 //
 // q [B, H * G, T, D] bf16 (G query heads share a key/value head), k, v [B, H, S, D] bf16 (the cache's keys and values,
-// any strides but the head dim's); query t sits at position offset + t and attends to key columns 0..offset + t.
+// any strides but the head dim's); query t sits at position offset + t and attends to key columns 0..offset + t, and
+// where `visible` [B or 1, 1, T, >= offset + T] bool is given, only to those of them it marks (a verification tree: a
+// node sees the prompt and its ancestors). A query that sees nothing gets zeros.
 // Out [B, T, H * G * D] bf16: the layout the output projection reads, no transpose after.
 //
 // Why: SDPA's CPU flash kernel ran a 512-token prompt's attention at ~50 GFLOP/s (5.7-6.5 ms a layer, 30% of the
@@ -48,33 +50,41 @@ inline uint32_t pair_of(const c10::BFloat16* p) {
 }
 
 // One head's keys as blocks of 16: block b, dim pair j -> 16 keys x (dim 2j, dim 2j + 1), 32 bf16 (zero past S).
+// A key's dim pairs are 32-bit words: one gather per pair j collects its word from the block's 16 keys.
 void pack_keys(const c10::BFloat16* k, int64_t kss, int64_t S, int64_t D, c10::BFloat16* out) {
   const int64_t blocks = (S + KEYS - 1) / KEYS, pairs = D / 2;
-  for (int64_t b = 0; b < blocks; ++b)
-    for (int64_t j = 0; j < pairs; ++j) {
-      c10::BFloat16* dst = out + (b * pairs + j) * 2 * KEYS;
-      for (int64_t s = 0; s < KEYS; ++s) {
-        const int64_t key = b * KEYS + s;
-        dst[2 * s] = key < S ? k[key * kss + 2 * j] : c10::BFloat16(0.f);
-        dst[2 * s + 1] = key < S ? k[key * kss + 2 * j + 1] : c10::BFloat16(0.f);
-      }
-    }
+  const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                          _mm512_set1_epi32(static_cast<int>(kss / 2)));  // kss is even: D is
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t live = std::min<int64_t>(KEYS, S - b * KEYS);
+    const __mmask16 keys = static_cast<__mmask16>(live == KEYS ? 0xFFFF : (1u << live) - 1);
+    const int* base = reinterpret_cast<const int*>(k + b * KEYS * kss);
+    for (int64_t j = 0; j < pairs; ++j)
+      _mm512_storeu_si512(out + (b * pairs + j) * 2 * KEYS,
+                          _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), keys, rows, base + j, 4));
+  }
 }
 
 // One head's values as key pairs: pair p, dim d -> (key 2p, key 2p + 1), so 16 dims of a pair are 32 bf16 (zero past S).
 void pack_values(const c10::BFloat16* v, int64_t vss, int64_t S, int64_t D, int64_t padded, c10::BFloat16* out) {
-  for (int64_t p = 0; p < padded / 2; ++p)
-    for (int64_t d = 0; d < D; ++d) {
-      const int64_t a = 2 * p, b = 2 * p + 1;
-      out[(p * D + d) * 2] = a < S ? v[a * vss + d] : c10::BFloat16(0.f);
-      out[(p * D + d) * 2 + 1] = b < S ? v[b * vss + d] : c10::BFloat16(0.f);
+  alignas(64) static const int16_t low[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+                                              8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  const __m512i lo = _mm512_load_si512(low), hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+  for (int64_t p = 0; p < padded / 2; ++p) {
+    const int64_t a = 2 * p, b = 2 * p + 1;
+    for (int64_t d = 0; d < D; d += 32) {  // 32 dims of both keys -> 64 bf16, interleaved
+      const __m512i x = a < S ? _mm512_loadu_si512(v + a * vss + d) : _mm512_setzero_si512();
+      const __m512i y = b < S ? _mm512_loadu_si512(v + b * vss + d) : _mm512_setzero_si512();
+      _mm512_storeu_si512(out + (p * D + d) * 2, _mm512_permutex2var_epi16(x, lo, y));
+      _mm512_storeu_si512(out + (p * D + d) * 2 + 32, _mm512_permutex2var_epi16(x, hi, y));
     }
+  }
 }
 
 // R <= TILE_ROWS<ND> query rows of one head (queries[r], their outputs outs[r], each seeing reach[r] keys), D = 16 * ND.
 template <int ND>
-void tile(const c10::BFloat16* const* queries, const int64_t* reach, int R, const c10::BFloat16* keys,
-          const c10::BFloat16* values, float scale, c10::BFloat16* const* outs) {
+void tile(const c10::BFloat16* const* queries, const int64_t* reach, const bool* const* sees, int R,
+          const c10::BFloat16* keys, const c10::BFloat16* values, float scale, c10::BFloat16* const* outs) {
   constexpr int64_t D = 16 * ND, PAIRS = D / 2;
   int64_t longest = 0;
   for (int r = 0; r < R; ++r) longest = std::max(longest, reach[r]);
@@ -106,7 +116,13 @@ void tile(const c10::BFloat16* const* queries, const int64_t* reach, int R, cons
         continue;
       }
       widest = std::max(widest, live);
-      const __mmask16 seen = _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32(static_cast<int>(live)));
+      __mmask16 seen = _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32(static_cast<int>(live)));
+      if (sees[r] != nullptr)  // the mask's bytes of this block (1: attends)
+        seen &= _mm_test_epi8_mask(_mm_maskz_loadu_epi8(seen, sees[r] + b * KEYS), _mm_set1_epi8(1));
+      if (seen == 0 && top[r] == -std::numeric_limits<float>::infinity()) {  // nothing seen yet: nothing to add
+        std::memset(probs[r], 0, sizeof(probs[r]));
+        continue;
+      }
       const __m512 s = _mm512_mask_mov_ps(_mm512_set1_ps(-std::numeric_limits<float>::infinity()), seen,
                                           _mm512_mul_ps(score[r], _mm512_set1_ps(scale)));
       const float m = std::max(top[r], _mm512_reduce_max_ps(s));
@@ -129,7 +145,7 @@ void tile(const c10::BFloat16* const* queries, const int64_t* reach, int R, cons
     }
   }
   for (int r = 0; r < R; ++r) {
-    const __m512 inv = _mm512_set1_ps(1.f / total[r]);
+    const __m512 inv = _mm512_set1_ps(total[r] > 0.f ? 1.f / total[r] : 0.f);  // 0: the row saw nothing
     for (int j = 0; j < ND; ++j)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(outs[r] + 16 * j),
                           (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(acc[r][j], inv)));
@@ -137,7 +153,8 @@ void tile(const c10::BFloat16* const* queries, const int64_t* reach, int R, cons
 }
 
 template <int ND>
-void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t offset, float scale, at::Tensor& out) {
+void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t offset, float scale,
+            const c10::optional<at::Tensor>& visible, at::Tensor& out) {
   constexpr int64_t D = 16 * ND;
   const int64_t B = q.size(0), HQ = q.size(1), T = q.size(2), H = k.size(1), G = HQ / H;
   const int64_t S = offset + T;  // the keys any query reaches
@@ -154,6 +171,8 @@ void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64
   });
   const int64_t rows = T * G, tiles = (rows + TILE_ROWS<ND> - 1) / TILE_ROWS<ND>, items = B * H * tiles;
   const c10::BFloat16* qp = q.data_ptr<c10::BFloat16>();
+  const bool* mp = visible ? visible->data_ptr<bool>() : nullptr;
+  const int64_t msb = visible && visible->size(0) > 1 ? visible->stride(0) : 0, mst = visible ? visible->stride(2) : 0;
   c10::BFloat16* op = out.data_ptr<c10::BFloat16>();
   at::parallel_for(0, items, 1, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
@@ -163,21 +182,24 @@ void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64
       const c10::BFloat16* queries[ROWS];
       c10::BFloat16* outs[ROWS];
       int64_t reach[ROWS];
+      const bool* sees[ROWS];
       const int R = static_cast<int>(std::min<int64_t>(ROWS, rows - t0));
       for (int r = 0; r < R; ++r) {
         const int64_t row = t0 + r, t = row / G, g = row % G, head = h * G + g;
         queries[r] = qp + b * q.stride(0) + head * q.stride(1) + t * q.stride(2);
         outs[r] = op + (b * T + t) * HQ * D + head * D;
         reach[r] = offset + t + 1;
+        sees[r] = mp != nullptr ? mp + b * msb + t * mst : nullptr;
       }
-      tile<ND>(queries, reach, R, kpack.data() + bh * padded * D, vpack.data() + bh * padded * D, scale, outs);
+      tile<ND>(queries, reach, sees, R, kpack.data() + bh * padded * D, vpack.data() + bh * padded * D, scale, outs);
     }
   });
 }
 
 #endif  // SPD_PREFILL
 
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t offset, double scale) {
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t offset, double scale,
+                            const c10::optional<at::Tensor>& visible) {
 #ifdef SPD_PREFILL
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "causal_attention: q [B, H * G, T, D], k and v [B, H, S, D]");
   TORCH_CHECK(k.sizes() == v.sizes() && k.size(0) == q.size(0) && k.size(3) == q.size(3) && k.size(1) > 0 &&
@@ -189,12 +211,19 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
               "causal_attention: CPU tensors, the head dim contiguous");
   TORCH_CHECK(offset >= 0 && offset + q.size(2) <= k.size(2), "causal_attention: queries at ", offset, "..",
               offset + q.size(2) - 1, " outside the ", k.size(2), " keys");
+  if (visible) {
+    const at::Tensor& m = *visible;
+    TORCH_CHECK(m.scalar_type() == at::kBool && m.dim() == 4 && (m.size(0) == 1 || m.size(0) == q.size(0)) &&
+                    m.size(1) == 1 && m.size(2) == q.size(2) && m.size(3) >= offset + q.size(2) && m.stride(3) == 1,
+                "causal_attention: visible [B or 1, 1, T, >= offset + T] bool, the columns contiguous, not ",
+                m.scalar_type(), " ", m.sizes());
+  }
   const int64_t D = q.size(3);
   at::Tensor out = at::empty({q.size(0), q.size(2), q.size(1) * D}, q.options());
   if (q.numel() == 0) return out;
   switch (D) {
-    case 64: attend<4>(q, k, v, offset, static_cast<float>(scale), out); break;
-    case 128: attend<8>(q, k, v, offset, static_cast<float>(scale), out); break;
+    case 64: attend<4>(q, k, v, offset, static_cast<float>(scale), visible, out); break;
+    case 128: attend<8>(q, k, v, offset, static_cast<float>(scale), visible, out); break;
     default: TORCH_CHECK(false, "causal_attention: head size 64 or 128, not ", D);
   }
   return out;
@@ -205,6 +234,6 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 
 }  // namespace
 
-TORCH_LIBRARY(spd_prefill, m) { m.def("causal_attention(Tensor q, Tensor k, Tensor v, int offset, float scale) -> Tensor"); }
+TORCH_LIBRARY(spd_prefill, m) { m.def("causal_attention(Tensor q, Tensor k, Tensor v, SymInt offset, float scale, Tensor? visible=None) -> Tensor"); }
 
 TORCH_LIBRARY_IMPL(spd_prefill, CPU, m) { m.impl("causal_attention", &causal_attention); }
