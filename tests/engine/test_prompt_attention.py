@@ -175,3 +175,19 @@ def test_the_prompt_kernel_can_be_turned_off(built, monkeypatch) -> None:
     backend = fast.build(_plain_llama().to(torch.bfloat16), compile=False)
     backend.use_kernel()
     assert backend.kernel and backend.info["promptKernel"] is False and not backend.lm.prompt_kernel
+
+
+def test_a_verification_tree_on_the_kernel_scores_its_nodes_as_on_sdpa(built) -> None:
+    from spd_lsp.engine.decoding.verify import packed_logits
+
+    prompt, rows = [(5 * i) % 40 + 3 for i in range(120)], [(11, 12, 13, 14), (11, 12, 15), (16, 17)]
+    scored = []
+    for kernel in (True, False):
+        runner = _bf16_runner(kernel=kernel)
+        runner.prefill(prompt)
+        logits, paths = packed_logits(runner, runner.cache, [rows], [len(prompt)])[0]  # eager: a 4-node tree
+        assert runner.cache.get_seq_length() == len(prompt) + 4  # each row but its last token, shared heads once
+        scored.append(torch.cat(logits).float())
+    got, want = scored
+    assert (got - want).abs().max() <= 0.02 * want.abs().max()
+    assert torch.equal(got.argmax(-1), want.argmax(-1))

@@ -210,11 +210,11 @@ def packed_logits(
         mask[b, 0, :, length - prompt : length] = 0  # padding queries see the prompt too: no empty softmax
         mask[b, 0, :n, length : length + n].masked_fill_(sees, 0)
     logits = runner.fast.tree(cache, ids, positions, mask) if runner.fast is not None else None  # compiled, padded
-    if logits is None:
+    if logits is None:  # eager; the fast path takes the mask as bool (True attends: its prompt kernel's form)
         logits = runner.net(
             input_ids=ids.to(runner.device),
             position_ids=positions.to(runner.device),
-            attention_mask=mask.to(runner.device),
+            attention_mask=(mask == 0 if runner.fast is not None else mask).to(runner.device),
             use_cache=True,
             **{runner._cache_kwarg: cache},
         ).logits
