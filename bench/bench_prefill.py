@@ -152,6 +152,7 @@ def compare_prompt_kernel(rounds: int) -> int:
     backend.use_kernel()  # what the compile thread does before the step's first compile
     if not backend.info.get("promptKernel"):
         raise SystemExit(f"the prompt's kernel is not built here: {backend.info.get('attentionKernel')}")
+    attention_alone(loaded.model.config, rounds)
     ids = loaded.tokenizer.encode(corpus(), add_special_tokens=False)
     kinds = {"one forward": dict(chunk_tokens=10**6), "shipped": {}}
     runners = {kind: ModelRunner(loaded.model, loaded.device, slots=1, **kw) for kind, kw in kinds.items()}
@@ -186,6 +187,53 @@ def compare_prompt_kernel(rounds: int) -> int:
             print(f"| {length} | {kind} | {1000 * statistics.median(theirs):.0f} | {1000 * statistics.median(ours):.0f} "
                   f"| {ratio:.2f}x | {max(differences[length]):.3f} |")
     return 0
+
+
+def attention_alone(config: Any, rounds: int) -> None:
+    """One layer's attention at the model's shapes (random bf16 q/k/v), our kernel against what served before it:
+    SDPA's causal kernel for a prompt, the grouped attention (compiled, as in the tree graph) for a verification tree."""
+    from torch.nn import functional as F
+
+    from spd_lsp.engine.decoding.grouped import grouped_attention
+    from spd_lsp.engine.fast.attention import causal_attention
+
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    grouped = torch.compile(lambda q, k, v, m: grouped_attention(q, k, v, m, scaling=dim ** -0.5), dynamic=False)
+    cases = []
+    for tokens, keys in ((512, 512), (2048, 2048), (20, 526)):
+        q = torch.randn(1, heads, tokens, dim, dtype=torch.bfloat16)
+        k, v = (torch.randn(1, kv_heads, keys, dim, dtype=torch.bfloat16) for _ in range(2))
+        if tokens == keys:
+            ours = lambda q=q, k=k, v=v: causal_attention(q, k, v, 0, dim ** -0.5)  # noqa: E731
+            theirs = lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # noqa: E731
+            cases.append((f"prompt of {tokens}, causal", "SDPA", ours, theirs))
+        else:
+            mask = torch.ones(1, 1, tokens, keys, dtype=torch.bool)
+            ours = lambda q=q, k=k, v=v, m=mask, at=keys - tokens: causal_attention(q, k, v, at, dim ** -0.5, m)  # noqa: E731
+            theirs = lambda q=q, k=k, v=v, m=mask: grouped(q, k, v, m)  # noqa: E731
+            cases.append((f"tree of {tokens} on {keys - tokens} cached", "grouped, compiled", ours, theirs))
+
+    def per_call(run: Any, calls: int) -> float:
+        started = time.perf_counter()
+        for _ in range(calls):
+            run()
+        return (time.perf_counter() - started) / calls
+
+    print("| one layer's attention | before | before ms | ours ms | ours / before (median of rounds) |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    with torch.inference_mode():
+        for name, before, ours, theirs in cases:
+            ours(), theirs()
+            calls = 3 if "2048" in name else 20
+            mine, other = [], []
+            for _ in range(rounds):
+                mine.append(per_call(ours, calls))
+                other.append(per_call(theirs, calls))
+            ratio = statistics.median(a / b for a, b in zip(mine, other))
+            print(f"| {name} | {before} | {1000 * statistics.median(other):.2f} | {1000 * statistics.median(mine):.2f} "
+                  f"| {ratio:.2f}x |", flush=True)
+    print()
 
 
 def compare_chunks(rounds: int, clock: Any, tries: int = 5) -> int:
