@@ -112,7 +112,8 @@ class FastBackend:
 
     def use_kernel(self) -> None:
         """Before the step compiles: build (or load) the attention kernels; the step attends on it from then on, eager
-        steps included, and a bf16 prompt's causal attention where the CPU has AVX-512 BF16 (`promptKernel`; not with
+        steps included, and a bf16 prompt's causal attention where the CPU has AVX-512 BF16 (`promptKernel`), and the bf16
+        eager forward's norms, rotary and SiLU on pointwise.cpp (`pointwiseKernels`; neither with
         `SPD_LSP_PREFILL_KERNEL=0`). Where they cannot be built, SDPA (`spd.status`: `attentionKernel` says why)."""
         if self.wants_kernel and not self.kernel:
             self.kernel = kernels.build()
@@ -120,6 +121,9 @@ class FastBackend:
             self.lm.prompt_kernel = (self.lm.dtype == torch.bfloat16 and kernels.matvec_ready()
                                      and os.environ.get(attention.PROMPT_ENV, "1") != "0")
             self.info["promptKernel"] = self.lm.prompt_kernel
+            self.lm.pointwise = (self.lm.dtype == torch.bfloat16 and self.kernel
+                                 and os.environ.get(attention.PROMPT_ENV, "1") != "0")
+            self.info["pointwiseKernels"] = self.lm.pointwise
 
     def use_matvec(self) -> None:
         """After `use_kernel`, once: the decode step's int4 projections and int8 head onto our kernels (`matvec.py`)

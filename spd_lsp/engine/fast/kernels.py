@@ -1,6 +1,7 @@
 """Our C++ kernels for the CPU, built at run time and loaded once a process: `attention.cpp` (the decode step's
-attention, `attention.py`), `matvec.cpp` (its int4 projections and int8 head, `matvec.py`) and `prefill.cpp` (a
-prompt's causal attention, `attention.py`), one library.
+attention, `attention.py`), `matvec.cpp` (its int4 projections and int8 head, `matvec.py`), `prefill.cpp` (a
+prompt's causal attention, `attention.py`) and `pointwise.cpp` (the eager forward's norms, rotary and SiLU in bf16,
+`model.py`), one library.
 
 It is built with torch's C++ extension loader (ninja, the C++ compiler inductor uses, inductor's vector ISA flags, and
 AVX-512 BF16 where the CPU has it) into the compile cache, once per torch version, ISA and source; later starts load
@@ -24,7 +25,7 @@ import torch
 
 log = logging.getLogger(__name__)
 
-SOURCES = [Path(__file__).with_name(name) for name in ("attention.cpp", "matvec.cpp", "prefill.cpp")]
+SOURCES = [Path(__file__).with_name(name) for name in ("attention.cpp", "matvec.cpp", "prefill.cpp", "pointwise.cpp")]
 KERNEL_ENV = "SPD_LSP_ATTENTION_KERNEL"  # "0": never build them (SDPA and ATen's kernels serve)
 STALE_LOCK_S = 600.0  # a build lock older than this was left by a process that died (a build takes 22 s here)
 

@@ -168,6 +168,9 @@ class FastLM(torch.nn.Module):
         self.cos, self.sin = table.cos() * scaling, table.sin() * scaling  # fp32, as transformers computes them
         # A prompt's causal attention on our kernel (attention.py: `causal_attention`), once the backend built it.
         self.prompt_kernel = False
+        # The eager forward's norms, rotary and SiLU fused (pointwise.cpp), once the backend built them: bf16 on the
+        # CPU only, and never in a traced graph (inductor fuses those itself).
+        self.pointwise = False
 
     def use_matvec(self, rows: list[dict[str, Rows]] | None) -> list[str]:
         """Decode steps on our CPU kernels (`matvec.py`, built): the int4 projections on `rows` (per layer, by fused
@@ -219,13 +222,40 @@ class FastLM(torch.nn.Module):
             total += p.int4.nbytes() if int4 and p.int4 is not None else p.float_bytes()
         return total
 
+    def _fused(self, x: torch.Tensor) -> bool:
+        """Whether x's pointwise work runs on pointwise.cpp's ops: built, bf16 on the CPU, eager."""
+        return (self.pointwise and x.dtype == torch.bfloat16 and x.device.type == "cpu"
+                and not torch.compiler.is_compiling())
+
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """transformers' LlamaRMSNorm: in float32, cast back before the weight."""
+        if self._fused(x):
+            return torch.ops.spd_pointwise.rms_norm(x, weight, self.eps)
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return weight * h.to(x.dtype)
 
-    def _rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def _add_norm(self, x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x + y, its norm): a residual's sum and the next block's input, in one pass where fused."""
+        if self._fused(x):
+            return torch.ops.spd_pointwise.add_rms_norm(x, y, weight, self.eps)
+        x = x + y
+        return x, self._norm(x, weight)
+
+    def _silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
+        if self._fused(gate_up):
+            return torch.ops.spd_pointwise.silu_mul(gate_up)
+        gate, up = gate_up.chunk(2, dim=-1)
+        return F.silu(gate) * up
+
+    def _rotate(self, x: torch.Tensor, heads: int, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """[B, heads, T, D] of x [B, T, heads * D] under cos, sin [B, T, D] (the model's dtype)."""
+        batch, tokens, _ = x.shape
+        if self._fused(x):
+            cos, sin = cos.expand(batch, tokens, -1), sin.expand(batch, tokens, -1)  # positions [1, T] broadcast
+            return torch.ops.spd_pointwise.rotary(x, cos, sin, heads).transpose(1, 2)
+        x = x.view(batch, tokens, heads, self.head_dim).transpose(1, 2)
+        cos, sin = cos[:, None], sin[:, None]
         half = x.shape[-1] // 2
         rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         return x * cos + rotated * sin
@@ -272,22 +302,27 @@ class FastLM(torch.nn.Module):
         input (a cancelled prefill resumed); `before_layer(index, input)` runs before each block (eager only: a
         cancelled prefill stops there, `engine/decoding/interrupt.py`)."""
         batch, tokens, _ = x.shape
-        cos = self.cos[positions].to(x.dtype)[:, None]
-        sin = self.sin[positions].to(x.dtype)[:, None]
+        cos = self.cos[positions].to(x.dtype)
+        sin = self.sin[positions].to(x.dtype)
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        h = None  # the next block's normed input, where the residual's sum before it computed it
         for index in range(first_layer, len(self.blocks)):
             block = self.blocks[index]
             if before_layer is not None:
                 before_layer(index, x)
-            h = self._norm(x, block.attn_norm)
+            if h is None:
+                h = self._norm(x, block.attn_norm)
             q, k, v = block.qkv(h).split([q_size, kv_size, kv_size], dim=-1)
-            q = self._rotate(q.view(batch, tokens, self.heads, self.head_dim).transpose(1, 2), cos, sin)
-            k = self._rotate(k.view(batch, tokens, self.kv_heads, self.head_dim).transpose(1, 2), cos, sin)
+            q = self._rotate(q, self.heads, cos, sin)
+            k = self._rotate(k, self.kv_heads, cos, sin)
             v = v.view(batch, tokens, self.kv_heads, self.head_dim).transpose(1, 2)
             keys, values = write(index, k, v)
-            x = x + block.out(self._attend(q, keys, values, mask))
-            gate, up = block.gate_up(self._norm(x, block.mlp_norm)).chunk(2, dim=-1)
-            x = x + block.down(F.silu(gate) * up)
+            x, h = self._add_norm(x, block.out(self._attend(q, keys, values, mask)), block.mlp_norm)
+            mlp = block.down(self._silu_mul(block.gate_up(h)))
+            if index + 1 < len(self.blocks):
+                x, h = self._add_norm(x, mlp, self.blocks[index + 1].attn_norm)
+            else:
+                x = x + mlp
         if not head:
             return x.new_empty(batch, 0, self.head.shape[0])
         if last_only:
