@@ -24,9 +24,11 @@ idle machine would run and measure, on a loaded one (the wall clock sizes them s
 
 `--compare-prompt-kernel N` instead times N rounds of bf16 prefills of 512 and 2,048 tokens, one forward and as
 shipped (chunks on the cache), with a prompt's causal attention on our kernel (engine/fast/prefill.cpp) and on SDPA,
-interleaved, and how much the last logits differ.
+interleaved, and how much the last logits differ (first: one layer's attention alone). `--compare-pointwise N` the
+same with the forward's norms, rotary and SiLU on our fused ops (engine/fast/pointwise.cpp) and as tensor ops.
 
     PYTHONPATH=. .venv/bin/python -m bench.bench_prefill --compare-prompt-kernel 5 --threads 2
+    PYTHONPATH=. .venv/bin/python -m bench.bench_prefill --compare-pointwise 5 --threads 2
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ def main() -> int:
     parser.add_argument("--compare-kernels", type=int, default=0, metavar="N")
     parser.add_argument("--compare-chunks", type=int, default=0, metavar="N")
     parser.add_argument("--compare-prompt-kernel", type=int, default=0, metavar="N")
+    parser.add_argument("--compare-pointwise", type=int, default=0, metavar="N")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cpu: this thread's CPU time")
     args = parser.parse_args()
@@ -75,7 +78,9 @@ def main() -> int:
     if args.compare_kernels:
         return compare_kernels(args.dtype, args.compare_kernels)
     if args.compare_prompt_kernel:
-        return compare_prompt_kernel(args.compare_prompt_kernel)
+        return compare_switch(args.compare_prompt_kernel, "prompt_kernel")
+    if args.compare_pointwise:
+        return compare_switch(args.compare_pointwise, "pointwise")
     loaded = load_model(dtype=args.dtype)
     engine = LocalEngine(loaded)
     if args.compare_threads:
@@ -140,8 +145,12 @@ def compare_kernels(dtype: str, rounds: int) -> int:
     return 0
 
 
-def compare_prompt_kernel(rounds: int) -> int:
-    """bf16 prefills with a prompt's attention on our kernel and on SDPA, one forward and as shipped, interleaved."""
+SWITCHES = {"prompt_kernel": ("kernel", "SDPA"), "pointwise": ("fused", "tensor ops")}
+
+
+def compare_switch(rounds: int, switch: str) -> int:
+    """bf16 prefills with one of FastLM's `SWITCHES` on and off (a prompt's attention on our kernel or on SDPA; the
+    pointwise ops fused or as tensor ops), one forward and as shipped, interleaved."""
     from spd_lsp.engine import fast
 
     lm.cpu_pressure = lambda: None  # the threads asked for, whatever the load
@@ -150,9 +159,11 @@ def compare_prompt_kernel(rounds: int) -> int:
     if backend is None:
         raise SystemExit("no fast path for this model")
     backend.use_kernel()  # what the compile thread does before the step's first compile
-    if not backend.info.get("promptKernel"):
-        raise SystemExit(f"the prompt's kernel is not built here: {backend.info.get('attentionKernel')}")
-    attention_alone(loaded.model.config, rounds)
+    if not backend.info.get("promptKernel" if switch == "prompt_kernel" else "pointwiseKernels"):
+        raise SystemExit(f"the prompt's kernels are not built here: {backend.info.get('attentionKernel')}")
+    on_name, off_name = SWITCHES[switch]
+    if switch == "prompt_kernel":
+        attention_alone(loaded.model.config, rounds)
     ids = loaded.tokenizer.encode(corpus(), add_special_tokens=False)
     kinds = {"one forward": dict(chunk_tokens=10**6), "shipped": {}}
     runners = {kind: ModelRunner(loaded.model, loaded.device, slots=1, **kw) for kind, kw in kinds.items()}
@@ -163,7 +174,7 @@ def compare_prompt_kernel(rounds: int) -> int:
             prompt = ids[(2 * r + 1) * 2048 :][:length]
             logits: dict[bool, torch.Tensor] = {}
             for on in ((True, False) if r % 2 == 0 else (False, True)):
-                backend.lm.prompt_kernel = on
+                setattr(backend.lm, switch, on)
                 for kind, runner in runners.items():
                     runner.rewind(0)
                     started = time.perf_counter()
@@ -174,11 +185,11 @@ def compare_prompt_kernel(rounds: int) -> int:
             differences.setdefault(length, []).append(float((logits[True] - logits[False]).abs().max()
                                                             / logits[False].abs().max()))
             print(f"round {r} {length}: " + ", ".join(
-                f"{kind} {'kernel' if on else 'SDPA'} {1000 * times[length, kind, on][-1]:.0f} ms"
+                f"{kind} {on_name if on else off_name} {1000 * times[length, kind, on][-1]:.0f} ms"
                 for kind in kinds for on in (True, False)) + f"; load {os.getloadavg()[0]:.1f}", flush=True)
-    print(f"\ntorch threads {torch.get_num_threads()}, {rounds} interleaved rounds; median ms, ratio kernel / SDPA "
-          "(median of the rounds' ratios)")
-    print("| tokens | prefill | SDPA | our kernel | kernel / SDPA | last logits' max difference (x their max) |")
+    print(f"\ntorch threads {torch.get_num_threads()}, {rounds} interleaved rounds; median ms, ratio {on_name} / "
+          f"{off_name} (median of the rounds' ratios)")
+    print(f"| tokens | prefill | {off_name} | {on_name} | {on_name} / {off_name} | last logits' max difference (x their max) |")
     print("| ---: | --- | ---: | ---: | ---: | ---: |")
     for length in (512, 2048):
         for kind in kinds:
