@@ -29,6 +29,10 @@ same with the forward's norms, rotary and SiLU on our fused ops (engine/fast/poi
 
     PYTHONPATH=. .venv/bin/python -m bench.bench_prefill --compare-prompt-kernel 5 --threads 2
     PYTHONPATH=. .venv/bin/python -m bench.bench_prefill --compare-pointwise 5 --threads 2
+    PYTHONPATH=. .venv/bin/python -m bench.bench_prefill --compare-pointwise 6 --threads 2 --cold
+
+`--cold` with either: cold ~512-token requests in process instead (1 greedy draft and the shipped SPD k=3, the step
+and verification's tree compiled first), the switch on and off, interleaved.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ def main() -> int:
     parser.add_argument("--compare-chunks", type=int, default=0, metavar="N")
     parser.add_argument("--compare-prompt-kernel", type=int, default=0, metavar="N")
     parser.add_argument("--compare-pointwise", type=int, default=0, metavar="N")
+    parser.add_argument("--cold", action="store_true", help="with a --compare-... of a switch: cold requests instead")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cpu: this thread's CPU time")
     args = parser.parse_args()
@@ -77,10 +82,9 @@ def main() -> int:
                               args.tries)
     if args.compare_kernels:
         return compare_kernels(args.dtype, args.compare_kernels)
-    if args.compare_prompt_kernel:
-        return compare_switch(args.compare_prompt_kernel, "prompt_kernel")
-    if args.compare_pointwise:
-        return compare_switch(args.compare_pointwise, "pointwise")
+    for switch, rounds in (("prompt_kernel", args.compare_prompt_kernel), ("pointwise", args.compare_pointwise)):
+        if rounds:
+            return (compare_cold if args.cold else compare_switch)(rounds, switch)
     loaded = load_model(dtype=args.dtype)
     engine = LocalEngine(loaded)
     if args.compare_threads:
@@ -197,6 +201,58 @@ def compare_switch(rounds: int, switch: str) -> int:
             ratio = statistics.median(a / b for a, b in zip(ours, theirs))
             print(f"| {length} | {kind} | {1000 * statistics.median(theirs):.0f} | {1000 * statistics.median(ours):.0f} "
                   f"| {ratio:.2f}x | {max(differences[length]):.3f} |")
+    return 0
+
+
+def compare_cold(rounds: int, switch: str) -> int:
+    """Cold requests of ~512 tokens in process (`LocalEngine`, the step and verification's tree compiled first, as a
+    served engine has them), 1 greedy draft and the shipped SPD k=3, with one of `SWITCHES` on and off, interleaved."""
+    from dataclasses import replace
+
+    from bench.bench_vs_llamacpp import package_source
+    from spd_lsp.engine import fast
+    from spd_lsp.settings import Settings
+
+    lm.cpu_pressure = lambda: None  # the threads asked for, whatever the load
+    loaded = load_model(compile=True)
+    engine = LocalEngine(loaded)
+    engine.runner.threads = torch.get_num_threads()
+    backend = fast.attached(loaded.model)
+    if backend is None:
+        raise SystemExit("no fast path for this model")
+    backend.step_fn.wait(timeout=3600)
+    shipped = Settings().decode_options()
+    greedy = replace(shipped, method="greedy", k=1)
+    source = package_source("jinja2")
+    for end in range(2000, 2000 + 40 * 200, 200):  # until one request's drafts made a tree the graph takes
+        engine.complete(DecodeRequest(source[:end], shipped))
+        if backend.tree_fn.queued:
+            break
+    backend.tree_fn.wait(timeout=3600)
+    texts = prefixes(source[len(source) // 2 :], 512, 2 * rounds, engine.tokenizer)
+    on_name, off_name = SWITCHES[switch]
+    rows: dict[tuple[str, bool], list[tuple[float, float, int, float]]] = {}
+    for r in range(rounds):
+        for on in ((True, False) if r % 2 == 0 else (False, True)):
+            setattr(backend.lm, switch, on)
+            for name, options, text in (("greedy, 1 draft", greedy, texts[2 * r]), ("SPD k=3", shipped, texts[2 * r + 1])):
+                engine.runner.parked = []  # nothing cached to continue
+                engine.runner.rewind(0)
+                started = time.perf_counter()
+                timings = engine.complete(DecodeRequest(text, options)).timings
+                rows.setdefault((name, on), []).append((1000 * (time.perf_counter() - started), 1000 * timings.prefill_s,
+                                                        timings.steps, timings.per_step_ms))
+        print(f"round {r}: " + ", ".join(f"{name} {on_name if on else off_name} {row[-1][0]:.0f} ms"
+                                         for (name, on), row in rows.items()) + f"; load {os.getloadavg()[0]:.1f}",
+              flush=True)
+    print(f"\ntorch threads {torch.get_num_threads()}, {rounds} interleaved rounds; medians")
+    print(f"| request | {switch} | request ms | prefill ms | steps x ms a step | {on_name} / {off_name} |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for (name, on), row in sorted(rows.items(), key=lambda item: (item[0][0], not item[0][1])):
+        ratio = statistics.median(a[0] / b[0] for a, b in zip(rows[name, True], rows[name, False]))
+        print(f"| {name} | {on_name if on else off_name} | {statistics.median(x[0] for x in row):.0f} "
+              f"| {statistics.median(x[1] for x in row):.0f} | {statistics.median(x[2] for x in row):.0f} x "
+              f"{statistics.median(x[3] for x in row):.1f} | {f'{ratio:.2f}x' if on else ''} |")
     return 0
 
 

@@ -137,7 +137,8 @@ def test_a_bf16_prefill_and_its_steps_answer_as_on_the_tensor_ops(built) -> None
 
 
 def test_a_compiled_graph_keeps_the_tensor_ops(built) -> None:
-    """Inside torch.compile the forward traces the tensor ops (inductor fuses them itself), whole, no graph break."""
+    """Inside torch.compile the forward traces the tensor ops (inductor fuses them itself), whole, no graph break, and
+    without a guard on the switch (a benchmark turning it off and on would recompile the step)."""
     model, backend = _bf16_backend(pointwise=True)
     lm = backend.lm
     seen: list[str] = []
@@ -155,6 +156,11 @@ def test_a_compiled_graph_keeps_the_tensor_ops(built) -> None:
         want = lm.forward(x, positions, None, lambda i, k, v: (k, v))
     assert seen and not [target for target in seen if "spd_pointwise" in target]
     assert torch.equal(got.argmax(-1), want.argmax(-1))
+    traced = len(seen)
+    lm.pointwise = False  # the graph never read it, so it has no guard on it: turning it off recompiles nothing
+    with torch.inference_mode():
+        compiled(x)
+    assert len(seen) == traced
     torch._dynamo.reset()
 
 

@@ -223,9 +223,10 @@ class FastLM(torch.nn.Module):
         return total
 
     def _fused(self, x: torch.Tensor) -> bool:
-        """Whether x's pointwise work runs on pointwise.cpp's ops: built, bf16 on the CPU, eager."""
-        return (self.pointwise and x.dtype == torch.bfloat16 and x.device.type == "cpu"
-                and not torch.compiler.is_compiling())
+        """Whether x's pointwise work runs on pointwise.cpp's ops: built, bf16 on the CPU, eager. Tracing is asked first,
+        so that a graph never reads (and guards on) `pointwise`: turning it off and on recompiles nothing."""
+        return (not torch.compiler.is_compiling() and self.pointwise and x.dtype == torch.bfloat16
+                and x.device.type == "cpu")
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """transformers' LlamaRMSNorm: in float32, cast back before the weight."""
