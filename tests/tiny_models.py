@@ -90,6 +90,24 @@ def tiny_model(architecture: str, seed: int = 0) -> LoadedModel:
     )
 
 
+def bf16_fast_llama(**switches: bool) -> tuple[Any, Any]:
+    """(model, backend): a small bf16 Llama with the bundled model's head size (64) and grouping (3 query heads per
+    key/value head) on the fast path, its kernels built as the compile thread builds them before the step's first
+    compile (`use_kernel`), then FastLM's `switches` set (`prompt_kernel`, `pointwise`)."""
+    from spd_lsp.engine import fast
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tiny_tokenizer()), hidden_size=192, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=3, num_key_value_heads=1, head_dim=64)
+    model = LlamaForCausalLM(config).eval().to(torch.bfloat16)
+    backend = fast.build(model, compile=False)
+    backend.use_kernel()
+    for name, on in switches.items():
+        setattr(backend.lm, name, on)
+    fast.attach(model, backend)
+    return model, backend
+
+
 def compiling_pair(prompt: list[int]) -> tuple[Any, Any, Any]:
     """The tiny Llama on a fast backend that compiles (as SPD_LSP_COMPILE says), and the same model eager on the fast
     path, `prompt` prefilled in both: (backend, its runner, the eager runner)."""

@@ -5,6 +5,8 @@ prefill and decode answering as on the tensor ops; and never inside a compiled g
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,7 +15,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from spd_lsp.engine import fast
 from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.fast import attention, kernels
-from tests.tiny_models import tiny_tokenizer
+from tests.tiny_models import bf16_fast_llama
 
 EPS = 1e-5
 ops = torch.ops.spd_pointwise
@@ -108,17 +110,9 @@ def test_the_ops_say_what_is_wrong_with_their_inputs(built) -> None:
         ops.rotary(x, x[:, :2, :32], x[:, :2, :32], 2)
 
 
-def _bf16_backend(*, pointwise: bool):
-    torch.manual_seed(0)
-    tokenizer = tiny_tokenizer()
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=192, intermediate_size=256, num_hidden_layers=2,
-                         num_attention_heads=3, num_key_value_heads=1, head_dim=64)
-    model = LlamaForCausalLM(config).eval().to(torch.bfloat16)
-    backend = fast.build(model, compile=False)
-    backend.use_kernel()  # what the compile thread does before the step's first compile
+def _bf16_backend(*, pointwise: bool) -> tuple[Any, Any]:
+    model, backend = bf16_fast_llama(pointwise=pointwise)
     assert backend.info["pointwiseKernels"] is True
-    backend.lm.pointwise = pointwise
-    fast.attach(model, backend)
     return model, backend
 
 

@@ -13,7 +13,7 @@ from spd_lsp.engine import fast
 from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.fast import attention, kernels
 from spd_lsp.engine.fast.attention import Causal
-from tests.tiny_models import tiny_tokenizer
+from tests.tiny_models import bf16_fast_llama
 
 pytestmark = pytest.mark.skipif(not kernels.bf16_matvec(), reason="no AVX-512 BF16 on this CPU")
 
@@ -126,18 +126,9 @@ def test_the_kernel_says_what_is_wrong_with_its_inputs(built) -> None:
 
 
 def _bf16_runner(*, kernel: bool) -> ModelRunner:
-    """A small bf16 Llama with the bundled model's head size (64) and grouping (3 query heads per key/value head) on
-    the fast path, its prompts' attention on the kernel or on SDPA."""
-    torch.manual_seed(0)
-    tokenizer = tiny_tokenizer()
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=192, intermediate_size=256, num_hidden_layers=2,
-                         num_attention_heads=3, num_key_value_heads=1, head_dim=64)
-    model = LlamaForCausalLM(config).eval().to(torch.bfloat16)
-    backend = fast.build(model, compile=False)
-    backend.use_kernel()  # what the compile thread does before the step's first compile
+    """`bf16_fast_llama`'s model, its prompts' attention on the kernel or on SDPA."""
+    model, backend = bf16_fast_llama(prompt_kernel=kernel)
     assert backend.info["promptKernel"] is True
-    backend.lm.prompt_kernel = kernel
-    fast.attach(model, backend)
     return ModelRunner(model, torch.device("cpu"))
 
 
