@@ -31,7 +31,7 @@ same with the forward's norms, rotary and SiLU on our fused ops (engine/fast/poi
     PYTHONPATH=. .venv/bin/python -m bench.bench_prefill --compare-pointwise 5 --threads 2
     PYTHONPATH=. .venv/bin/python -m bench.bench_prefill --compare-pointwise 6 --threads 2 --cold
 
-`--cold` with either: cold ~512-token requests in process instead (1 greedy draft and the shipped SPD k=3, the step
+`--cold` with `--compare-pointwise`: cold ~512-token requests in process instead (1 greedy draft and the shipped SPD k=3, the step
 and verification's tree compiled first), the switch on and off, interleaved.
 """
 
@@ -71,7 +71,7 @@ def main() -> int:
     parser.add_argument("--compare-chunks", type=int, default=0, metavar="N")
     parser.add_argument("--compare-prompt-kernel", type=int, default=0, metavar="N")
     parser.add_argument("--compare-pointwise", type=int, default=0, metavar="N")
-    parser.add_argument("--cold", action="store_true", help="with a --compare-... of a switch: cold requests instead")
+    parser.add_argument("--cold", action="store_true", help="with --compare-pointwise: cold requests instead")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cpu: this thread's CPU time")
     args = parser.parse_args()
@@ -206,10 +206,14 @@ def compare_switch(rounds: int, switch: str) -> int:
 
 def compare_cold(rounds: int, switch: str) -> int:
     """Cold requests of ~512 tokens in process (`LocalEngine`, the step and verification's tree compiled first, as a
-    served engine has them), 1 greedy draft and the shipped SPD k=3, with one of `SWITCHES` on and off, interleaved."""
+    served engine has them), 1 greedy draft and the shipped SPD k=3, with one of `SWITCHES` on and off, interleaved.
+    Not `prompt_kernel`: the tree's graph reads it (it picks the attention), so flipping it would recompile the graph."""
+    if switch == "prompt_kernel":
+        raise SystemExit("--cold takes --compare-pointwise only: the tree graph reads prompt_kernel, so flipping it "
+                         "recompiles; compare two processes (SPD_LSP_PREFILL_KERNEL=0) instead")
     from dataclasses import replace
 
-    from bench.bench_vs_llamacpp import package_source
+    from bench.bench_vs_llamacpp import package_source, wait_for_tree
     from spd_lsp.engine import fast
     from spd_lsp.settings import Settings
 
@@ -224,11 +228,7 @@ def compare_cold(rounds: int, switch: str) -> int:
     shipped = Settings().decode_options()
     greedy = replace(shipped, method="greedy", k=1)
     source = package_source("jinja2")
-    for end in range(2000, 2000 + 40 * 200, 200):  # until one request's drafts made a tree the graph takes
-        engine.complete(DecodeRequest(source[:end], shipped))
-        if backend.tree_fn.queued:
-            break
-    backend.tree_fn.wait(timeout=3600)
+    wait_for_tree(engine, backend, source, shipped)
     texts = prefixes(source[len(source) // 2 :], 512, 2 * rounds, engine.tokenizer)
     on_name, off_name = SWITCHES[switch]
     rows: dict[tuple[str, bool], list[tuple[float, float, int, float]]] = {}

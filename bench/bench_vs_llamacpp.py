@@ -60,6 +60,18 @@ def ratio_table(measures: list[Measure]) -> list[str]:
     return lines
 
 
+def wait_for_tree(engine: Any, backend: Any, source: str, options: Any) -> None:
+    """Requests on growing prefixes of `source` until one's drafts made a verification tree the tree graph takes (a
+    request hands its shape to the background compile), then the compile waited for."""
+    from spd_lsp.api import DecodeRequest
+
+    for end in range(2000, 2000 + 40 * 200, 200):
+        engine.complete(DecodeRequest(source[:end], options))
+        if backend.tree_fn.queued:
+            break
+    backend.tree_fn.wait(timeout=3600)
+
+
 def package_source(name: str) -> str:
     """The .py sources of an installed package, in a stable order: real code the model has to continue."""
     spec = importlib.util.find_spec(name)
@@ -200,13 +212,8 @@ def main() -> int:
     greedy = replace(shipped, method="greedy", k=1)
     if backend is not None and args.compile:  # a request hands verification's tree shape to the compile: waited for
         started = time.perf_counter()
-        source = package_source(args.package)
-        for end in range(2000, 2000 + 40 * 200, 200):  # until one request's drafts made a tree the graph takes
-            engine.complete(DecodeRequest(source[:end], shipped))
-            if backend.tree_fn.queued:
-                break
         # Waited for, or it would compile while the anchor runs (it waits while we serve: engine/fast/compile.py).
-        backend.tree_fn.wait(timeout=3600)
+        wait_for_tree(engine, backend, package_source(args.package), shipped)
         print(f"our tree step compiled in {time.perf_counter() - started:.0f} s: {backend.info['treeStep']}", flush=True)
     stepping = replace(greedy, max_tokens=args.decode_tokens, stop_at_newline=False, heal=False)
     text = package_source(args.package)

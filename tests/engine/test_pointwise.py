@@ -104,6 +104,8 @@ def test_the_ops_say_what_is_wrong_with_their_inputs(built) -> None:
         ops.add_rms_norm(x, x[:1], weight, EPS)
     with pytest.raises(RuntimeError, match="even"):
         ops.silu_mul(x[..., :63])
+    with pytest.raises(RuntimeError, match="last dim must not be empty"):
+        ops.silu_mul(x[..., :0])
     with pytest.raises(RuntimeError, match=r"\[B, T, heads \* D\]"):
         ops.rotary(x, x[..., :20], x[..., :20], 3)
     with pytest.raises(RuntimeError, match=r"cos and sin must be \[B, T, D\]"):

@@ -45,6 +45,7 @@ inline std::pair<Vec, Vec> round(const Vec& a, const Vec& b) {
 void check(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kBFloat16, what, " must be a bf16 CPU tensor");
   TORCH_CHECK(t.dim() >= 1 && t.stride(-1) == 1, what, " must have a contiguous last dim");
+  TORCH_CHECK(t.size(-1) > 0, what, "'s last dim must not be empty");
 }
 
 // The rows of a [..., W] tensor whose last dim is contiguous, any strides before it: row r's offset in elements.
