@@ -24,6 +24,10 @@ prompt tokens re-prefilled) / cold, with the share of each. `--storm S` types at
 as an editor does, and counts drafts delivered per second.
 
     .venv/bin/python bench/bench_server.py [--cold 5] [--warm 30] [--max-prefix-tokens 2048]
+    PYTHONPATH=. .venv/bin/python -m bench.bench_server --cold 8 --warm 0 --max-prefix-tokens 512 --wait-compiled 600
+
+`--wait-compiled S` first sends warm-up requests until the server's step and verification tree run compiled graphs
+(at most S seconds), as after a while of use; without it the first requests run eager steps.
     nice .venv/bin/python bench/bench_server.py --replay 300 --storm 30
 """
 
@@ -324,6 +328,26 @@ async def wait_indexed(bench: Bench, timeout: float) -> dict[str, Any]:
         await asyncio.sleep(0.5)
 
 
+async def wait_compiled(bench: Bench, texts: list[str], timeout: float) -> bool:
+    """Warm-up requests (new documents of `texts`) until the server's decode step and verification tree run compiled
+    graphs (`spd.status`: model.compiled, model.treeStep), as a server that has run a while has them (the tree's compile starts once a
+    request's drafts made a tree its graph takes); False where there is no fast path or `timeout` came first."""
+    deadline = time.monotonic() + timeout
+    for i in range(10**6):
+        model = (await bench.command("spd.status"))["model"] or {}  # the fast path's own status, at its top
+        if not model.get("fastPath"):
+            return False
+        if model.get("compiled") and (model.get("treeStep") or {}).get("compiled"):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        text = texts[i % len(texts)]
+        bench.open(f"file:///bench/compile{i}.py", text)
+        await bench.request("cold", f"file:///bench/compile{i}.py", end_position(text))
+        await asyncio.sleep(2.0)
+    return False
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from spd_lsp.engine.model import load_tokenizer
 
@@ -365,8 +389,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     await wait_indexed(bench, 600)
     bench.open("file:///bench/warmup.py", cold_prefixes[-1])
     await bench.request("cold", "file:///bench/warmup.py", end_position(cold_prefixes[-1]))  # torch warm-up
-    bench.rows["cold"].clear()
     extra: dict[str, Any] = {}
+    if args.wait_compiled:
+        started = time.monotonic()
+        warmups = prefixes(text[len(text) // 2 :], args.prefix_tokens, 8, tokenizer)
+        extra["compiled"] = await wait_compiled(bench, warmups, args.wait_compiled)
+        print(f"graphs compiled: {extra['compiled']} after {time.monotonic() - started:.0f} s", file=sys.stderr)
+    bench.rows["cold"].clear()
     if args.replay:
         extra["replay"] = await replay(bench, text, args.replay, args.seed, suffix=args.replay_suffix)
     if args.storm:
@@ -411,6 +440,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", type=Path, help="workspace folder to index (default: a copy of this repo's sources)")
     parser.add_argument("--cold", type=int, default=5, help="cold requests (new documents)")
+    parser.add_argument("--wait-compiled", type=float, default=0, metavar="S",
+                        help="first, up to S seconds of warm-up requests until the step and tree graphs are compiled")
     parser.add_argument("--warm", type=int, default=30, help="warm requests (typed characters)")
     parser.add_argument("--prefix-tokens", type=int, default=1500)
     parser.add_argument("--max-prefix-tokens", type=int, default=None, help="server budget (default: its own)")
