@@ -24,17 +24,18 @@ prompt tokens re-prefilled) / cold, with the share of each. `--storm S` types at
 as an editor does, and counts drafts delivered per second.
 
     .venv/bin/python bench/bench_server.py [--cold 5] [--warm 30] [--max-prefix-tokens 2048]
+    nice .venv/bin/python bench/bench_server.py --replay 300 --storm 30
     PYTHONPATH=. .venv/bin/python -m bench.bench_server --cold 8 --warm 0 --max-prefix-tokens 512 --wait-compiled 600
 
 `--wait-compiled S` first sends warm-up requests until the server's step and verification tree run compiled graphs
 (at most S seconds), as after a while of use; without it the first requests run eager steps.
-    nice .venv/bin/python bench/bench_server.py --replay 300 --storm 30
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -330,10 +331,11 @@ async def wait_indexed(bench: Bench, timeout: float) -> dict[str, Any]:
 
 async def wait_compiled(bench: Bench, texts: list[str], timeout: float) -> bool:
     """Warm-up requests (new documents of `texts`) until the server's decode step and verification tree run compiled
-    graphs (`spd.status`: model.compiled, model.treeStep), as a server that has run a while has them (the tree's compile starts once a
-    request's drafts made a tree its graph takes); False where there is no fast path or `timeout` came first."""
+    graphs (`spd.status`: model.compiled, model.treeStep), as a server that has run a while has them (the tree's
+    compile starts once a request's drafts made a tree its graph takes); False where there is no fast path or
+    `timeout` came first."""
     deadline = time.monotonic() + timeout
-    for i in range(10**6):
+    for i in itertools.count():
         model = (await bench.command("spd.status"))["model"] or {}  # the fast path's own status, at its top
         if not model.get("fastPath"):
             return False
@@ -345,7 +347,6 @@ async def wait_compiled(bench: Bench, texts: list[str], timeout: float) -> bool:
         bench.open(f"file:///bench/compile{i}.py", text)
         await bench.request("cold", f"file:///bench/compile{i}.py", end_position(text))
         await asyncio.sleep(2.0)
-    return False
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:

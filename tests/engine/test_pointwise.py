@@ -118,7 +118,7 @@ def _bf16_backend(*, pointwise: bool) -> tuple[Any, Any]:
     return model, backend
 
 
-def test_a_bf16_prefill_and_its_steps_answer_as_on_the_tensor_ops(built) -> None:
+def test_a_bf16_prefill_and_an_eager_step_answer_as_on_the_tensor_ops(built) -> None:
     prompt = [(7 * i) % 50 + 3 for i in range(300)]
     answers = []
     for pointwise in (True, False):
@@ -126,7 +126,8 @@ def test_a_bf16_prefill_and_its_steps_answer_as_on_the_tensor_ops(built) -> None
         runner = ModelRunner(model, torch.device("cpu"))
         first, _ = runner.prefill(prompt[:200])
         last, _ = runner.prefill(prompt)  # a chunk on the cache
-        answers.append([first.float(), last.float()])
+        step, _ = runner.prefill(prompt + [5])  # one token on the cache: an eager decode step's shapes
+        answers.append([first.float(), last.float(), step.float()])
     for got, want in zip(*answers):
         assert (got - want).abs().max() <= 0.02 * want.abs().max()
         assert torch.equal(got.argmax(-1), want.argmax(-1))
