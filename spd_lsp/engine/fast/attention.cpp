@@ -16,7 +16,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
+
+#if defined(__AVX512F__) && defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(CPU_CAPABILITY_AVX512)
+#define SPD_DECODE_BF16 1
+#include <immintrin.h>
+#endif
 
 namespace {
 
@@ -113,6 +119,71 @@ void chunk_scalar(const float* qf, const T* keys, int64_t kss, const T* values, 
   }
 }
 
+#ifdef SPD_DECODE_BF16
+// 16 vectors -> one: lane i the sum of t[i]'s lanes (a transposed reduction: 45 shuffles and adds for 16 keys, where a
+// reduction per key costs ~10).
+inline __m512 lane_sums(__m512* t) {
+  __m512 pairs[8], quads[4];
+  for (int i = 0; i < 8; ++i)
+    pairs[i] = _mm512_add_ps(_mm512_unpacklo_ps(t[2 * i], t[2 * i + 1]), _mm512_unpackhi_ps(t[2 * i], t[2 * i + 1]));
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(pairs[2 * i]), b = _mm512_castps_pd(pairs[2 * i + 1]);
+    quads[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  // quads[i]: per 128-bit lane L, keys 4i..4i+3's sums over lane L's elements
+  const __m512 x = _mm512_add_ps(_mm512_shuffle_f32x4(quads[0], quads[1], 0x88), _mm512_shuffle_f32x4(quads[0], quads[1], 0xDD));
+  const __m512 y = _mm512_add_ps(_mm512_shuffle_f32x4(quads[2], quads[3], 0x88), _mm512_shuffle_f32x4(quads[2], quads[3], 0xDD));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
+}
+
+// `chunk_vectorised` for bf16 keys and values, D = 32 * NP: each key's scores by AVX-512 BF16 dot products (the bf16
+// products exact, summed in fp32, then scaled), 16 keys' at once reduced across lanes; each value row widened to fp32
+// once for all G query heads. `qb`: the query heads unscaled (bf16, head g at qb + g * qsg), `scale` applied to the
+// scores.
+template <int64_t NP>
+void chunk_bf16(const c10::BFloat16* qb, int64_t qsg, float scale, const c10::BFloat16* keys, int64_t kss,
+                const c10::BFloat16* values, int64_t vss, int64_t G, int64_t cols, float* scores, float* acc,
+                float* maxima, float* sums) {
+  constexpr int64_t D = 32 * NP, NV = D / 16;
+  for (int64_t g = 0; g < G; ++g) {
+    __m512bh qv[NP];
+    for (int64_t j = 0; j < NP; ++j) qv[j] = (__m512bh)_mm512_loadu_si512(qb + g * qsg + 32 * j);
+    for (int64_t s0 = 0; s0 < cols; s0 += 16) {
+      __m512 t[16];
+      const int64_t n = std::min<int64_t>(16, cols - s0);
+      for (int64_t i = 0; i < 16; ++i) {
+        t[i] = _mm512_setzero_ps();
+        if (i < n)  // keys past the column are never read
+          for (int64_t j = 0; j < NP; ++j)
+            t[i] = _mm512_dpbf16_ps(t[i], qv[j], (__m512bh)_mm512_loadu_si512(keys + (s0 + i) * kss + 32 * j));
+      }
+      const __mmask16 live = static_cast<__mmask16>(n == 16 ? 0xFFFF : (1u << n) - 1);
+      _mm512_mask_storeu_ps(scores + g * CHUNK + s0, live, _mm512_mul_ps(lane_sums(t), _mm512_set1_ps(scale)));
+    }
+  }
+  softmax_rows(scores, G, cols, maxima, sums);
+  constexpr int64_t MAX_G = 4;  // query heads whose accumulators stay in registers at once
+  for (int64_t g0 = 0; g0 < G; g0 += MAX_G) {
+    const int64_t gs = std::min<int64_t>(MAX_G, G - g0);
+    __m512 total[MAX_G][NV];
+    for (int64_t g = 0; g < MAX_G; ++g)
+      for (int64_t j = 0; j < NV; ++j) total[g][j] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < cols; ++s) {
+      __m512 row[NV];
+      for (int64_t j = 0; j < NV; ++j)
+        row[j] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(values + s * vss + 16 * j))), 16));
+      for (int64_t g = 0; g < gs; ++g) {
+        const __m512 weight = _mm512_set1_ps(scores[(g0 + g) * CHUNK + s]);
+        for (int64_t j = 0; j < NV; ++j) total[g][j] = _mm512_fmadd_ps(weight, row[j], total[g][j]);
+      }
+    }
+    for (int64_t g = 0; g < gs; ++g)
+      for (int64_t j = 0; j < NV; ++j) _mm512_storeu_ps(acc + (g0 + g) * D + 16 * j, total[g][j]);
+  }
+}
+#endif  // SPD_DECODE_BF16
+
 template <typename T, int64_t FIXED_D>
 void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t n, float scale, at::Tensor& out) {
   const int64_t B = q.size(0), H = q.size(1), G = q.size(2);
@@ -131,11 +202,18 @@ void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64
     for (int64_t item = begin; item < end; ++item) {
       const int64_t c = item % chunks, bh = item / chunks, b = bh / H, h = bh % H;
       const int64_t s0 = c * CHUNK, cols = std::min(n, s0 + CHUNK) - s0;
-      for (int64_t g = 0; g < G; ++g)
-        for (int64_t d = 0; d < D; ++d) qf[g * D + d] = static_cast<float>(qp[b * qsb + h * qsh + g * qsg + d]) * scale;
       const T* keys = kp + b * ksb + h * ksh + s0 * kss;
       const T* values = vp + b * vsb + h * vsh + s0 * vss;
       float* a = acc.data() + item * G * D;
+#ifdef SPD_DECODE_BF16
+      if constexpr (std::is_same_v<T, c10::BFloat16> && FIXED_D > 0 && FIXED_D % 32 == 0) {
+        chunk_bf16<FIXED_D / 32>(qp + b * qsb + h * qsh, qsg, scale, keys, kss, values, vss, G, cols, scores.data(), a,
+                                 maxima.data() + item * G, sums.data() + item * G);
+        continue;
+      }
+#endif
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t d = 0; d < D; ++d) qf[g * D + d] = static_cast<float>(qp[b * qsb + h * qsh + g * qsg + d]) * scale;
       if constexpr (FIXED_D > 0 && FIXED_D % Vec::size() == 0) {
         chunk_vectorised<T, FIXED_D / Vec::size()>(qf.data(), keys, kss, values, vss, G, cols, scores.data(), a,
                                                    maxima.data() + item * G, sums.data() + item * G);

@@ -9,8 +9,9 @@
 // Why: SDPA's CPU flash kernel ran a 512-token prompt's attention at ~50 GFLOP/s (5.7-6.5 ms a layer, 30% of the
 // prefill) on a CPU that does ~4x that in bf16 dot products. Here keys are packed once per head so that one AVX-512
 // BF16 dot product (vdpbf16ps) yields 2 dims of 16 keys' scores, values so that one yields 2 keys of 16 dims; each
-// tile of 4 query rows shares every load; the softmax is online per block of 16 keys (flash attention), exp in fp32,
-// the probabilities rounded to bf16 before the values' product, as SDPA's bf16 kernel does. Work is split over
+// tile of query rows shares every load; the softmax is online per span of 64 keys (flash attention), exp in fp32,
+// the probabilities rounded to bf16 before the values' product, as SDPA's bf16 kernel does. (Round 13: a softmax step
+// per 16 keys spent as much as the dot products, most of it in horizontal reductions and rescales.) Work is split over
 // (row, head, tile), tiles of short and long reach paired so that two threads get even shares of the causal triangle.
 // Built only where the CPU has AVX-512 BF16 (kernels.py); elsewhere the op refuses and SDPA serves (model.py).
 #include <ATen/Parallel.h>
@@ -35,6 +36,7 @@ namespace {
 #ifdef SPD_PREFILL
 
 constexpr int64_t KEYS = 16;  // keys per block: one zmm of fp32 scores
+constexpr int SPAN = 4;  // blocks per softmax step
 // Query rows per tile: as many as registers hold (their accumulators, scores and the shared load: 31 of 32 zmm).
 template <int ND>
 constexpr int TILE_ROWS = ND == 4 ? 6 : 3;
@@ -82,59 +84,83 @@ void pack_values(const c10::BFloat16* v, int64_t vss, int64_t S, int64_t D, int6
 }
 
 // R <= TILE_ROWS<ND> query rows of one head (queries[r], their outputs outs[r], each seeing reach[r] keys), D = 16 * ND.
+// Keys go in spans of SPAN blocks (64 keys): the scores of a span's blocks first (each key load shared by the rows),
+// then one softmax step per row over the whole span (one running max, one rescale of the accumulators, and only
+// where the max moved; the running sums stay in fp32 lanes until the end), then the values' products.
 template <int ND>
 void tile(const c10::BFloat16* const* queries, const int64_t* reach, const bool* const* sees, int R,
           const c10::BFloat16* keys, const c10::BFloat16* values, float scale, c10::BFloat16* const* outs) {
-  constexpr int64_t D = 16 * ND, PAIRS = D / 2;
+  constexpr int64_t D = 16 * ND, PAIRS = D / 2, WIDTH = SPAN * KEYS;
   int64_t longest = 0;
   for (int r = 0; r < R; ++r) longest = std::max(longest, reach[r]);
   const int64_t blocks = (longest + KEYS - 1) / KEYS;
   constexpr int ROWS = TILE_ROWS<ND>;
+  constexpr float NONE = -std::numeric_limits<float>::infinity();
   __m512 acc[ROWS][ND];
-  float top[ROWS], total[ROWS];
+  float top[ROWS];
+  alignas(64) float sums[ROWS][KEYS];  // each row's running sum of probabilities, per lane
   for (int r = 0; r < ROWS; ++r) {
     for (int j = 0; j < ND; ++j) acc[r][j] = _mm512_setzero_ps();
-    top[r] = -std::numeric_limits<float>::infinity();
-    total[r] = 0.f;
+    top[r] = NONE;
+    _mm512_store_ps(sums[r], _mm512_setzero_ps());
   }
-  alignas(64) c10::BFloat16 probs[ROWS][KEYS];
+  alignas(64) float scores[ROWS][WIDTH];
+  alignas(64) c10::BFloat16 probs[ROWS][WIDTH];
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  for (int64_t b = 0; b < blocks; ++b) {
-    __m512 score[ROWS];
-    for (int r = 0; r < ROWS; ++r) score[r] = _mm512_setzero_ps();
-    const c10::BFloat16* kb = keys + b * PAIRS * 2 * KEYS;
-    for (int64_t j = 0; j < PAIRS; ++j) {
-      const __m512bh kk = (__m512bh)_mm512_loadu_si512(kb + j * 2 * KEYS);
-      for (int r = 0; r < R; ++r)
-        score[r] = _mm512_dpbf16_ps(score[r], (__m512bh)_mm512_set1_epi32(pair_of(queries[r] + 2 * j)), kk);
+  for (int64_t b0 = 0; b0 < blocks; b0 += SPAN) {
+    const int span = static_cast<int>(std::min<int64_t>(SPAN, blocks - b0));
+    for (int s = 0; s < span; ++s) {
+      __m512 score[ROWS];
+      for (int r = 0; r < ROWS; ++r) score[r] = _mm512_setzero_ps();
+      const c10::BFloat16* kb = keys + (b0 + s) * PAIRS * 2 * KEYS;
+      for (int64_t j = 0; j < PAIRS; ++j) {
+        const __m512bh kk = (__m512bh)_mm512_loadu_si512(kb + j * 2 * KEYS);
+        for (int r = 0; r < R; ++r)
+          score[r] = _mm512_dpbf16_ps(score[r], (__m512bh)_mm512_set1_epi32(pair_of(queries[r] + 2 * j)), kk);
+      }
+      for (int r = 0; r < R; ++r) _mm512_store_ps(scores[r] + s * KEYS, _mm512_mul_ps(score[r], _mm512_set1_ps(scale)));
     }
-    int64_t widest = 0;  // keys of this block some row sees
+    int64_t widest = 0;  // keys of this span some row sees
     for (int r = 0; r < R; ++r) {
-      const int64_t live = std::min<int64_t>(reach[r] - b * KEYS, KEYS);  // >= 1 for block 0
+      const int64_t live = std::min<int64_t>(reach[r] - b0 * KEYS, span * KEYS);  // >= 1 for the first span
       if (live <= 0) {  // past this row's reach: it adds nothing
         std::memset(probs[r], 0, sizeof(probs[r]));
         continue;
       }
       widest = std::max(widest, live);
-      __mmask16 seen = _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32(static_cast<int>(live)));
-      if (sees[r] != nullptr)  // the mask's bytes of this block (1: attends)
-        seen &= _mm_test_epi8_mask(_mm_maskz_loadu_epi8(seen, sees[r] + b * KEYS), _mm_set1_epi8(1));
-      if (seen == 0 && top[r] == -std::numeric_limits<float>::infinity()) {  // nothing seen yet: nothing to add
+      __mmask16 seen[SPAN];
+      __m512 most = _mm512_set1_ps(NONE);
+      for (int s = 0; s < span; ++s) {
+        const int64_t here = std::max<int64_t>(0, std::min<int64_t>(live - s * KEYS, KEYS));
+        seen[s] = _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32(static_cast<int>(here)));
+        if (sees[r] != nullptr)  // the mask's bytes of this block (1: attends)
+          seen[s] &= _mm_test_epi8_mask(_mm_maskz_loadu_epi8(seen[s], sees[r] + (b0 + s) * KEYS), _mm_set1_epi8(1));
+        most = _mm512_mask_max_ps(most, seen[s], most, _mm512_load_ps(scores[r] + s * KEYS));
+      }
+      const float m = std::max(top[r], _mm512_reduce_max_ps(most));
+      if (m == NONE) {  // nothing seen yet: nothing to add
         std::memset(probs[r], 0, sizeof(probs[r]));
         continue;
       }
-      const __m512 s = _mm512_mask_mov_ps(_mm512_set1_ps(-std::numeric_limits<float>::infinity()), seen,
-                                          _mm512_mul_ps(score[r], _mm512_set1_ps(scale)));
-      const float m = std::max(top[r], _mm512_reduce_max_ps(s));
-      const float fix = std::exp(top[r] - m);  // 0 on the first block (top -inf)
-      const __m512 p = _mm512_maskz_mov_ps(seen, exp16(_mm512_sub_ps(s, _mm512_set1_ps(m))));
-      total[r] = total[r] * fix + _mm512_reduce_add_ps(p);
-      top[r] = m;
-      const __m512 f = _mm512_set1_ps(fix);
-      for (int j = 0; j < ND; ++j) acc[r][j] = _mm512_mul_ps(acc[r][j], f);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(probs[r]), (__m256i)_mm512_cvtneps_pbh(p));
+      __m512 total = _mm512_load_ps(sums[r]);
+      if (m > top[r]) {
+        if (top[r] != NONE) {  // the accumulators so far, scaled to the new max (before: they are zeros)
+          const __m512 f = _mm512_set1_ps(std::exp(top[r] - m));
+          for (int j = 0; j < ND; ++j) acc[r][j] = _mm512_mul_ps(acc[r][j], f);
+          total = _mm512_mul_ps(total, f);
+        }
+        top[r] = m;
+      }
+      const __m512 shift = _mm512_set1_ps(m);
+      for (int s = 0; s < SPAN; ++s) {
+        __m512 p = _mm512_setzero_ps();
+        if (s < span) p = _mm512_maskz_mov_ps(seen[s], exp16(_mm512_sub_ps(_mm512_load_ps(scores[r] + s * KEYS), shift)));
+        total = _mm512_add_ps(total, p);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(probs[r] + s * KEYS), (__m256i)_mm512_cvtneps_pbh(p));
+      }
+      _mm512_store_ps(sums[r], total);
     }
-    const c10::BFloat16* vb = values + b * (KEYS / 2) * D * 2;
+    const c10::BFloat16* vb = values + b0 * (KEYS / 2) * D * 2;
     for (int64_t q = 0; 2 * q < widest; ++q) {  // each value load shared by the tile's rows
       __m512bh w[ROWS];
       for (int r = 0; r < R; ++r) w[r] = (__m512bh)_mm512_set1_epi32(pair_of(probs[r] + 2 * q));
@@ -145,7 +171,8 @@ void tile(const c10::BFloat16* const* queries, const int64_t* reach, const bool*
     }
   }
   for (int r = 0; r < R; ++r) {
-    const __m512 inv = _mm512_set1_ps(total[r] > 0.f ? 1.f / total[r] : 0.f);  // 0: the row saw nothing
+    const float total = _mm512_reduce_add_ps(_mm512_load_ps(sums[r]));
+    const __m512 inv = _mm512_set1_ps(total > 0.f ? 1.f / total : 0.f);  // 0: the row saw nothing
     for (int j = 0; j < ND; ++j)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(outs[r] + 16 * j),
                           (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(acc[r][j], inv)));
