@@ -170,9 +170,7 @@ void chunk_bf16(const c10::BFloat16* qb, int64_t qsg, float scale, const c10::BF
       for (int64_t j = 0; j < NV; ++j) total[g][j] = _mm512_setzero_ps();
     for (int64_t s = 0; s < cols; ++s) {
       __m512 row[NV];
-      for (int64_t j = 0; j < NV; ++j)
-        row[j] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(values + s * vss + 16 * j))), 16));
+      for (int64_t j = 0; j < NV; ++j) row[j] = load_row(values + s * vss + 16 * j);
       for (int64_t g = 0; g < gs; ++g) {
         const __m512 weight = _mm512_set1_ps(scores[(g0 + g) * CHUNK + s]);
         for (int64_t j = 0; j < NV; ++j) total[g][j] = _mm512_fmadd_ps(weight, row[j], total[g][j]);
