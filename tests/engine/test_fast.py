@@ -573,3 +573,47 @@ def test_a_c_plus_plus_wrapper_that_does_not_build_gives_way_to_the_python_one(m
     assert backend.step_fn.active and backend.step_fn.calls >= 2, backend.info
     assert backend.info["compiled"] and backend.info["compileReason"] is None, backend.info
     assert "C++ wrapper did not build" in backend.info["compileNote"] and "Python wrapper serves" in backend.info["compileNote"]
+
+
+@pytest.mark.parametrize("weights", ["fp32", "bf16", "bf16 packed"])
+@torch.inference_mode()
+def test_a_prompt_s_last_block_runs_on_its_tail_and_its_last_logits_stay_the_same(monkeypatch, weights) -> None:
+    """`PROMPT_TAIL`: past the last block's keys and values, a prompt wanting its last logits only runs the rest of
+    that block on its last positions: the same logits, on an empty cache (causal), after cached columns (`Causal`)
+    and left-padded (a bool mask), within a matmul's rounding (the bundled model's: bit for bit, `PROMPT_TAIL`); the
+    caches bit for bit; a short prompt untouched."""
+    from spd_lsp.engine.fast import model as fast_model, onednn
+
+    model = tiny_model("llama").model.to(torch.float32 if weights == "fp32" else torch.bfloat16)
+    lm = FastLM(copy.deepcopy(model))
+    if weights == "bf16 packed":
+        if not onednn.wanted(torch.bfloat16, torch.device("cpu")):
+            pytest.skip("oneDNN's packed bf16 weights are not used on this CPU")
+        lm.pack_layers()
+    last = lm.blocks[-1]
+    rows: list[int] = []
+    down = last.down.forward
+    monkeypatch.setattr(last.down, "forward", lambda x: rows.append(x.shape[1]) or down(x))  # the rows it runs on
+    ids = torch.randint(0, 300, (2, 60), generator=torch.Generator().manual_seed(2))
+    padding = torch.ones(2, 60, dtype=torch.long)
+    padding[1, :9] = 0
+
+    def run(tail: int) -> list[torch.Tensor]:
+        monkeypatch.setattr(fast_model, "PROMPT_TAIL", tail)
+        cache = bucket_cache(model.config.num_hidden_layers)
+        outs = [lm(input_ids=ids[:, :40], past_key_values=cache, logits_to_keep=1).logits,
+                lm(input_ids=ids[:, 40:], past_key_values=cache, logits_to_keep=1).logits,
+                lm(input_ids=ids, attention_mask=padding, logits_to_keep=1).logits,
+                lm(input_ids=ids[:, :12], logits_to_keep=1).logits]
+        return outs + [layer.keys for layer in cache.layers] + [layer.values for layer in cache.layers]
+
+    whole = run(10 ** 6)
+    assert rows == [40, 20, 60, 12]
+    rows.clear()
+    tail = run(16)
+    assert rows == [16, 16, 16, 12]  # the short prompt (12 <= 16) as before
+    for got, want in zip(tail[:4], whole[:4]):  # a matmul of 16 rows may round otherwise than of 60
+        torch.testing.assert_close(got, want, atol=1e-5 if weights == "fp32" else 2e-2, rtol=1e-4)
+    assert all(torch.equal(got, want) for got, want in zip(tail[4:], whole[4:]))  # the caches: before the tail
+    assert all(torch.equal(got.argmax(-1), want.argmax(-1)) for got, want in zip(tail[:4], whole[:4]))
+    assert tail[0].shape == (2, 1, model.config.vocab_size)

@@ -35,6 +35,11 @@ FAMILIES = ("llama", "qwen2")
 # the bundled model (docs/performance-step.md): one row's step 19 ms int4 against 41 ms bf16 compiled, 8 rows
 # 44 against 53; a 96-token prefill chunk 3.0 s int4 against 0.35 s bf16 (min of 4).
 INT4_MAX_TOKENS = 8
+# A prompt's last block past its keys and values runs on its last this many positions (its logits: the last one's).
+# Not 1: oneDNN's packed bf16 weights gave one row another rounding than the same row among 500 (1 of 12 prompts
+# off by a bf16 step); at 16 rows, 12 of 12 prompts' logits were the whole forward's, bit for bit. Above
+# INT4_MAX_TOKENS, so the rows stay on the float weights the rest of the prompt ran on.
+PROMPT_TAIL = 16
 
 Write = Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
@@ -318,6 +323,10 @@ class FastLM(torch.nn.Module):
             k = self._rotate(k, self.kv_heads, cos, sin)
             v = v.view(batch, tokens, self.kv_heads, self.head_dim).transpose(1, 2)
             keys, values = write(index, k, v)
+            if last_only and tokens > PROMPT_TAIL and index + 1 == len(self.blocks):
+                # Only the last position's logits are read: once the last block's keys and values are written, the
+                # rest of it runs on the prompt's last PROMPT_TAIL positions alone.
+                q, x, mask = q[:, :, -PROMPT_TAIL:], x[:, -PROMPT_TAIL:], last_rows(mask, tokens, PROMPT_TAIL)
             x, h = self._add_norm(x, block.out(self._attend(q, keys, values, mask)), block.mlp_norm)
             mlp = block.down(self._silu_mul(block.gate_up(h)))
             if index + 1 < len(self.blocks):
@@ -370,6 +379,15 @@ class FastLM(torch.nn.Module):
             allowed = allowed & attention_mask.bool()[:, None, None, :]
             allowed = allowed | ~allowed.any(dim=-1, keepdim=True)
         return allowed
+
+
+def last_rows(mask: torch.Tensor | Causal | None, tokens: int, keep: int) -> torch.Tensor | Causal:
+    """The mask of a prompt chunk's last `keep` queries, of its mask for all `tokens` queries (`FastLM.mask`)."""
+    if mask is None:
+        return Causal(tokens - keep)
+    if isinstance(mask, Causal):
+        return Causal(mask.offset + tokens - keep)
+    return mask[:, :, -keep:]
 
 
 def causal_mask(past: int, tokens: int, device: torch.device) -> torch.Tensor:
