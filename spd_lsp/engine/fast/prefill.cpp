@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #if defined(__AVX512F__) && defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(CPU_CAPABILITY_AVX512)
@@ -37,6 +38,7 @@ namespace {
 
 constexpr int64_t KEYS = 16;  // keys per block: one zmm of fp32 scores
 constexpr int SPAN = 4;  // blocks per softmax step
+constexpr int64_t PACK_BLOCKS = 8;  // blocks a packing task takes (128 keys)
 // Query rows per tile: as many as registers hold (their accumulators, scores and the shared load: 31 of 32 zmm).
 template <int ND>
 constexpr int TILE_ROWS = ND == 4 ? 6 : 3;
@@ -53,11 +55,12 @@ inline uint32_t pair_of(const c10::BFloat16* p) {
 
 // One head's keys as blocks of 16: block b, dim pair j -> 16 keys x (dim 2j, dim 2j + 1), 32 bf16 (zero past S).
 // A key's dim pairs are 32-bit words: one gather per pair j collects its word from the block's 16 keys.
-void pack_keys(const c10::BFloat16* k, int64_t kss, int64_t S, int64_t D, c10::BFloat16* out) {
-  const int64_t blocks = (S + KEYS - 1) / KEYS, pairs = D / 2;
+// Blocks b0..b1 - 1 of them (out: the head's first block).
+void pack_keys(const c10::BFloat16* k, int64_t kss, int64_t S, int64_t D, int64_t b0, int64_t b1, c10::BFloat16* out) {
+  const int64_t pairs = D / 2;
   const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                           _mm512_set1_epi32(static_cast<int>(kss / 2)));  // kss is even: D is
-  for (int64_t b = 0; b < blocks; ++b) {
+  for (int64_t b = b0; b < b1; ++b) {
     const int64_t live = std::min<int64_t>(KEYS, S - b * KEYS);
     const __mmask16 keys = static_cast<__mmask16>(live == KEYS ? 0xFFFF : (1u << live) - 1);
     const int* base = reinterpret_cast<const int*>(k + b * KEYS * kss);
@@ -68,11 +71,13 @@ void pack_keys(const c10::BFloat16* k, int64_t kss, int64_t S, int64_t D, c10::B
 }
 
 // One head's values as key pairs: pair p, dim d -> (key 2p, key 2p + 1), so 16 dims of a pair are 32 bf16 (zero past S).
-void pack_values(const c10::BFloat16* v, int64_t vss, int64_t S, int64_t D, int64_t padded, c10::BFloat16* out) {
+// Pairs p0..p1 - 1 of them (out: the head's first pair).
+void pack_values(const c10::BFloat16* v, int64_t vss, int64_t S, int64_t D, int64_t p0, int64_t p1,
+                 c10::BFloat16* out) {
   alignas(64) static const int16_t low[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
                                               8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
   const __m512i lo = _mm512_load_si512(low), hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
-  for (int64_t p = 0; p < padded / 2; ++p) {
+  for (int64_t p = p0; p < p1; ++p) {
     const int64_t a = 2 * p, b = 2 * p + 1;
     for (int64_t d = 0; d < D; d += 32) {  // 32 dims of both keys -> 64 bf16, interleaved
       const __m512i x = a < S ? _mm512_loadu_si512(v + a * vss + d) : _mm512_setzero_si512();
@@ -186,14 +191,22 @@ void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64
   const int64_t B = q.size(0), HQ = q.size(1), T = q.size(2), H = k.size(1), G = HQ / H;
   const int64_t S = offset + T;  // the keys any query reaches
   const int64_t blocks = (S + KEYS - 1) / KEYS, padded = blocks * KEYS;
-  std::vector<c10::BFloat16> kpack(B * H * padded * D), vpack(B * H * padded * D);
+  // Every element is written by the packing (zeros past S): no initialisation.
+  std::unique_ptr<c10::BFloat16[]> kbuf(new c10::BFloat16[B * H * padded * D]), vbuf(new c10::BFloat16[B * H * padded * D]);
+  c10::BFloat16* kpack = kbuf.get();
+  c10::BFloat16* vpack = vbuf.get();
   const c10::BFloat16* kp = k.data_ptr<c10::BFloat16>();
   const c10::BFloat16* vp = v.data_ptr<c10::BFloat16>();
-  at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
-      pack_keys(kp + b * k.stride(0) + h * k.stride(1), k.stride(2), S, D, kpack.data() + bh * padded * D);
-      pack_values(vp + b * v.stride(0) + h * v.stride(1), v.stride(2), S, D, padded, vpack.data() + bh * padded * D);
+  // Packed in runs of PACK_BLOCKS blocks, not a head a thread: the bundled model's 3 key/value heads on 2 threads
+  // left one thread idle for a third of the packing, most of a short query's (a verification tree's) call.
+  const int64_t runs = (blocks + PACK_BLOCKS - 1) / PACK_BLOCKS;
+  at::parallel_for(0, B * H * runs, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t bh = item / runs, b = bh / H, h = bh % H, b0 = item % runs * PACK_BLOCKS;
+      const int64_t b1 = std::min(blocks, b0 + PACK_BLOCKS);
+      pack_keys(kp + b * k.stride(0) + h * k.stride(1), k.stride(2), S, D, b0, b1, kpack + bh * padded * D);
+      pack_values(vp + b * v.stride(0) + h * v.stride(1), v.stride(2), S, D, b0 * KEYS / 2, b1 * KEYS / 2,
+                  vpack + bh * padded * D);
     }
   });
   const int64_t rows = T * G, tiles = (rows + TILE_ROWS<ND> - 1) / TILE_ROWS<ND>, items = B * H * tiles;
@@ -218,7 +231,7 @@ void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64
         reach[r] = offset + t + 1;
         sees[r] = mp != nullptr ? mp + b * msb + t * mst : nullptr;
       }
-      tile<ND>(queries, reach, sees, R, kpack.data() + bh * padded * D, vpack.data() + bh * padded * D, scale, outs);
+      tile<ND>(queries, reach, sees, R, kpack + bh * padded * D, vpack + bh * padded * D, scale, outs);
     }
   });
 }
