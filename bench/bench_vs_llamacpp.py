@@ -14,6 +14,8 @@ alternating which goes first; the table gives medians and the ratio ours / llama
 - warm single-line request: the prefix cached, up to 10 tokens to the end of the line: 1 draft
   (llama.cpp n=1, ours greedy) and 3 drafts (llama.cpp 3 sampled completions one after another,
   as llama-cpp-python has no parallel n; ours SPD k=3 verified), and our 3 drafts against its 1;
+  and against its greedy draft, the same line ours greedy writes (its sampled draft ends sooner):
+  the like-for-like rows, each side's tokens beside them;
 - cold request of `--cold-tokens` tokens: nothing cached, 1 draft (ours greedy and SPD k=3).
 
     .venv/bin/python -m bench.bench_vs_llamacpp [--rounds 8] [--threads 2] [--package jinja2] [--no-compile]
@@ -228,6 +230,9 @@ def main() -> int:
     # What each side decoded for a warm line: our decode steps (all 3 drafts at once) against its sampled draft's
     # tokens (a sampled line may end sooner than a greedy one), so the line rows can be read per token too.
     line_tokens = Measure("warm line, tokens decoded (ours: SPD steps; its: 1 draft's tokens)", "tokens")
+    one_greedy = Measure("warm line, 1 greedy draft each (the same line)", "ms")
+    three_vs_greedy = Measure("warm line, our 3 verified drafts vs its 1 greedy draft", "ms")
+    greedy_tokens = Measure("warm line, greedy tokens decoded (ours: steps; its: tokens)", "tokens")
     cold_one = Measure(f"cold {args.cold_tokens}-token request, 1 draft", "ms")
     cold_three = Measure(f"cold {args.cold_tokens}-token request, ours SPD k=3 vs its 1 draft", "ms")
 
@@ -245,11 +250,15 @@ def main() -> int:
         decode.ours.append(ours(prefix, stepping).timings.per_step_ms)
         spd_step.ours.append(ours(prefix, replace(shipped, max_tokens=args.decode_tokens, stop_at_newline=False,
                                                   heal=False, verify_rounds=0)).timings.per_step_ms)
-        one.ours.append(timed(lambda: ours(prefix, greedy)))
+        greedy_answers: list[Any] = []
+        one.ours.append(timed(lambda: ours(prefix, greedy), greedy_answers))
+        one_greedy.ours.append(one.ours[-1])
+        greedy_tokens.ours.append(float(greedy_answers[0].timings.steps))
         answers: list[Any] = []
         three.ours.append(timed(lambda: ours(prefix, shipped), answers))
         line_tokens.ours.append(float(answers[0].timings.steps))
         three_vs_one.ours.append(three.ours[-1])
+        three_vs_greedy.ours.append(three.ours[-1])
         cold_one.ours.append(ours_cold(cold_texts[r], greedy))
         cold_three.ours.append(ours_cold(cold_texts[(r + 1) % args.rounds], shipped))
 
@@ -262,6 +271,11 @@ def main() -> int:
         one.theirs.append(timed(lambda: anchor.complete(ids, tokens=LINE_TOKENS, line=True, greedy=False, seed=r),
                                 decoded))
         line_tokens.theirs.append(float(decoded[0]))
+        decoded_greedy: list[int] = []
+        one_greedy.theirs.append(timed(lambda: anchor.complete(ids, tokens=LINE_TOKENS, line=True, greedy=True),
+                                       decoded_greedy))
+        three_vs_greedy.theirs.append(one_greedy.theirs[-1])
+        greedy_tokens.theirs.append(float(decoded_greedy[0]))
         three.theirs.append(timed(lambda: [anchor.complete(ids, tokens=LINE_TOKENS, line=True, greedy=False,
                                                            seed=3 * r + i) for i in range(3)]))
         three_vs_one.theirs.append(one.theirs[-1])
@@ -282,7 +296,8 @@ def main() -> int:
               f"{decode.ours[-1]:.1f} theirs {decode.theirs[-1]:.1f}; our compiles pending: {', '.join(pending) or 'none'}",
               flush=True)
     print()
-    print("\n".join(ratio_table([decode, spd_step, one, three, three_vs_one, line_tokens, cold_one, cold_three])))
+    print("\n".join(ratio_table([decode, spd_step, one, three, three_vs_one, line_tokens, one_greedy, three_vs_greedy,
+                                  greedy_tokens, cold_one, cold_three])))
     anchor.close()
     return 0
 
