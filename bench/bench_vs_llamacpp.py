@@ -230,8 +230,9 @@ def main() -> int:
     # What each side decoded for a warm line: our decode steps (all 3 drafts at once) against its sampled draft's
     # tokens (a sampled line may end sooner than a greedy one), so the line rows can be read per token too.
     line_tokens = Measure("warm line, tokens decoded (ours: SPD steps; its: 1 draft's tokens)", "tokens")
-    one_greedy = Measure("warm line, 1 greedy draft each (the same line)", "ms")
-    three_vs_greedy = Measure("warm line, our 3 verified drafts vs its 1 greedy draft", "ms")
+    one_greedy = Measure("warm line, 1 greedy draft each (the same line)", "ms", ours=one.ours)
+    three_vs_greedy = Measure("warm line, our 3 verified drafts vs its 1 greedy draft", "ms", ours=three.ours,
+                              theirs=one_greedy.theirs)
     greedy_tokens = Measure("warm line, greedy tokens decoded (ours: steps; its: tokens)", "tokens")
     cold_one = Measure(f"cold {args.cold_tokens}-token request, 1 draft", "ms")
     cold_three = Measure(f"cold {args.cold_tokens}-token request, ours SPD k=3 vs its 1 draft", "ms")
@@ -252,13 +253,11 @@ def main() -> int:
                                                   heal=False, verify_rounds=0)).timings.per_step_ms)
         greedy_answers: list[Any] = []
         one.ours.append(timed(lambda: ours(prefix, greedy), greedy_answers))
-        one_greedy.ours.append(one.ours[-1])
         greedy_tokens.ours.append(float(greedy_answers[0].timings.steps))
         answers: list[Any] = []
         three.ours.append(timed(lambda: ours(prefix, shipped), answers))
         line_tokens.ours.append(float(answers[0].timings.steps))
         three_vs_one.ours.append(three.ours[-1])
-        three_vs_greedy.ours.append(three.ours[-1])
         cold_one.ours.append(ours_cold(cold_texts[r], greedy))
         cold_three.ours.append(ours_cold(cold_texts[(r + 1) % args.rounds], shipped))
 
@@ -274,7 +273,6 @@ def main() -> int:
         decoded_greedy: list[int] = []
         one_greedy.theirs.append(timed(lambda: anchor.complete(ids, tokens=LINE_TOKENS, line=True, greedy=True),
                                        decoded_greedy))
-        three_vs_greedy.theirs.append(one_greedy.theirs[-1])
         greedy_tokens.theirs.append(float(decoded_greedy[0]))
         three.theirs.append(timed(lambda: [anchor.complete(ids, tokens=LINE_TOKENS, line=True, greedy=False,
                                                            seed=3 * r + i) for i in range(3)]))
