@@ -288,7 +288,7 @@ def main() -> int:
         sides = (our_side, their_side) if r % 2 == 0 else (their_side, our_side)
         for side in sides:
             side(r)
-        pending = [] if backend is None else [f"{name} {len(fn.queued) - len(fn.ready)}" for name, fn in (
+        pending = [] if backend is None else [f"{name} {len(fn.queued) - len(fn.ready) - len(fn.skipped)}" for name, fn in (
             ("step", backend.step_fn), ("tree", backend.tree_fn), ("padded", backend.padded_fn)) if fn.queued != set(fn.ready)]
         print(f"round {r}: load {os.getloadavg()[0]:.1f}, CPU pressure {cpu_pressure()} %, decode ms/token ours "
               f"{decode.ours[-1]:.1f} theirs {decode.theirs[-1]:.1f}; our compiles pending: {', '.join(pending) or 'none'}",

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import torch
 from transformers import DynamicCache
 
-from spd_lsp.engine.fast import attention, kernels, matvec
+from spd_lsp.engine.fast import attention, fused, kernels, matvec
 from spd_lsp.engine.fast.cache import BucketLayer, bucket_cache, bucketed
 from spd_lsp.engine.fast.compile import Compiled, mark_dynamic
 from spd_lsp.engine.fast.matvec import Rows
@@ -82,8 +82,12 @@ class FastBackend:
         self.info: dict[str, Any] = {"fastPath": True, "weights": weights,
                                      "weightMegabytes": {"decode": round(lm.weight_bytes(int4=True) / 1e6, 1),
                                                          "float": round(lm.weight_bytes(int4=False) / 1e6, 1)}}
+        # The plain step's weights and kernels in one C++ call (`fused.py`), made by `prepare` where it can serve:
+        # then its graph is not compiled for the shapes it takes (at most INT4_MAX_TOKENS rows).
+        self.fused: torch.ScriptObject | None = None
+        self.wants_fused = self.wants_kernel and lm.dtype == torch.bfloat16
         self.step_fn = Compiled(self.step_tensors, lm.device, enabled=compile, status=self.info, inductor=CPU_INDUCTOR,
-                                before_compile=self.prepare)
+                                before_compile=self.prepare, served_otherwise=self.fused_serves)
         # The engine batch's left-padded rows (positions and padding per row): a graph of their own.
         self.info["paddedStep"] = {}
         self.padded_fn = Compiled(self.padded_step_tensors, lm.device, enabled=compile, status=self.info["paddedStep"],
@@ -109,6 +113,31 @@ class FastBackend:
                 log.info("the float layers packed in oneDNN's layout in %.1f s", time.perf_counter() - started)
             self.use_kernel()
             self.use_matvec()
+            self.use_fused()
+
+    def use_fused(self) -> None:
+        """After `use_matvec`, once: the fused step (`fused.py`) where it can serve this model; `spd.status`:
+        `fusedStep` is True, or says why not."""
+        if not self.wants_fused:
+            return
+        self.wants_fused = False
+        reason = fused.why_not(self.lm)
+        if reason is None:
+            try:
+                self.fused = fused.build(self.lm)
+            except Exception as exc:  # noqa: BLE001 - a refused model: the compiled step serves
+                reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+        self.info["fusedStep"] = True if reason is None else reason
+        if reason is None:
+            log.info("plain decode steps of up to %d rows run the fused step", INT4_MAX_TOKENS)
+        else:
+            log.info("plain decode steps run the compiled graph (no fused step: %s)", reason)
+
+    def fused_serves(self, args: tuple[Any, ...]) -> str | None:
+        """`step_fn`'s `served_otherwise`: why a plain step shaped as `args` needs no graph (the fused step takes it)."""
+        if self.fused is not None and args[0].shape[0] <= INT4_MAX_TOKENS:
+            return "the fused step serves plain steps of up to 8 rows"
+        return None
 
     def use_kernel(self) -> None:
         """Before the step compiles: build (or load) the attention kernels; the step attends on it from then on, eager
@@ -232,6 +261,20 @@ class FastBackend:
               positions: torch.Tensor, mask: torch.Tensor | attention.Upto) -> torch.Tensor:
         return self.lm.forward(x, positions, mask, written_at(column, keys, values), last_only=True)
 
+    def _graph_step(self, embeds: torch.Tensor, length: int, keys: list[torch.Tensor], values: list[torch.Tensor],
+                    attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None) -> torch.Tensor:
+        """`step`'s compiled graphs (eager until they are ready): the plain one, or the padded rows' one."""
+        column = torch.tensor([length], device=self.device)
+        # Always an inference tensor (made here, in inference mode): dynamo guards on the difference, and a warm
+        # request's last prompt token came as one, its superposed steps' embeddings not: two graphs compiled.
+        embeds = embeds if embeds.is_inference() else embeds.clone()
+        if attention_mask is None:
+            return self.step_fn(embeds, column, keys, values)
+        padding = torch.zeros(embeds.shape[0], keys[0].shape[2], dtype=torch.bool, device=self.device)
+        padding[:, : length + 1] = attention_mask.to(self.device).bool()
+        mark_dynamic(padding, 1)
+        return self.padded_fn(embeds, column, keys, values, position_ids.to(self.device), padding)
+
     @torch.inference_mode()
     def step(self, cache: Any, embeds: torch.Tensor, attention_mask: torch.Tensor | None = None,
              position_ids: torch.Tensor | None = None) -> torch.Tensor | None:
@@ -252,18 +295,11 @@ class FastBackend:
             layer.reserve(length + 1)
             for buffer in (layer.key_buffer, layer.value_buffer):
                 mark_dynamic(buffer, 2)  # one compiled graph for every bucket length
-        column = torch.tensor([length], device=self.device)
         keys, values = [l.key_buffer for l in layers], [l.value_buffer for l in layers]
-        # Always an inference tensor (made here, in inference mode): dynamo guards on the difference, and a warm
-        # request's last prompt token came as one, its superposed steps' embeddings not: two graphs compiled.
-        embeds = embeds if embeds.is_inference() else embeds.clone()
-        if padded:
-            padding = torch.zeros(embeds.shape[0], keys[0].shape[2], dtype=torch.bool, device=self.device)
-            padding[:, : length + 1] = attention_mask.to(self.device).bool()
-            mark_dynamic(padding, 1)
-            logits = self.padded_fn(embeds, column, keys, values, position_ids.to(self.device), padding)
+        if not padded and self.fused is not None and embeds.shape[0] <= INT4_MAX_TOKENS and embeds.dtype == torch.bfloat16:
+            logits = fused.step(self.fused, embeds.contiguous(), length, keys, values)
         else:
-            logits = self.step_fn(embeds, column, keys, values)
+            logits = self._graph_step(embeds, length, keys, values, attention_mask, position_ids)
         for layer in layers:
             layer.length = length + 1
         self.steps += 1

@@ -235,12 +235,16 @@ class Compiled:
 
     def __init__(self, fn: Callable[..., Any], device: torch.device, *, enabled: bool = True,
                  status: dict[str, Any] | None = None, mode: str | None = None,
-                 inductor: dict[str, Any] | None = None, before_compile: Callable[[], None] | None = None) -> None:
+                 inductor: dict[str, Any] | None = None, before_compile: Callable[[], None] | None = None,
+                 served_otherwise: Callable[[tuple[Any, ...]], str | None] | None = None) -> None:
         """`inductor`: inductor options for the CPU's compile (torch.compile's `options`), e.g. freezing;
         `before_compile`: run before each compile, in the thread that compiles (the step's attention kernel is
-        built there)."""
+        built there); `served_otherwise(args)`: asked after `before_compile`, why inputs shaped as `args` need no graph
+        (another path serves them: the fused step, `fused.py`), or None; such a shape is not compiled (`skipped`)."""
         self.fn = fn
         self.before_compile = before_compile
+        self.served_otherwise = served_otherwise
+        self.skipped: dict[Key, str] = {}  # shapes `served_otherwise` took, and why
         self.status = status if status is not None else {}
         self.device = device
         self.reason = why_not(device) if enabled else "compile off"
@@ -297,6 +301,8 @@ class Compiled:
             use_dynamo(args)
         if first and self.before_compile is not None:
             self.before_compile()
+        if self._served_otherwise(signature(args), args):
+            return self.fn(*args)
         try:
             out = self.compiled(*args)
         except Exception as exc:  # noqa: BLE001 - any compile failure: the Python wrapper, else eager (`_failed`)
@@ -343,14 +349,27 @@ class Compiled:
                     return out
             finally:
                 self._lock.release()
-        elif key not in self.ready:
+        elif key not in self.ready and key not in self.skipped:
             self.prepare(*args)
         return self.fn(*args)
+
+    def _served_otherwise(self, key: Key, args: tuple[Any, ...]) -> bool:
+        """Whether `served_otherwise` takes this shape (noted in `skipped` and the status: it is not compiled)."""
+        if key in self.skipped:
+            return True
+        why = self.served_otherwise(args) if self.served_otherwise is not None else None
+        if why is None:
+            return False
+        self.skipped[key] = why
+        self.status["notCompiled"] = why
+        log.info("decode step: %s, not compiled: %s", describe(args), why)
+        return True
 
     def prepare(self, *args: Any) -> None:
         """Background: compile for the shapes of `args` (a twin of them: they are not touched), unless done or queued."""
         key = signature(args)
-        if self.compiled is None or self.mode != BACKGROUND or key in self.ready or key in self.queued:
+        if (self.compiled is None or self.mode != BACKGROUND or key in self.ready or key in self.queued
+                or key in self.skipped):
             return
         self.queued.add(key)
         self._jobs.put((key, twin(list(args)), torch.is_inference_mode_enabled(), torch.is_grad_enabled(),
@@ -395,6 +414,10 @@ class Compiled:
             try:
                 if self.before_compile is not None:
                     self.before_compile()
+                if self._served_otherwise(key, tuple(args)):
+                    self.compiling = None
+                    self._report()
+                    continue
                 with self._lock, torch.inference_mode(inference), torch.set_grad_enabled(grad):
                     compiled = self.compiled
                     if compiled is None:
@@ -420,8 +443,8 @@ class Compiled:
     def wait(self, timeout: float) -> bool:
         """Background: block until every shape handed over so far is compiled (or compiling failed); True if so."""
         deadline = time.monotonic() + timeout
-        while self.compiled is not None and len(self.ready) < len(self.queued):
+        while self.compiled is not None and len(self.ready) + len(self.skipped) < len(self.queued):
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.05)
-        return self.compiled is None or len(self.ready) >= len(self.queued)
+        return self.compiled is None or len(self.ready) + len(self.skipped) >= len(self.queued)

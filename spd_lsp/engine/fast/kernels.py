@@ -25,7 +25,9 @@ import torch
 
 log = logging.getLogger(__name__)
 
-SOURCES = [Path(__file__).with_name(name) for name in ("attention.cpp", "matvec.cpp", "prefill.cpp", "pointwise.cpp")]
+SOURCES = [Path(__file__).with_name(name)
+           for name in ("attention.cpp", "matvec.cpp", "prefill.cpp", "pointwise.cpp", "step.cpp", "amx.cpp")]
+HEADERS = [Path(__file__).with_name(name) for name in ("attention.h", "matvec.h", "pointwise.h")]  # shared row kernels
 KERNEL_ENV = "SPD_LSP_ATTENTION_KERNEL"  # "0": never build them (SDPA and ATen's kernels serve)
 STALE_LOCK_S = 600.0  # a build lock older than this was left by a process that died (a build takes 22 s here)
 
@@ -81,6 +83,16 @@ def bf16_matvec() -> bool:
     return torch.cpu._is_avx512_bf16_supported() if hasattr(torch.cpu, "_is_avx512_bf16_supported") else False
 
 
+def amx_tiles() -> bool:
+    """The CPU has AMX's bf16 tiles, which amx.cpp's int4 kernel needs (built without them as a stub)."""
+    return torch.cpu._is_amx_tile_supported() if hasattr(torch.cpu, "_is_amx_tile_supported") else False
+
+
+def amx_ready() -> bool:
+    """amx.cpp's kernel is built with AMX and loaded (never blocks)."""
+    return matvec_ready() and _state.get("amx") is True
+
+
 def target() -> tuple[str, list[str], Path]:
     """The library's name, compiler flags and build directory (inductor's cache, which `use_compile_cache` points at
     the user cache): one per sources, flags (the vector ISA inductor picked, AVX-512 BF16) and torch version."""
@@ -91,7 +103,8 @@ def target() -> tuple[str, list[str], Path]:
     flags = ["-O3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros"]
     flags += [f"-D{macro}" for macro in isa.build_macro()] + isa.build_arch_flags().split() if isa else []
     flags += ["-mavx512bf16", "-mf16c"] if isa and "avx512" in str(isa) and bf16_matvec() else []
-    sources = b"".join(source.read_bytes() for source in SOURCES)
+    flags += ["-mamx-tile", "-mamx-bf16"] if "-mavx512bf16" in flags and amx_tiles() else []
+    sources = b"".join(source.read_bytes() for source in SOURCES + HEADERS)
     digest = hashlib.sha256(sources + " ".join(flags).encode() + torch.__version__.encode()).hexdigest()[:12]
     name = f"spd_kernels_{digest}"
     return name, flags, Path(cache_dir()) / "spd-kernels" / name
@@ -106,12 +119,14 @@ def _load() -> None:
     _drop_stale_lock(directory / "lock")
     cpp_extension.load(name=name, sources=[str(source) for source in SOURCES], extra_cflags=flags,
                        build_directory=str(directory), extra_ldflags=["-fopenmp"], is_python_module=False, verbose=False)
-    from spd_lsp.engine.fast import attention, matvec
+    from spd_lsp.engine.fast import amx, attention, matvec
 
     torch.library.register_fake("spd::decode_attention")(attention._shape)
     torch.library.register_fake("spd_prefill::causal_attention")(attention._prompt_shape)
     matvec.register_fakes()
     _state["matvec"] = "-mavx512bf16" in flags
+    _state["amx"] = "-mamx-tile" in flags
+    amx.register_fakes()
     log.info("decode kernels loaded (%s)", directory)
 
 

@@ -19,28 +19,12 @@
 #include <tuple>
 #include <vector>
 
+#include "pointwise.h"
+
 namespace {
 
-using bf16 = c10::BFloat16;
-using Vec = at::vec::Vectorized<float>;
-using VecB = at::vec::Vectorized<bf16>;  // 2 x Vec::size() lanes
-constexpr int64_t STEP = VecB::size();
+using namespace spd_kernels;
 constexpr int64_t GRAIN = 32768;  // elements a thread takes at least: small calls (a decode step's) stay on one
-
-inline std::pair<Vec, Vec> load(const bf16* p, int64_t n) {
-  auto [a, b] = at::vec::convert_to_float<bf16>(VecB::loadu(p, static_cast<int>(n)));
-  return {a, b};
-}
-
-inline void store(bf16* p, const Vec& a, const Vec& b, int64_t n) {
-  at::vec::convert_from_float<bf16>(a, b).store(p, static_cast<int>(n));
-}
-
-// bf16 rounding of fp32 lanes, back in fp32: where the tensor ops' intermediate results are bf16 tensors.
-inline std::pair<Vec, Vec> round(const Vec& a, const Vec& b) {
-  auto [x, y] = at::vec::convert_to_float<bf16>(at::vec::convert_from_float<bf16>(a, b));
-  return {x, y};
-}
 
 void check(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kBFloat16, what, " must be a bf16 CPU tensor");
@@ -68,28 +52,6 @@ struct Rows {
     return out;
   }
 };
-
-// out = weight * bf16(h * rsqrt(mean(h^2) + eps)), h = fp32(x): transformers' LlamaRMSNorm.
-void norm_row(const bf16* x, const bf16* w, bf16* out, int64_t width, float eps) {
-  Vec acc(0.f);
-  for (int64_t i = 0; i < width; i += STEP) {
-    auto [a, b] = load(x + i, std::min(STEP, width - i));  // lanes past the end load zeros
-    acc = at::vec::fmadd(a, a, acc);
-    acc = at::vec::fmadd(b, b, acc);
-  }
-  float lanes[Vec::size()], total = 0.f;
-  acc.store(lanes);
-  for (float lane : lanes) total += lane;
-  const float r = 1.f / std::sqrt(total / width + eps);
-  const Vec scale(r);
-  for (int64_t i = 0; i < width; i += STEP) {
-    const int64_t n = std::min(STEP, width - i);
-    auto [a, b] = load(x + i, n);
-    auto [ha, hb] = round(a * scale, b * scale);
-    auto [wa, wb] = load(w + i, n);
-    store(out + i, wa * ha, wb * hb, n);
-  }
-}
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   check(x, "x");
@@ -126,12 +88,7 @@ std::tuple<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::T
     for (int64_t row = begin; row < end; ++row) {
       bf16* s = sp + row * width;
       const bf16 *xrow = xp + xr.offset(row), *yrow = yp + yr.offset(row);
-      for (int64_t i = 0; i < width; i += STEP) {
-        const int64_t n = std::min(STEP, width - i);
-        auto [a, b] = load(xrow + i, n);
-        auto [c, d] = load(yrow + i, n);
-        store(s + i, a + c, b + d, n);
-      }
+      add_row(xrow, yrow, s, width);
       norm_row(s, wp, op + row * width, width, static_cast<float>(eps));
     }
   });
@@ -149,17 +106,10 @@ at::Tensor silu_mul(const at::Tensor& gate_up) {
   at::Tensor out = at::empty(shape, gate_up.options());
   const bf16* gp = gate_up.const_data_ptr<bf16>();
   bf16* op = out.mutable_data_ptr<bf16>();
-  const Vec one(1.f);
   at::parallel_for(0, rows.count, std::max<int64_t>(1, GRAIN / width), [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const bf16* g = gp + rows.offset(row);
-      for (int64_t i = 0; i < width; i += STEP) {
-        const int64_t n = std::min(STEP, width - i);
-        auto [a, b] = load(g + i, n);
-        auto [sa, sb] = round(a / (one + a.neg().exp_u20()), b / (one + b.neg().exp_u20()));
-        auto [ua, ub] = load(g + width + i, n);
-        store(op + row * width + i, sa * ua, sb * ub, n);
-      }
+      silu_mul_row(g, g + width, op + row * width, width);
     }
   });
   return out;
@@ -184,24 +134,7 @@ at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& 
       const bf16* c = cp + b * cos.stride(0) + t * cos.stride(1);
       const bf16* s = sp + b * sin.stride(0) + t * sin.stride(1);
       const bf16* in = xp + b * x.stride(0) + t * x.stride(1);
-      bf16* o = op + bt * heads * D;
-      for (int64_t i = 0; i < half; i += STEP) {  // a position's cos and sin loaded once for all heads
-        const int64_t n = std::min(STEP, half - i);
-        auto [c1a, c1b] = load(c + i, n);
-        auto [c2a, c2b] = load(c + half + i, n);
-        auto [s1a, s1b] = load(s + i, n);
-        auto [s2a, s2b] = load(s + half + i, n);
-        for (int64_t h = 0; h < heads; ++h) {
-          auto [x1a, x1b] = load(in + h * D + i, n);
-          auto [x2a, x2b] = load(in + h * D + half + i, n);
-          auto [pa, pb] = round(x1a * c1a, x1b * c1b);  // first half: x1 cos - x2 sin
-          auto [qa, qb] = round(x2a * s1a, x2b * s1b);
-          store(o + h * D + i, pa - qa, pb - qb, n);
-          auto [ra, rb] = round(x2a * c2a, x2b * c2b);  // second half: x2 cos + x1 sin
-          auto [ta, tb] = round(x1a * s2a, x1b * s2b);
-          store(o + h * D + half + i, ra + ta, rb + tb, n);
-        }
-      }
+      rotary_row(in, c, s, op + bt * heads * D, heads, D);
     }
   });
   return out;

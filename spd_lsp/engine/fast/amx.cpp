@@ -1,0 +1,197 @@
+// A few dozen rows through an int4 projection on AMX: spd_amx::int4_linear(x, codes, scales, mins) -> out.
+//
+// x [M, K] bf16 @ W.T, W [N, K] given as the GGUF's Q4_1 blocks of 32 along K (matvec.cpp's layout: codes [N, K / 2]
+// uint8, byte j of a block holding element j low and j + 16 high; scales, minima [N, K / 32] fp16). Out [M, N] bf16.
+//
+// Why: verification's tree (~10-30 tokens) ran the projections on their bf16 weights, 212 MB a tree where the int4
+// blocks are 66 MB, because our int4 kernel (AVX-512 BF16 dot products) pays ~1.8 ms for every row past the first
+// (docs/performance-step.md, round 14). AMX multiplies 16 x 16 tiles, so the rows cost next to nothing; what is left
+// is reading the blocks and turning them into bf16 tiles once for all the rows.
+//
+// Numbers: each block is dequantised as the model's bf16 weights were made from the GGUF (scale * q + min in fp32, a
+// product then a sum, rounded to bf16), so this is a bf16 matmul on the bf16 weights; the products sum in fp32 in the
+// tiles, then round to bf16 (another order of summation than oneDNN's, so an output may differ in its last bit).
+//
+// Work: pairs of 16-output blocks over the threads; for each 32-wide slice of K, the two blocks' weights become two A
+// tiles (16 outputs x 32 bf16), the rows' activations (packed once per call, VNNI pairs) two B tiles of 16 rows, and
+// four tile products accumulate C[outputs][rows] in fp32 across K. More than 32 rows: passes of 32.
+// Built where the CPU has AMX (kernels.py adds -mamx-tile -mamx-bf16); elsewhere the op refuses (amx.py never calls it).
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <torch/library.h>
+
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__) && defined(__AVX512BW__)
+#define SPD_AMX 1
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace {
+
+constexpr int64_t BLOCK = 32;  // a Q4_1 block along K: one A tile row (32 bf16)
+constexpr int64_t TILE = 16;   // outputs a tile, rows a tile
+
+#ifdef SPD_AMX
+
+// Linux hands out the tiles' state only on request (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); oneDNN asks
+// too, but this op may run before any oneDNN AMX kernel has.
+bool tiles_allowed() {
+  static const bool allowed = [] { return syscall(SYS_arch_prctl, 0x1023, 18) == 0; }();
+  return allowed;
+}
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// tmm0, tmm1: A (two output blocks' weights, 16 x 32 bf16); tmm2, tmm3: B (two row blocks' activations, 16 pairs x 16
+// rows x 2); tmm4..7: C[output block][row block] (16 outputs x 16 rows fp32).
+void configure_tiles() {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.rows[t] = TILE;
+    config.colsb[t] = 64;
+  }
+  _tile_loadconfig(&config);
+}
+
+// Block `kc` of 16 output rows from `n0` as an A tile: w = bf16(scale * q + min), a product then a sum in fp32.
+__attribute__((optimize("fp-contract=off"))) inline void dequantise(const uint8_t* codes, const c10::Half* scales,
+                                                                       const c10::Half* mins, int64_t K, int64_t n0,
+                                                                       int64_t kc, c10::BFloat16* tile) {
+  const int64_t groups = K / BLOCK;
+  const __m512i low = _mm512_set1_epi32(0xF);
+  for (int64_t i = 0; i < TILE; ++i) {
+    const int64_t n = n0 + i;
+    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + n * K / 2 + kc * 16)));
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(scales[n * groups + kc].x));  // F16C, not c10::Half's software path
+    const __m512 m = _mm512_set1_ps(_cvtsh_ss(mins[n * groups + kc].x));
+    const __m512 lo = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(bytes, low)), d), m);
+    const __m512 hi = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(bytes, 4)), d), m);
+    _mm512_store_si512(tile + i * BLOCK, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));  // elements 0..15, then 16..31
+  }
+}
+
+// x's rows [m0, m0 + 32) as B tiles, row block b (0, 1), slice kc: [16 pairs][16 rows][2] (zeros past M).
+void pack_rows(const c10::BFloat16* x, int64_t M, int64_t K, int64_t m0, c10::BFloat16* packed) {
+  const int64_t slices = K / BLOCK;
+  std::memset(packed, 0, 2 * slices * TILE * TILE * 2 * sizeof(c10::BFloat16));
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t r = 0; r < TILE; ++r) {
+      const int64_t row = m0 + b * TILE + r;
+      if (row >= M) break;
+      const uint32_t* src = reinterpret_cast<const uint32_t*>(x + row * K);
+      for (int64_t kc = 0; kc < slices; ++kc) {
+        uint32_t* dst = reinterpret_cast<uint32_t*>(packed + (b * slices + kc) * TILE * TILE * 2);
+        for (int64_t p = 0; p < TILE; ++p) dst[p * TILE + r] = src[kc * TILE + p];
+      }
+    }
+}
+
+// Output blocks [b0, b1) (16 outputs each) for the (at most) 32 rows packed in `packed` starting at row m0.
+void blocks(const uint8_t* codes, const c10::Half* scales, const c10::Half* mins, int64_t K, int64_t N, int64_t M,
+            int64_t m0, const c10::BFloat16* packed, int64_t b0, int64_t b1, c10::BFloat16* out) {
+  const int64_t slices = K / BLOCK, rows = std::min<int64_t>(2 * TILE, M - m0);
+  const int64_t slice_bytes = TILE * TILE * 2 * sizeof(c10::BFloat16);
+  alignas(64) c10::BFloat16 a[2][TILE * BLOCK];
+  alignas(64) float c[4][TILE * TILE];
+  configure_tiles();
+  for (int64_t b = b0; b < b1; b += 2) {
+    const bool pair = b + 1 < b1;
+    _tile_zero(4);
+    _tile_zero(5);
+    _tile_zero(6);
+    _tile_zero(7);
+    for (int64_t kc = 0; kc < slices; ++kc) {
+      dequantise(codes, scales, mins, K, b * TILE, kc, a[0]);
+      if (pair) dequantise(codes, scales, mins, K, (b + 1) * TILE, kc, a[1]);
+      _tile_loadd(0, a[0], 64);
+      _tile_loadd(2, reinterpret_cast<const char*>(packed) + kc * slice_bytes, 64);
+      _tile_loadd(3, reinterpret_cast<const char*>(packed) + (slices + kc) * slice_bytes, 64);
+      _tile_dpbf16ps(4, 0, 2);
+      _tile_dpbf16ps(5, 0, 3);
+      if (pair) {
+        _tile_loadd(1, a[1], 64);
+        _tile_dpbf16ps(6, 1, 2);
+        _tile_dpbf16ps(7, 1, 3);
+      }
+    }
+    _tile_stored(4, c[0], 64);
+    _tile_stored(5, c[1], 64);
+    _tile_stored(6, c[2], 64);
+    _tile_stored(7, c[3], 64);
+    for (int64_t j = 0; j < (pair ? 2 : 1); ++j)
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* from = c[2 * j + r / TILE];
+        c10::BFloat16* to = out + (m0 + r) * N + (b + j) * TILE;
+        for (int64_t i = 0; i < TILE; ++i) to[i] = c10::BFloat16(from[i * TILE + r % TILE]);
+      }
+  }
+  _tile_release();
+}
+
+#endif  // SPD_AMX
+
+at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales, const at::Tensor& mins) {
+#ifdef SPD_AMX
+  const int64_t N = codes.size(0), K = codes.size(1) * 2;
+  TORCH_CHECK(x.dim() == 2 && x.size(1) == K && x.scalar_type() == at::kBFloat16 && x.is_contiguous() &&
+                  x.device().is_cpu(),
+              "int4_linear: x [M, ", K, "] contiguous bf16 on the CPU, not ", x.sizes());
+  TORCH_CHECK(codes.scalar_type() == at::kByte && codes.is_contiguous() && K % BLOCK == 0 && N % TILE == 0,
+              "int4_linear: codes [N, K / 2] uint8, N a multiple of 16 and K of 32");
+  TORCH_CHECK(scales.scalar_type() == at::kHalf && mins.scalar_type() == at::kHalf && scales.is_contiguous() &&
+                  mins.is_contiguous() && scales.numel() == N * (K / BLOCK) && mins.numel() == N * (K / BLOCK),
+              "int4_linear: scales and mins [N, K / 32] fp16");
+  TORCH_CHECK(tiles_allowed(), "int4_linear: Linux refused this process AMX's tile state");
+  const int64_t M = x.size(0);
+  at::Tensor out = at::empty({M, N}, x.options());
+  if (M == 0 || N == 0) return out;
+  const int64_t slices = K / BLOCK;
+  std::vector<c10::BFloat16> packed(2 * slices * TILE * TILE * 2);
+  const uint8_t* cp = codes.data_ptr<uint8_t>();
+  const c10::Half* sp = scales.data_ptr<c10::Half>();
+  const c10::Half* zp = mins.data_ptr<c10::Half>();
+  c10::BFloat16* op = out.data_ptr<c10::BFloat16>();
+  const int64_t pairs = (N / TILE + 1) / 2;
+  for (int64_t m0 = 0; m0 < M; m0 += 2 * TILE) {
+    pack_rows(x.data_ptr<c10::BFloat16>(), M, K, m0, packed.data());
+    at::parallel_for(0, pairs, 1, [&](int64_t p0, int64_t p1) {
+      blocks(cp, sp, zp, K, N, M, m0, packed.data(), 2 * p0, std::min(N / TILE, 2 * p1), op);
+    });
+  }
+  return out;
+#else
+  TORCH_CHECK(false, "int4_linear: built without AMX");
+#endif
+}
+
+bool built_with_amx() {
+#ifdef SPD_AMX
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+TORCH_LIBRARY(spd_amx, m) {
+  m.def("int4_linear(Tensor x, Tensor codes, Tensor scales, Tensor mins) -> Tensor");
+  m.def("built() -> bool");
+}
+
+TORCH_LIBRARY_IMPL(spd_amx, CPU, m) { m.impl("int4_linear", &int4_linear); }
+TORCH_LIBRARY_IMPL(spd_amx, CatchAll, m) { m.impl("built", &built_with_amx); }

@@ -1,0 +1,33 @@
+"""Verification's trees (and other forwards of 9 to `AMX_MAX_TOKENS` rows) through the int4 projections on AMX
+(`amx.cpp`, `torch.ops.spd_amx.int4_linear`), where the CPU has AMX's bf16 tiles.
+
+Why: such forwards ran the projections on their bf16 weights (212 MB a pass for the bundled model) because our int4
+matvec kernel pays ~1.8 ms for each row past the first; AMX's tiles take 16 rows at the cost of one, so a tree reads
+the GGUF's Q4_1 blocks (66 MB) instead. Each block is dequantised exactly as the bf16 weights were made, so these are
+the bf16 weights' products, summed in another order (docs/performance-step.md, round 15).
+
+`FastLM.use_amx` (in `FastBackend.prepare`, once the kernels are built) turns it on; `SPD_LSP_AMX=0` keeps the bf16
+weights for these forwards.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from spd_lsp.engine.fast.matvec import Rows
+
+ENV = "SPD_LSP_AMX"  # "0": forwards of 9 to AMX_MAX_TOKENS rows keep the bf16 weights
+# Rows x tokens up to which a forward's projections run on AMX's int4 kernel (more: the bf16 weights, whose
+# matmuls AMX runs as well; the kernel dequantises its blocks again for every 32 rows).
+AMX_MAX_TOKENS = 64
+
+
+def int4(x: torch.Tensor, rows: Rows) -> torch.Tensor:
+    """x [M, K] bf16 @ W.T for W given as `rows` (the GGUF's Q4_1 blocks), on AMX."""
+    return torch.ops.spd_amx.int4_linear(x.contiguous(), rows.codes, rows.scales, rows.mins)
+
+
+def register_fakes() -> None:
+    """Shapes for tracing the op (called once the library is loaded)."""
+    torch.library.register_fake("spd_amx::int4_linear")(
+        lambda x, codes, scales, mins: x.new_empty(x.shape[0], codes.shape[0]))

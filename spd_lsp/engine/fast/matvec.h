@@ -1,0 +1,167 @@
+// The decode step's int4 and int8 row kernels (matvec.cpp's ops and step.cpp's fused step share them): see
+// matvec.cpp for the layouts and the arithmetic.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#if defined(__AVX512F__) && defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define SPD_MATVEC 1
+#include <immintrin.h>
+#endif
+
+namespace spd_kernels {
+
+constexpr int64_t BLOCK = 32;
+constexpr int64_t MAX_ROWS = 8;  // rows of x a pass keeps in registers (more are done in passes of this many)
+
+
+#ifdef SPD_MATVEC
+
+inline float bf16_to_float(c10::BFloat16 v) { return static_cast<float>(v); }
+
+// x's rows laid out as the int4 loop reads them: per pair of blocks p, `lo` holds elements 0..15 of both blocks and
+// `hi` elements 16..31 (bf16), matching the widened bytes; `sums` the blocks' sums of x, padded to 16 with zeros.
+struct Activations {
+  std::vector<c10::BFloat16> lo, hi;
+  std::vector<float> sums;
+  int64_t pairs, groups_padded;
+};
+
+// x's rows [rows, K] into `a`, reusing its buffers (a step arranges each layer's inputs into the same ones).
+inline void arrange_into(Activations& a, const c10::BFloat16* x, int64_t rows, int64_t K) {
+  a.pairs = K / (2 * BLOCK);
+  const int64_t groups = K / BLOCK;
+  a.groups_padded = (groups + 15) / 16 * 16;
+  a.lo.resize(rows * a.pairs * 32);
+  a.hi.resize(rows * a.pairs * 32);
+  a.sums.assign(rows * a.groups_padded, 0.f);
+  for (int64_t m = 0; m < rows; ++m) {
+    const c10::BFloat16* row = x + m * K;
+    for (int64_t p = 0; p < a.pairs; ++p) {
+      c10::BFloat16* lo = a.lo.data() + (m * a.pairs + p) * 32;
+      c10::BFloat16* hi = a.hi.data() + (m * a.pairs + p) * 32;
+      for (int64_t half = 0; half < 2; ++half) {
+        const c10::BFloat16* block = row + (2 * p + half) * BLOCK;
+        std::memcpy(lo + half * 16, block, 16 * sizeof(c10::BFloat16));
+        std::memcpy(hi + half * 16, block + 16, 16 * sizeof(c10::BFloat16));
+      }
+    }
+    for (int64_t g = 0; g < groups; ++g) {
+      float s = 0.f;
+      for (int64_t j = 0; j < BLOCK; ++j) s += bf16_to_float(row[g * BLOCK + j]);
+      a.sums[m * a.groups_padded + g] = s;
+    }
+  }
+}
+
+inline Activations arrange(const c10::BFloat16* x, int64_t rows, int64_t K) {
+  Activations a;
+  arrange_into(a, x, rows, K);
+  return a;
+}
+
+// Output rows [n0, n1) of M (<= MAX_ROWS) activation rows starting at row m0.
+template <int M>
+void int4_rows(const Activations& a, int64_t m0, const uint8_t* codes, const c10::Half* scales, const c10::Half* mins,
+               int64_t K, int64_t N, int64_t n0, int64_t n1, c10::BFloat16* out) {
+  const int64_t pairs = a.pairs, groups = K / BLOCK, row_bytes = K / 2;
+  const __m512i low_nibble = _mm512_set1_epi16(0x000F), bias = _mm512_set1_epi16(0x4300);
+  const __m512i two = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);  // [d0 x 8, d1 x 8]
+  const __m512 by128 = _mm512_set1_ps(128.f);
+  alignas(64) float d[512];  // one row's scales as fp32 (K <= 16,384)
+  for (int64_t n = n0; n < n1; ++n) {
+    const c10::Half* ds = scales + n * groups;
+    const c10::Half* ms = mins + n * groups;
+    for (int64_t g = 0; g < groups; g += 16) {
+      const __mmask16 live = groups - g >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (groups - g)) - 1);
+      _mm512_store_ps(d + g, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, ds + g)));
+    }
+    __m512 acc[M];
+    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
+    const uint8_t* w = codes + n * row_bytes;
+    for (int64_t p = 0; p < pairs; ++p) {
+      const __m512i bytes = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + p * 32)));
+      const __m512i lo = _mm512_ternarylogic_epi32(bytes, low_nibble, bias, 0xEA);  // (a & b) | c
+      const __m512i hi = _mm512_or_si512(_mm512_srli_epi16(bytes, 4), bias);
+      double pair;
+      std::memcpy(&pair, d + 2 * p, sizeof(pair));
+      const __m512 scale = _mm512_permutexvar_ps(two, _mm512_castpd_ps(_mm512_set1_pd(pair)));
+      for (int m = 0; m < M; ++m) {
+        const int64_t at = ((m0 + m) * pairs + p) * 32;
+        __m512 t = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)lo,
+                                    (__m512bh)_mm512_loadu_si512(a.lo.data() + at));
+        t = _mm512_dpbf16_ps(t, (__m512bh)hi, (__m512bh)_mm512_loadu_si512(a.hi.data() + at));
+        acc[m] = _mm512_fmadd_ps(t, scale, acc[m]);
+      }
+    }
+    for (int64_t g = 0; g < groups; g += 16) {
+      const __mmask16 live = groups - g >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (groups - g)) - 1);
+      const __m512 minimum = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, ms + g));
+      const __m512 weight = _mm512_fnmadd_ps(_mm512_load_ps(d + g), by128, minimum);  // min - 128 * scale
+      for (int m = 0; m < M; ++m) {
+        const __m512 sums = _mm512_loadu_ps(a.sums.data() + (m0 + m) * a.groups_padded + g);
+        acc[m] = _mm512_fmadd_ps(_mm512_maskz_mov_ps(live, weight), sums, acc[m]);
+      }
+    }
+    for (int m = 0; m < M; ++m) out[(m0 + m) * N + n] = c10::BFloat16(_mm512_reduce_add_ps(acc[m]));
+  }
+}
+
+template <int M>
+void int8_rows(const float* x, int64_t m0, const int8_t* codes, const c10::BFloat16* scales, int64_t K, int64_t N,
+               int64_t n0, int64_t n1, c10::BFloat16* out) {
+  for (int64_t n = n0; n < n1; ++n) {
+    __m512 acc[M];
+    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
+    const int8_t* w = codes + n * K;
+    for (int64_t k = 0; k < K; k += 16) {
+      const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k))));
+      for (int m = 0; m < M; ++m) acc[m] = _mm512_fmadd_ps(q, _mm512_loadu_ps(x + (m0 + m) * K + k), acc[m]);
+    }
+    const float scale = static_cast<float>(scales[n]);
+    for (int m = 0; m < M; ++m) out[(m0 + m) * N + n] = c10::BFloat16(scale * _mm512_reduce_add_ps(acc[m]));
+  }
+}
+
+// Calls body(M, m0) for passes of at most MAX_ROWS rows, with M as a template argument.
+template <template <int> class Rows, typename... Args>
+void in_passes(int64_t rows, Args&&... args) {
+  for (int64_t m0 = 0; m0 < rows; m0 += MAX_ROWS) {
+    switch (std::min<int64_t>(rows - m0, MAX_ROWS)) {
+      case 1: Rows<1>::run(m0, args...); break;
+      case 2: Rows<2>::run(m0, args...); break;
+      case 3: Rows<3>::run(m0, args...); break;
+      case 4: Rows<4>::run(m0, args...); break;
+      case 5: Rows<5>::run(m0, args...); break;
+      case 6: Rows<6>::run(m0, args...); break;
+      case 7: Rows<7>::run(m0, args...); break;
+      default: Rows<8>::run(m0, args...); break;
+    }
+  }
+}
+
+template <int M>
+struct Int4 {
+  static void run(int64_t m0, const Activations& a, const uint8_t* codes, const c10::Half* scales,
+                  const c10::Half* mins, int64_t K, int64_t N, int64_t n0, int64_t n1, c10::BFloat16* out) {
+    int4_rows<M>(a, m0, codes, scales, mins, K, N, n0, n1, out);
+  }
+};
+
+template <int M>
+struct Int8 {
+  static void run(int64_t m0, const float* x, const int8_t* codes, const c10::BFloat16* scales, int64_t K, int64_t N,
+                  int64_t n0, int64_t n1, c10::BFloat16* out) {
+    int8_rows<M>(x, m0, codes, scales, K, N, n0, n1, out);
+  }
+};
+
+#endif  // SPD_MATVEC
+
+}  // namespace spd_kernels

@@ -1,0 +1,176 @@
+"""The whole plain decode step in one C++ call (spd_lsp/engine/fast/fused.py, step.cpp): built for real with the
+machine's compiler; its logits and the keys/values it writes are the eager fast path's bit for bit (the same row
+kernels in the same order) for 1 to 8 rows, across attention chunks, with Qwen2's q/k/v biases and a head size of 128;
+where it serves, the step's graph is not compiled for the shapes it takes; what it cannot serve says why; bad input is
+refused with its reason; the GIL is free while it runs."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from spd_lsp.engine import fast
+from spd_lsp.engine.decoding.lm import ModelRunner
+from spd_lsp.engine.fast import fused, kernels
+from tests.tiny_models import tiny_tokenizer
+
+pytestmark = pytest.mark.skipif(not kernels.bf16_matvec(), reason="no AVX-512 BF16 on this CPU")
+
+SHAPES = {  # head sizes the kernel takes (64, 128); the bundled model's grouping (3 query heads a key/value head)
+    "llama-64": dict(hidden_size=192, intermediate_size=256, num_attention_heads=3, num_key_value_heads=1, head_dim=64),
+    "llama-128": dict(hidden_size=256, intermediate_size=384, num_attention_heads=4, num_key_value_heads=2, head_dim=128),
+    "qwen2-64": dict(hidden_size=192, intermediate_size=256, num_attention_heads=3, num_key_value_heads=1),
+}
+
+
+def _model(shape: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    vocab = len(tiny_tokenizer())
+    if shape.startswith("qwen2"):
+        model = Qwen2ForCausalLM(Qwen2Config(vocab_size=vocab, num_hidden_layers=2, **SHAPES[shape]))
+        for layer in model.model.layers:  # transformers initialises them to zeros: make them count
+            for projection in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                torch.nn.init.normal_(projection.bias, std=0.5)
+    else:
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=vocab, num_hidden_layers=2, **SHAPES[shape]))
+    return model.eval().to(torch.bfloat16)
+
+
+def _runner(shape: str, *, fused_on: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[ModelRunner, object]:
+    """The tiny model on the fast path with int4 projections and the int8 head on our kernels (`prepare`, as the compile
+    thread runs it), the fused step made or not."""
+    monkeypatch.setenv(fused.ENV, "1" if fused_on else "0")
+    model = _model(shape)
+    backend = fast.build(model, compile=False, quantize="int4", head="int8")
+    backend.prepare()
+    fast.attach(model, backend)
+    return ModelRunner(model, torch.device("cpu")), backend
+
+
+@pytest.fixture(scope="module")
+def built() -> None:
+    assert kernels.build() and kernels.matvec_ready(), kernels.reason()
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("rows, prompt", [(1, 5), (1, 130), (3, 64), (8, 70)])
+def test_the_fused_step_answers_as_the_eager_path_bit_for_bit(built, monkeypatch, shape, rows, prompt) -> None:
+    ours, backend = _runner(shape, fused_on=True, monkeypatch=monkeypatch)
+    eager, plain = _runner(shape, fused_on=False, monkeypatch=monkeypatch)
+    assert backend.info["fusedStep"] is True and backend.fused is not None
+    assert plain.info["fusedStep"] == f"{fused.ENV}=0" and plain.fused is None
+    ids = [3 + (7 * i) % 300 for i in range(prompt)]
+    for runner in (ours, eager):
+        runner.prefill(ids)
+    caches = [r.cache if rows == 1 else r.fork(rows) for r in (ours, eager)]
+    generator = torch.Generator().manual_seed(rows + prompt)
+    for _ in range(3):  # consecutive steps: each reads what the last one wrote
+        # superposed inputs: weighted sums of embeddings, not any one token's
+        mix = torch.softmax(torch.randn(rows, 1, 3, generator=generator), dim=-1)
+        tokens = torch.randint(3, 300, (rows, 1, 3), generator=generator)
+        embeds = (mix[..., None] * ours.embed(tokens.view(rows, 3)).view(rows, 1, 3, -1).float()).sum(2).bfloat16()
+        before = backend.steps
+        got, want = (r.forward(cache, embeds=embeds) for r, cache in zip((ours, eager), caches))
+        assert backend.steps == before + 1  # through the backend's step (the fused one), not transformers' forward
+        assert got.shape == want.shape == (rows, backend.lm.vocab)
+        assert torch.equal(got, want)
+    for a, b in zip(*(cache.layers for cache in caches)):
+        assert a.length == b.length == prompt + 3
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+
+
+def test_the_step_graph_is_not_compiled_for_the_shapes_the_fused_step_takes(built, monkeypatch) -> None:
+    """Where the fused step serves, the background compile skips those shapes (no minute of inductor at every start);
+    9 rows, beyond the kernel, still compile."""
+    monkeypatch.setenv("SPD_LSP_COMPILE", "background")
+    monkeypatch.setenv(fused.ENV, "1")
+    model = _model("llama-64")
+    backend = fast.build(model, compile=True, quantize="int4", head="int8")
+    fast.attach(model, backend)
+    runner = ModelRunner(model, torch.device("cpu"))
+    runner.prefill(list(range(3, 40)))
+    first = runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[5]])))  # eager: prepares in the background
+    runner.cache.crop(-1)
+    assert backend.step_fn.wait(timeout=300)
+    assert backend.fused is not None and backend.info["fusedStep"] is True
+    assert len(backend.step_fn.skipped) == 1 and not backend.step_fn.ready
+    assert backend.info["notCompiled"].startswith("the fused step serves")
+    again = runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[5]]))).float()
+    assert (again - first.float()).abs().max() <= 0.05 * first.float().abs().max()  # ATen's kernels first, then ours
+    steps = backend.steps
+    wide = runner.fork(9)
+    runner.forward(wide, embeds=runner.embed(torch.full((9, 1), 5)))
+    assert backend.steps == steps + 1
+    assert backend.step_fn.wait(timeout=600) and len(backend.step_fn.ready) == 1  # 9 rows: the graph
+
+
+def test_what_the_fused_step_cannot_serve_says_why(built, monkeypatch) -> None:
+    monkeypatch.setenv(fused.ENV, "1")
+    model = _model("llama-64")
+    backend = fast.build(model, compile=False, quantize="int4", head="float")
+    backend.prepare()
+    assert backend.fused is None and backend.info["fusedStep"] == "an output head other than the int8 rows"
+    model = _model("llama-64").float()
+    backend = fast.build(model, compile=False, quantize="int4", head="int8")
+    backend.prepare()
+    assert backend.fused is None and "fusedStep" not in backend.info  # fp32: never asked
+    assert fused.why_not(backend.lm) == "torch.float32 on cpu (it runs bf16 on the CPU)"
+    model = _model("llama-64")
+    backend = fast.build(model, compile=False, head="int8")  # float projections
+    backend.prepare()
+    assert backend.info["fusedStep"] == "projections not on the int4 kernel"
+
+
+def test_bad_input_is_refused_with_its_reason(built, monkeypatch) -> None:
+    _, backend = _runner("llama-64", fused_on=True, monkeypatch=monkeypatch)
+    model, lm = backend.fused, backend.lm
+    buffers = [torch.zeros(9, 1, 256, 64, dtype=torch.bfloat16) for _ in range(lm.layers)]
+    with pytest.raises(RuntimeError, match="1 to 8 rows"):
+        fused.step(model, torch.zeros(9, 1, 192, dtype=torch.bfloat16), 0, buffers, buffers)
+    one = [b[:1] for b in buffers]
+    with pytest.raises(RuntimeError, match=r"x \[M, 1, 192\]"):
+        fused.step(model, torch.zeros(1, 1, 192), 0, one, one)  # fp32
+    with pytest.raises(RuntimeError, match="cache buffer"):
+        fused.step(model, torch.zeros(1, 1, 192, dtype=torch.bfloat16), 256, one, one)  # past the buffer
+    with pytest.raises(RuntimeError, match="one key and one value buffer a layer"):
+        fused.step(model, torch.zeros(1, 1, 192, dtype=torch.bfloat16), 0, one[:1], one[:1])
+    with pytest.raises(RuntimeError, match="tensors"):
+        torch.classes.spd_step.Model([], [2, 192, 3, 1, 64, 256], [1e-5, 0.125])
+
+
+def test_the_gil_is_free_while_the_fused_step_runs(built, monkeypatch) -> None:
+    """A server's other threads (its LSP I/O, the next request's parsing) go on while a step runs."""
+    _, backend = _runner("llama-128", fused_on=True, monkeypatch=monkeypatch)
+    lm = backend.lm
+    buffers = [torch.zeros(8, lm.kv_heads, 4096, 128, dtype=torch.bfloat16) for _ in range(lm.layers)]
+    x = torch.randn(8, 1, 256).bfloat16()
+    done = threading.Event()
+    seen: list[float] = []  # when the other thread ran
+
+    def other() -> None:
+        while not done.is_set():
+            seen.append(time.perf_counter())
+
+    thread = threading.Thread(target=other)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0002)  # a hand-over at the call's edge lasts this long, not 5 ms
+    thread.start()
+    try:
+        windows = []
+        for _ in range(20):  # steps of 8 rows on 4,001 columns; the other thread's clock readings inside one
+            started = time.perf_counter()
+            fused.step(backend.fused, x, 4000, buffers, buffers)
+            windows.append((started, time.perf_counter()))
+    finally:
+        done.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+    # readings in the middle half of a step: the other thread ran Python while the step was in C++ (a step that held
+    # the GIL could only have been preceded by a hand-over at its edge)
+    inside = [t for start, end in windows for t in seen if start + (end - start) / 4 < t < end - (end - start) / 4]
+    assert len(inside) > 0
