@@ -593,7 +593,7 @@ def test_a_prompt_s_last_block_runs_on_its_tail_and_its_last_logits_stay_the_sam
     last = lm.blocks[-1]
     rows: list[int] = []
     down = last.down.forward
-    monkeypatch.setattr(last.down, "forward", lambda x: rows.append(x.shape[1]) or down(x))  # the rows it runs on
+    monkeypatch.setattr(last.down, "forward", lambda x, **how: rows.append(x.shape[1]) or down(x, **how))  # its rows
     ids = torch.randint(0, 300, (2, 60), generator=torch.Generator().manual_seed(2))
     padding = torch.ones(2, 60, dtype=torch.long)
     padding[1, :9] = 0

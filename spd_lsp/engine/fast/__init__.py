@@ -145,4 +145,5 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     # The int4 projections (on `rows`) and the int8 head move onto our CPU kernels in the compile thread too, where they
     # are built (`matvec.py`).
     return FastBackend(lm, compile=compile, weights=weights,
-                       pack=onednn.wanted(dtype, device) and isinstance(model, LightLM), rows=rows)
+                       pack=onednn.wanted(dtype, device) and isinstance(model, LightLM), rows=rows,
+                       rows_exact=packed is not None and gguf is not None)

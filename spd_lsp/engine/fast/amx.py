@@ -17,9 +17,17 @@ import torch
 from spd_lsp.engine.fast.matvec import Rows
 
 ENV = "SPD_LSP_AMX"  # "0": forwards of 9 to AMX_MAX_TOKENS rows keep the bf16 weights
-# Rows x tokens up to which a forward's projections run on AMX's int4 kernel (more: the bf16 weights, whose
-# matmuls AMX runs as well; the kernel dequantises its blocks again for every 32 rows).
+# Rows x tokens for which a forward's projections run on AMX's int4 kernel: from AMX_MIN_TOKENS (fewer: our int4
+# matvec kernel, which reads the blocks as they are, is faster for 1-2 rows) up to AMX_MAX_TOKENS (more: the bf16
+# weights, whose matmuls AMX runs as well; this kernel dequantises the blocks again for every 32 rows).
+AMX_MIN_TOKENS = 3
 AMX_MAX_TOKENS = 64
+
+
+def takes(rows: Rows) -> bool:
+    """Projections the kernel takes: N a multiple of 16, K of 64."""
+    n, half = rows.codes.shape
+    return n % 16 == 0 and (2 * half) % 64 == 0
 
 
 def int4(x: torch.Tensor, rows: Rows) -> torch.Tensor:

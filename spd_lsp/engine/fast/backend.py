@@ -20,10 +20,11 @@ from typing import Any, Callable
 import torch
 from transformers import DynamicCache
 
-from spd_lsp.engine.fast import attention, fused, kernels, matvec
+from spd_lsp.engine.fast import amx, attention, fused, kernels, matvec
 from spd_lsp.engine.fast.cache import BucketLayer, bucket_cache, bucketed
 from spd_lsp.engine.fast.compile import Compiled, mark_dynamic
 from spd_lsp.engine.fast.matvec import Rows
+from spd_lsp.engine.fast.amx import AMX_MIN_TOKENS
 from spd_lsp.engine.fast.model import INT4_MAX_TOKENS, FastLM, Write
 
 log = logging.getLogger(__name__)
@@ -61,11 +62,15 @@ def written_at(columns: torch.Tensor, keys: list[torch.Tensor], values: list[tor
 
 class FastBackend:
     def __init__(self, lm: FastLM, *, compile: bool = True, weights: str = "float", pack: bool = False,
-                 rows: Callable[[], list[dict[str, Rows]] | None] | None = None) -> None:
+                 rows: Callable[[], list[dict[str, Rows]] | None] | None = None, rows_exact: bool = False) -> None:
         self.lm = lm
         # `prepare` moves the decode step's int4 projections (on `rows()`: the same weights as Q4_1 rows) and int8 head
         # onto our matvec kernels, where they are built (`matvec.py`); `rows` None: the int8 head only.
         self.rows = rows
+        # The rows hold the float weights' own numbers (the GGUF's blocks, which the float weights were dequantised
+        # from), so forwards that would run the float weights may run the rows instead (`use_amx`); not so for int4
+        # quantised from float weights (an approximation, chosen for decode steps only).
+        self.rows_exact = rows_exact
         self.matvec_pending = lm.device.type == "cpu" and lm.dtype == torch.bfloat16
         # `prepare` packs the float layers (`FastLM.pack_layers`) where this is set, once: before the first compile of
         # any of the three graphs (each compiles in a thread of its own), so that none is traced on the plain weights.
@@ -113,7 +118,25 @@ class FastBackend:
                 log.info("the float layers packed in oneDNN's layout in %.1f s", time.perf_counter() - started)
             self.use_kernel()
             self.use_matvec()
+            self.use_amx()
             self.use_fused()
+
+    def use_amx(self) -> None:
+        """After `use_matvec`, once: forwards of a few dozen rows (verification's trees, batches) through the int4
+        projections on AMX (`amx.py`) where the CPU has AMX's tiles; `spd.status`: `amx` says whether, or why not."""
+        if "amx" in self.info or self.lm.device.type != "cpu" or self.lm.dtype != torch.bfloat16:
+            return
+        if os.environ.get(amx.ENV, "1") == "0":
+            self.info["amx"] = f"{amx.ENV}=0"
+        elif not self.rows_exact:
+            self.info["amx"] = "int4 rows not the float weights' own numbers (quantised from them)"
+        elif not kernels.amx_ready():
+            self.info["amx"] = kernels.reason() or "this CPU has no AMX tiles"
+        elif not self.lm.use_amx():
+            self.info["amx"] = "projections not on Q4_1 rows the kernel takes"
+        else:
+            self.info["amx"] = f"int4 projections of {amx.AMX_MIN_TOKENS}-{amx.AMX_MAX_TOKENS} rows"
+            self.info["weights"] += f", {self.info['amx']} on AMX"
 
     def use_fused(self) -> None:
         """After `use_matvec`, once: the fused step (`fused.py`) where it can serve this model; `spd.status`:
@@ -129,14 +152,20 @@ class FastBackend:
                 reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         self.info["fusedStep"] = True if reason is None else reason
         if reason is None:
-            log.info("plain decode steps of up to %d rows run the fused step", INT4_MAX_TOKENS)
+            log.info("plain decode steps of up to %d rows run the fused step", self.fused_rows)
         else:
             log.info("plain decode steps run the compiled graph (no fused step: %s)", reason)
 
+    @property
+    def fused_rows(self) -> int:
+        """The most rows a plain step the fused step takes: those the int4 matvec kernel serves best (where AMX is on,
+        more rows run its int4 projections in the graph)."""
+        return AMX_MIN_TOKENS - 1 if any(block.qkv.amx for block in self.lm.blocks[:1]) else INT4_MAX_TOKENS
+
     def fused_serves(self, args: tuple[Any, ...]) -> str | None:
         """`step_fn`'s `served_otherwise`: why a plain step shaped as `args` needs no graph (the fused step takes it)."""
-        if self.fused is not None and args[0].shape[0] <= INT4_MAX_TOKENS:
-            return "the fused step serves plain steps of up to 8 rows"
+        if self.fused is not None and args[0].shape[0] <= self.fused_rows:
+            return f"the fused step serves plain steps of up to {self.fused_rows} rows"
         return None
 
     def use_kernel(self) -> None:
@@ -296,7 +325,7 @@ class FastBackend:
             for buffer in (layer.key_buffer, layer.value_buffer):
                 mark_dynamic(buffer, 2)  # one compiled graph for every bucket length
         keys, values = [l.key_buffer for l in layers], [l.value_buffer for l in layers]
-        if not padded and self.fused is not None and embeds.shape[0] <= INT4_MAX_TOKENS and embeds.dtype == torch.bfloat16:
+        if not padded and self.fused is not None and embeds.shape[0] <= self.fused_rows and embeds.dtype == torch.bfloat16:
             logits = fused.step(self.fused, embeds.contiguous(), length, keys, values)
         else:
             logits = self._graph_step(embeds, length, keys, values, attention_mask, position_ids)

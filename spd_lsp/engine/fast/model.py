@@ -21,7 +21,8 @@ import torch.nn.functional as F
 
 from spd_lsp.engine.decoding.grouped import MAX_QUERY, grouped_attention
 from spd_lsp.engine.decoding.interrupt import checkpoint
-from spd_lsp.engine.fast import matvec
+from spd_lsp.engine.fast import amx, matvec
+from spd_lsp.engine.fast.amx import AMX_MAX_TOKENS, AMX_MIN_TOKENS
 from spd_lsp.engine.fast.attention import Causal, Upto, causal_attention, decode_attention
 from spd_lsp.engine.fast.int4 import Int4Weight, Packed
 from spd_lsp.engine.fast.int8 import Int8Weight
@@ -61,13 +62,15 @@ def unsupported(config: Any) -> str | None:
 
 class Projection(torch.nn.Module):
     """x @ weight.T (+ bias); through `int4` (an int4 or int8 weight) instead for at most `INT4_MAX_TOKENS` rows
-    where it is set. `pack()` moves the float weight into oneDNN's blocked layout (`onednn.py`): `weight` is None
-    from then on."""
+    where it is set, and where `amx` is set (`FastLM.use_amx`), through its Q4_1 rows on AMX for `AMX_MIN_TOKENS` to
+    `AMX_MAX_TOKENS` rows. `pack()` moves the float weight into oneDNN's blocked layout (`onednn.py`): `weight` is
+    None from then on."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, int4: Int4Weight | Int8Weight | Q8Head | None) -> None:
         super().__init__()
         self.weight, self.bias, self.int4 = weight, bias, int4
         self.packed: PackedWeight | None = None
+        self.amx = False
 
     def pack(self) -> None:
         """The packed weight first, then the plain one dropped: a forward in another thread reads them in the other
@@ -80,9 +83,13 @@ class Projection(torch.nn.Module):
         weight, packed = self.weight, self.packed
         return packed.nbytes() if packed is not None else weight.numel() * weight.element_size()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        tokens = x.numel() // x.shape[-1]
-        if self.int4 is not None and tokens <= INT4_MAX_TOKENS:
+    def forward(self, x: torch.Tensor, *, width: int | None = None) -> torch.Tensor:
+        """`width`: the rows x tokens of the forward this is part of (default: x's), which picks the weights, so
+        that a prompt's last rows (`PROMPT_TAIL`) take the weights its other rows took."""
+        tokens = width if width is not None else x.numel() // x.shape[-1]
+        if self.amx and AMX_MIN_TOKENS <= tokens <= AMX_MAX_TOKENS:
+            out = amx.int4(x.reshape(-1, x.shape[-1]), self.int4.rows).view(*x.shape[:-1], -1)
+        elif self.int4 is not None and tokens <= INT4_MAX_TOKENS:
             out = self.int4(x)
         else:
             weight, packed = self.weight, self.packed  # this order: `pack` may run meanwhile
@@ -198,6 +205,18 @@ class FastLM(torch.nn.Module):
             moved.append("int8 head")
         return moved
 
+    def use_amx(self) -> bool:
+        """Forwards of AMX_MIN_TOKENS to AMX_MAX_TOKENS rows x tokens through the int4 projections on AMX (`amx.py`),
+        where every projection is on Q4_1 rows (`use_matvec`) the kernel takes; safe while forwards run in another
+        thread. Returns whether it did."""
+        projections = [p for block in self.blocks for p in (block.qkv, block.out, block.gate_up, block.down)]
+        if not all(isinstance(p.int4, Int4Weight) and p.int4.rows is not None and amx.takes(p.int4.rows)
+                   for p in projections):
+            return False
+        for projection in projections:
+            projection.amx = True
+        return True
+
     def pack_layers(self) -> None:
         """The layers' float weights into oneDNN's blocked layout (`onednn.py`), safe while forwards run in another
         thread; the transformers/light model's own are emptied after (its forward cannot run from then on, and
@@ -308,6 +327,7 @@ class FastLM(torch.nn.Module):
         input (a cancelled prefill resumed); `before_layer(index, input)` runs before each block (eager only: a
         cancelled prefill stops there, `engine/decoding/interrupt.py`)."""
         batch, tokens, _ = x.shape
+        width = batch * tokens  # the projections' weights are picked by it (the last block's tail keeps them)
         cos = self.cos[positions].to(x.dtype)
         sin = self.sin[positions].to(x.dtype)
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
@@ -318,7 +338,7 @@ class FastLM(torch.nn.Module):
                 before_layer(index, x)
             if h is None:
                 h = self._norm(x, block.attn_norm)
-            q, k, v = block.qkv(h).split([q_size, kv_size, kv_size], dim=-1)
+            q, k, v = block.qkv(h, width=width).split([q_size, kv_size, kv_size], dim=-1)
             q = self._rotate(q, self.heads, cos, sin)
             k = self._rotate(k, self.kv_heads, cos, sin)
             v = v.view(batch, tokens, self.kv_heads, self.head_dim).transpose(1, 2)
@@ -327,8 +347,8 @@ class FastLM(torch.nn.Module):
                 # Only the last position's logits are read: once the last block's keys and values are written, the
                 # rest of it runs on the prompt's last PROMPT_TAIL positions alone.
                 q, x, mask = q[:, :, -PROMPT_TAIL:], x[:, -PROMPT_TAIL:], last_rows(mask, tokens, PROMPT_TAIL)
-            x, h = self._add_norm(x, block.out(self._attend(q, keys, values, mask)), block.mlp_norm)
-            mlp = block.down(self._silu_mul(block.gate_up(h)))
+            x, h = self._add_norm(x, block.out(self._attend(q, keys, values, mask), width=width), block.mlp_norm)
+            mlp = block.down(self._silu_mul(block.gate_up(h, width=width)), width=width)
             if index + 1 < len(self.blocks):
                 x, h = self._add_norm(x, mlp, self.blocks[index + 1].attn_norm)
             else:
