@@ -91,7 +91,7 @@ def _backend(*, exact: bool, monkeypatch: pytest.MonkeyPatch, amx_on: bool = Tru
 @torch.inference_mode()
 def test_verification_sized_forwards_take_amx_on_the_rows_with_the_float_path_s_answers(built, monkeypatch) -> None:
     on, off = _backend(exact=True, monkeypatch=monkeypatch), _backend(exact=True, monkeypatch=monkeypatch, amx_on=False)
-    assert on.info["amx"] == f"int4 projections of {amx.AMX_MIN_TOKENS}-{amx.AMX_MAX_TOKENS} rows"
+    assert on.info["amx"] == f"int4 projections for {amx.AMX_MIN_TOKENS}-{amx.AMX_MAX_TOKENS} rows"
     assert off.info["amx"] == f"{amx.ENV}=0"
     calls: list[int] = []
     real = amx.int4
@@ -109,4 +109,4 @@ def test_int4_quantised_from_float_weights_never_stands_in_for_them(built, monke
     """`quantize: "int4"` is chosen for decode steps: a prefill or a tree keeps the float weights it approximates."""
     backend = _backend(exact=False, monkeypatch=monkeypatch)
     assert backend.info["amx"].startswith("int4 rows not the float weights' own numbers")
-    assert not any(block.qkv.amx for block in backend.lm.blocks)
+    assert all(block.qkv.amx is None for block in backend.lm.blocks)

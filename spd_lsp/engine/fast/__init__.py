@@ -93,7 +93,7 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     from spd_lsp.engine.fast.light import LightLM
     from spd_lsp.engine.fast.backend import FastBackend
     from spd_lsp.engine.fast.model import FastLM, unsupported
-    from spd_lsp.engine.fast.store import gguf_int4, gguf_q8_head, gguf_rows, int8_head
+    from spd_lsp.engine.fast.store import gguf_int4, gguf_q8_blocks, gguf_q8_head, gguf_rows, int8_head
 
     reason = unsupported(getattr(model, "config", None))
     device = model.get_input_embeddings().weight.device
@@ -146,4 +146,5 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     # are built (`matvec.py`).
     return FastBackend(lm, compile=compile, weights=weights,
                        pack=onednn.wanted(dtype, device) and isinstance(model, LightLM), rows=rows,
-                       rows_exact=packed is not None and gguf is not None)
+                       rows_exact=packed is not None and gguf is not None,
+                       head_blocks=(lambda: gguf_q8_blocks(gguf, directory=cache)) if gguf is not None else None)

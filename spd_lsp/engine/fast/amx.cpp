@@ -1,7 +1,9 @@
-// A few dozen rows through an int4 projection on AMX: spd_amx::int4_linear(x, codes, scales, mins) -> out.
-//
-// x [M, K] bf16 @ W.T, W [N, K] given as the GGUF's Q4_1 blocks of 32 along K (matvec.cpp's layout: codes [N, K / 2]
-// uint8, byte j of a block holding element j low and j + 16 high; scales, minima [N, K / 32] fp16). Out [M, N] bf16.
+// A few dozen rows through a projection held as the GGUF's blocks, on AMX:
+//   spd_amx::int4_linear(x, codes, scales, mins): W [N, K] as Q4_1 blocks of 32 along K (matvec.cpp's layout: codes
+//     [N, K / 2] uint8, byte j of a block holding element j low and j + 16 high; scales, minima [N, K / 32] fp16);
+//   spd_amx::q8_linear(x, codes, scales): W [N, K] as Q8_0 blocks (codes [N, K] int8, scales [N, K / 32] fp16): the
+//     output head.
+// x [M, K] bf16 @ W.T; out [M, N] bf16.
 //
 // Why: verification's tree (~10-30 tokens) ran the projections on their bf16 weights, 212 MB a tree where the int4
 // blocks are 66 MB, because our int4 kernel (AVX-512 BF16 dot products) pays ~1.8 ms for every row past the first
@@ -13,7 +15,7 @@
 // tiles, then round to bf16 (another order of summation than oneDNN's, so an output may differ in its last bit).
 //
 // Work: pairs of 16-output blocks over the threads; for each 32-wide slice of K, the two blocks' weights become two A
-// tiles (16 outputs x 32 bf16, two slices at a time: `dequantise_pair`), the rows' activations (packed once per call,
+// tiles (16 outputs x 32 bf16, two slices at a time: `q4_1_pair`, `q8_0_pair`), the rows' activations (packed once per call,
 // VNNI pairs) two B tiles of 16 rows, and four tile products accumulate C[outputs][rows] in fp32 across K. More than
 // 32 rows: passes of 32.
 // Built where the CPU has AMX (kernels.py adds -mamx-tile -mamx-bf16); elsewhere the op refuses (amx.py never calls it).
@@ -73,9 +75,9 @@ void configure_tiles() {
 // then a sum in fp32 (no fused multiply-add: the bf16 weights were made so). The 16 values a block can take are
 // computed once (both blocks' in one vector of 32), then each code looks its value up (vpermw): 1.45x faster than
 // converting every code (a probe: 53 M weights in 1.9 against 2.7 ms on 2 threads).
-__attribute__((optimize("fp-contract=off"))) inline void dequantise_pair(const uint8_t* codes, const c10::Half* scales,
-                                                                            const c10::Half* mins, c10::BFloat16* first,
-                                                                            c10::BFloat16* second) {
+__attribute__((optimize("fp-contract=off"))) inline void q4_1_pair(const uint8_t* codes, const c10::Half* scales,
+                                                                      const c10::Half* mins, c10::BFloat16* first,
+                                                                      c10::BFloat16* second) {
   const __m512 q = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   uint32_t d2, m2;  // the two blocks' fp16 scales, minima
   std::memcpy(&d2, scales, sizeof(d2));
@@ -96,6 +98,43 @@ __attribute__((optimize("fp-contract=off"))) inline void dequantise_pair(const u
   _mm512_store_si512(second, _mm512_shuffle_i64x2(wl, wh, 0xEE));
 }
 
+// Blocks kc and kc + 1 of a Q8_0 row (32 int8 codes a block, an fp16 scale d) as rows of two A tiles: w = bf16(d * q)
+// in fp32, as the model's bf16 head was made from the GGUF's Q8_0 blocks.
+inline void q8_0_pair(const int8_t* codes, const c10::Half* scales, c10::BFloat16* first, c10::BFloat16* second) {
+  uint32_t d2;
+  std::memcpy(&d2, scales, sizeof(d2));
+  const __m512 d = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d2))));
+  const __m512 d0 = _mm512_permutexvar_ps(_mm512_setzero_si512(), d), d1 = _mm512_permutexvar_ps(_mm512_set1_epi32(1), d);
+  auto values = [&](int64_t at, const __m512& scale) {
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + at)))),
+                         scale);
+  };
+  _mm512_store_si512(first, (__m512i)_mm512_cvtne2ps_pbh(values(16, d0), values(0, d0)));
+  _mm512_store_si512(second, (__m512i)_mm512_cvtne2ps_pbh(values(48, d1), values(32, d1)));
+}
+
+// The weights' two layouts, as `blocks` reads them: output row n's slices kc, kc + 1 as two A tile rows.
+struct Q4_1 {
+  const uint8_t* codes;
+  const c10::Half *scales, *mins;
+  int64_t K;
+  void pair(int64_t n, int64_t kc, c10::BFloat16* first, c10::BFloat16* second) const {
+    const int64_t slices = K / BLOCK;
+    q4_1_pair(codes + n * K / 2 + kc * 16, scales + n * slices + kc, mins + n * slices + kc, first, second);
+  }
+  const void* next(int64_t n, int64_t kc) const { return codes + n * K / 2 + kc * 16; }
+};
+
+struct Q8_0 {
+  const int8_t* codes;
+  const c10::Half* scales;
+  int64_t K;
+  void pair(int64_t n, int64_t kc, c10::BFloat16* first, c10::BFloat16* second) const {
+    q8_0_pair(codes + n * K + kc * BLOCK, scales + n * (K / BLOCK) + kc, first, second);
+  }
+  const void* next(int64_t n, int64_t kc) const { return codes + n * K + kc * BLOCK; }
+};
+
 // x's rows [m0, m0 + 32) as B tiles, row block b (0, 1), slice kc: [16 pairs][16 rows][2] (zeros past M).
 void pack_rows(const c10::BFloat16* x, int64_t M, int64_t K, int64_t m0, c10::BFloat16* packed) {
   const int64_t slices = K / BLOCK;
@@ -113,21 +152,21 @@ void pack_rows(const c10::BFloat16* x, int64_t M, int64_t K, int64_t m0, c10::BF
 }
 
 // Output blocks [b0, b1) (16 outputs each) for the (at most) 32 rows packed in `packed` starting at row m0.
-void blocks(const uint8_t* codes, const c10::Half* scales, const c10::Half* mins, int64_t K, int64_t N, int64_t M,
-            int64_t m0, const c10::BFloat16* packed, int64_t b0, int64_t b1, c10::BFloat16* out) {
+template <typename Weights>
+void blocks(const Weights& w, int64_t K, int64_t N, int64_t M, int64_t m0, const c10::BFloat16* packed, int64_t b0,
+            int64_t b1, c10::BFloat16* out) {
   const int64_t slices = K / BLOCK, rows = std::min<int64_t>(2 * TILE, M - m0);
   const int64_t slice_bytes = TILE * TILE * 2 * sizeof(c10::BFloat16);
   // A tiles [buffer][output block][slice kc, kc + 1]: the next pair of slices is dequantised into one buffer while
-  // the tiles load from the other (a tile load right after the stores that made it waited for them: 1.4x slower)
+  // the tiles load from the other (measured no faster than one buffer here, kept: it costs nothing)
   alignas(64) c10::BFloat16 a[2][2][2][TILE * BLOCK];
   alignas(64) float c[4][TILE * TILE];
   auto dequantise = [&](int64_t b, int64_t pair, int64_t kc, int buffer) {
     for (int64_t j = 0; j < pair; ++j)
       for (int64_t i = 0; i < TILE; ++i) {
         const int64_t n = (b + j) * TILE + i;
-        if (kc + PREFETCH < slices) _mm_prefetch(reinterpret_cast<const char*>(codes + n * K / 2 + (kc + PREFETCH) * 16), _MM_HINT_T0);
-        dequantise_pair(codes + n * K / 2 + kc * 16, scales + n * slices + kc, mins + n * slices + kc,
-                        a[buffer][j][0] + i * BLOCK, a[buffer][j][1] + i * BLOCK);
+        if (kc + PREFETCH < slices) _mm_prefetch(static_cast<const char*>(w.next(n, kc + PREFETCH)), _MM_HINT_T0);
+        w.pair(n, kc, a[buffer][j][0] + i * BLOCK, a[buffer][j][1] + i * BLOCK);
       }
   };
   configure_tiles();
@@ -170,37 +209,59 @@ void blocks(const uint8_t* codes, const c10::Half* scales, const c10::Half* mins
 
 #endif  // SPD_AMX
 
-at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales, const at::Tensor& mins) {
 #ifdef SPD_AMX
-  const int64_t N = codes.size(0), K = codes.size(1) * 2;
-  TORCH_CHECK(x.dim() == 2 && x.size(1) == K && x.scalar_type() == at::kBFloat16 && x.is_contiguous() &&
-                  x.device().is_cpu(),
-              "int4_linear: x [M, ", K, "] contiguous bf16 on the CPU, not ", x.sizes());
-  TORCH_CHECK(codes.scalar_type() == at::kByte && codes.is_contiguous() && K % (2 * BLOCK) == 0 && N % TILE == 0,
-              "int4_linear: codes [N, K / 2] uint8, N a multiple of 16 and K of 64");
-  TORCH_CHECK(scales.scalar_type() == at::kHalf && mins.scalar_type() == at::kHalf && scales.is_contiguous() &&
-                  mins.is_contiguous() && scales.numel() == N * (K / BLOCK) && mins.numel() == N * (K / BLOCK),
-              "int4_linear: scales and mins [N, K / 32] fp16");
-  TORCH_CHECK(tiles_allowed(), "int4_linear: Linux refused this process AMX's tile state");
+// out [M, N] = x [M, K] @ W.T for `w` (N outputs): passes of 32 rows, output block pairs over the threads.
+template <typename Weights>
+at::Tensor linear(const at::Tensor& x, const Weights& w, int64_t N, int64_t K) {
+  TORCH_CHECK(tiles_allowed(), "spd_amx: Linux refused this process AMX's tile state");
   const int64_t M = x.size(0);
   at::Tensor out = at::empty({M, N}, x.options());
   if (M == 0 || N == 0) return out;
-  const int64_t slices = K / BLOCK;
-  std::vector<c10::BFloat16> packed(2 * slices * TILE * TILE * 2);
-  const uint8_t* cp = codes.data_ptr<uint8_t>();
-  const c10::Half* sp = scales.data_ptr<c10::Half>();
-  const c10::Half* zp = mins.data_ptr<c10::Half>();
+  std::vector<c10::BFloat16> packed(2 * (K / BLOCK) * TILE * TILE * 2);
   c10::BFloat16* op = out.data_ptr<c10::BFloat16>();
   const int64_t pairs = (N / TILE + 1) / 2;
   for (int64_t m0 = 0; m0 < M; m0 += 2 * TILE) {
     pack_rows(x.data_ptr<c10::BFloat16>(), M, K, m0, packed.data());
     at::parallel_for(0, pairs, 1, [&](int64_t p0, int64_t p1) {
-      blocks(cp, sp, zp, K, N, M, m0, packed.data(), 2 * p0, std::min(N / TILE, 2 * p1), op);
+      blocks(w, K, N, M, m0, packed.data(), 2 * p0, std::min(N / TILE, 2 * p1), op);
     });
   }
   return out;
+}
+#endif
+
+void check_x(const at::Tensor& x, int64_t K, const char* op) {
+  TORCH_CHECK(x.dim() == 2 && x.size(1) == K && x.scalar_type() == at::kBFloat16 && x.is_contiguous() &&
+                  x.device().is_cpu(),
+              op, ": x [M, ", K, "] contiguous bf16 on the CPU, not ", x.sizes());
+}
+
+at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales, const at::Tensor& mins) {
+#ifdef SPD_AMX
+  const int64_t N = codes.size(0), K = codes.size(1) * 2;
+  check_x(x, K, "int4_linear");
+  TORCH_CHECK(codes.scalar_type() == at::kByte && codes.is_contiguous() && K % (2 * BLOCK) == 0 && N % TILE == 0,
+              "int4_linear: codes [N, K / 2] uint8, N a multiple of 16 and K of 64");
+  TORCH_CHECK(scales.scalar_type() == at::kHalf && mins.scalar_type() == at::kHalf && scales.is_contiguous() &&
+                  mins.is_contiguous() && scales.numel() == N * (K / BLOCK) && mins.numel() == N * (K / BLOCK),
+              "int4_linear: scales and mins [N, K / 32] fp16");
+  return linear(x, Q4_1{codes.data_ptr<uint8_t>(), scales.data_ptr<c10::Half>(), mins.data_ptr<c10::Half>(), K}, N, K);
 #else
   TORCH_CHECK(false, "int4_linear: built without AMX");
+#endif
+}
+
+at::Tensor q8_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales) {
+#ifdef SPD_AMX
+  const int64_t N = codes.size(0), K = codes.size(1);
+  check_x(x, K, "q8_linear");
+  TORCH_CHECK(codes.scalar_type() == at::kChar && codes.is_contiguous() && K % (2 * BLOCK) == 0 && N % TILE == 0,
+              "q8_linear: codes [N, K] int8, N a multiple of 16 and K of 64");
+  TORCH_CHECK(scales.scalar_type() == at::kHalf && scales.is_contiguous() && scales.numel() == N * (K / BLOCK),
+              "q8_linear: scales [N, K / 32] fp16");
+  return linear(x, Q8_0{codes.data_ptr<int8_t>(), scales.data_ptr<c10::Half>(), K}, N, K);
+#else
+  TORCH_CHECK(false, "q8_linear: built without AMX");
 #endif
 }
 
@@ -216,8 +277,12 @@ bool built_with_amx() {
 
 TORCH_LIBRARY(spd_amx, m) {
   m.def("int4_linear(Tensor x, Tensor codes, Tensor scales, Tensor mins) -> Tensor");
+  m.def("q8_linear(Tensor x, Tensor codes, Tensor scales) -> Tensor");
   m.def("built() -> bool");
 }
 
-TORCH_LIBRARY_IMPL(spd_amx, CPU, m) { m.impl("int4_linear", &int4_linear); }
+TORCH_LIBRARY_IMPL(spd_amx, CPU, m) {
+  m.impl("int4_linear", &int4_linear);
+  m.impl("q8_linear", &q8_linear);
+}
 TORCH_LIBRARY_IMPL(spd_amx, CatchAll, m) { m.impl("built", &built_with_amx); }

@@ -62,7 +62,8 @@ def written_at(columns: torch.Tensor, keys: list[torch.Tensor], values: list[tor
 
 class FastBackend:
     def __init__(self, lm: FastLM, *, compile: bool = True, weights: str = "float", pack: bool = False,
-                 rows: Callable[[], list[dict[str, Rows]] | None] | None = None, rows_exact: bool = False) -> None:
+                 rows: Callable[[], list[dict[str, Rows]] | None] | None = None, rows_exact: bool = False,
+                 head_blocks: Callable[[], amx.Q8Blocks | None] | None = None) -> None:
         self.lm = lm
         # `prepare` moves the decode step's int4 projections (on `rows()`: the same weights as Q4_1 rows) and int8 head
         # onto our matvec kernels, where they are built (`matvec.py`); `rows` None: the int8 head only.
@@ -71,6 +72,7 @@ class FastBackend:
         # from), so forwards that would run the float weights may run the rows instead (`use_amx`); not so for int4
         # quantised from float weights (an approximation, chosen for decode steps only).
         self.rows_exact = rows_exact
+        self.head_blocks = head_blocks  # the output projection as the GGUF's Q8_0 blocks (its own numbers), for AMX
         self.matvec_pending = lm.device.type == "cpu" and lm.dtype == torch.bfloat16
         # `prepare` packs the float layers (`FastLM.pack_layers`) where this is set, once: before the first compile of
         # any of the three graphs (each compiles in a thread of its own), so that none is traced on the plain weights.
@@ -122,8 +124,9 @@ class FastBackend:
             self.use_fused()
 
     def use_amx(self) -> None:
-        """After `use_matvec`, once: forwards of a few dozen rows (verification's trees, batches) through the int4
-        projections on AMX (`amx.py`) where the CPU has AMX's tiles; `spd.status`: `amx` says whether, or why not."""
+        """After `use_matvec`, once: forwards of a few dozen rows (verification's trees, batches) on the GGUF's blocks
+        on AMX (`amx.py`) where the CPU has AMX's tiles: the int4 projections, and the head where its Q8_0 blocks are
+        given; `spd.status`: `amx` says what moved, or why nothing did."""
         if "amx" in self.info or self.lm.device.type != "cpu" or self.lm.dtype != torch.bfloat16:
             return
         if os.environ.get(amx.ENV, "1") == "0":
@@ -132,11 +135,14 @@ class FastBackend:
             self.info["amx"] = "int4 rows not the float weights' own numbers (quantised from them)"
         elif not kernels.amx_ready():
             self.info["amx"] = kernels.reason() or "this CPU has no AMX tiles"
-        elif not self.lm.use_amx():
-            self.info["amx"] = "projections not on Q4_1 rows the kernel takes"
         else:
-            self.info["amx"] = f"int4 projections of {amx.AMX_MIN_TOKENS}-{amx.AMX_MAX_TOKENS} rows"
-            self.info["weights"] += f", {self.info['amx']} on AMX"
+            head = self.head_blocks() if self.head_blocks is not None else None
+            moved = self.lm.use_amx(head)
+            self.info["amx"] = (f"{' and '.join(moved)} for {amx.AMX_MIN_TOKENS}-{amx.AMX_MAX_TOKENS} rows" if moved
+                                else "no weights the kernels take")
+            if moved:
+                self.info["weights"] += f", {self.info['amx']} on AMX"
+        self.head_blocks = None
 
     def use_fused(self) -> None:
         """After `use_matvec`, once: the fused step (`fused.py`) where it can serve this model; `spd.status`:
@@ -160,7 +166,7 @@ class FastBackend:
     def fused_rows(self) -> int:
         """The most rows a plain step the fused step takes: those the int4 matvec kernel serves best (where AMX is on,
         more rows run its int4 projections in the graph)."""
-        return AMX_MIN_TOKENS - 1 if any(block.qkv.amx for block in self.lm.blocks[:1]) else INT4_MAX_TOKENS
+        return AMX_MIN_TOKENS - 1 if self.lm.blocks[0].qkv.amx is not None else INT4_MAX_TOKENS
 
     def fused_serves(self, args: tuple[Any, ...]) -> str | None:
         """`step_fn`'s `served_otherwise`: why a plain step shaped as `args` needs no graph (the fused step takes it)."""

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from spd_lsp.engine.decoding.grouped import MAX_QUERY, grouped_attention
 from spd_lsp.engine.decoding.interrupt import checkpoint
 from spd_lsp.engine.fast import amx, matvec
-from spd_lsp.engine.fast.amx import AMX_MAX_TOKENS, AMX_MIN_TOKENS
+from spd_lsp.engine.fast.amx import AMX_MAX_TOKENS, AMX_MIN_TOKENS, Q8Blocks
 from spd_lsp.engine.fast.attention import Causal, Upto, causal_attention, decode_attention
 from spd_lsp.engine.fast.int4 import Int4Weight, Packed
 from spd_lsp.engine.fast.int8 import Int8Weight
@@ -70,7 +70,7 @@ class Projection(torch.nn.Module):
         super().__init__()
         self.weight, self.bias, self.int4 = weight, bias, int4
         self.packed: PackedWeight | None = None
-        self.amx = False
+        self.amx: Rows | Q8Blocks | None = None  # the GGUF's blocks of `weight`, run on AMX (`FastLM.use_amx`)
 
     def pack(self) -> None:
         """The packed weight first, then the plain one dropped: a forward in another thread reads them in the other
@@ -87,8 +87,9 @@ class Projection(torch.nn.Module):
         """`width`: the rows x tokens of the forward this is part of (default: x's), which picks the weights, so
         that a prompt's last rows (`PROMPT_TAIL`) take the weights its other rows took."""
         tokens = width if width is not None else x.numel() // x.shape[-1]
-        if self.amx and AMX_MIN_TOKENS <= tokens <= AMX_MAX_TOKENS:
-            out = amx.int4(x.reshape(-1, x.shape[-1]), self.int4.rows).view(*x.shape[:-1], -1)
+        blocks = self.amx
+        if blocks is not None and AMX_MIN_TOKENS <= tokens <= AMX_MAX_TOKENS:
+            out = amx.linear(x.reshape(-1, x.shape[-1]), blocks).view(*x.shape[:-1], -1)
         elif self.int4 is not None and tokens <= INT4_MAX_TOKENS:
             out = self.int4(x)
         else:
@@ -205,17 +206,22 @@ class FastLM(torch.nn.Module):
             moved.append("int8 head")
         return moved
 
-    def use_amx(self) -> bool:
-        """Forwards of AMX_MIN_TOKENS to AMX_MAX_TOKENS rows x tokens through the int4 projections on AMX (`amx.py`),
-        where every projection is on Q4_1 rows (`use_matvec`) the kernel takes; safe while forwards run in another
-        thread. Returns whether it did."""
+    def use_amx(self, head: Q8Blocks | None = None) -> list[str]:
+        """Forwards of AMX_MIN_TOKENS to AMX_MAX_TOKENS rows x tokens on the GGUF's blocks on AMX (`amx.py`): the
+        projections on their Q4_1 rows (`use_matvec`) where every one is such that the kernel takes, the output
+        projection on `head` (its Q8_0 blocks) where given. Safe while forwards run in another thread. Returns what
+        moved."""
+        moved = []
         projections = [p for block in self.blocks for p in (block.qkv, block.out, block.gate_up, block.down)]
-        if not all(isinstance(p.int4, Int4Weight) and p.int4.rows is not None and amx.takes(p.int4.rows)
-                   for p in projections):
-            return False
-        for projection in projections:
-            projection.amx = True
-        return True
+        if all(isinstance(p.int4, Int4Weight) and p.int4.rows is not None and amx.takes(p.int4.rows)
+               for p in projections):
+            for projection in projections:
+                projection.amx = projection.int4.rows
+            moved.append("int4 projections")
+        if head is not None and tuple(head.codes.shape) == tuple(self.head.shape) and amx.takes(head):
+            self.output.amx = head
+            moved.append("Q8_0 head")
+        return moved
 
     def pack_layers(self) -> None:
         """The layers' float weights into oneDNN's blocked layout (`onednn.py`), safe while forwards run in another

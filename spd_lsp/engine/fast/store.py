@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from spd_lsp.engine.fast import int4, matvec, q4
+from spd_lsp.engine.fast import amx, int4, matvec, q4
 from spd_lsp.engine.fast.int8 import Int8Weight
 from spd_lsp.engine.fast.q8 import Q8Head, gguf_head_blocks
 
@@ -144,3 +144,27 @@ def _keep(state: dict[str, torch.Tensor], path: Path, what: str) -> None:
 
 def _head_dim(config: Any) -> int:
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+def q8_blocks_file(directory: Path) -> Path:
+    return directory / "q8-blocks.safetensors"  # the GGUF's own Q8_0 head: no torch-version dependence
+
+
+def gguf_q8_blocks(gguf: Path, *, directory: Path | None) -> amx.Q8Blocks | None:
+    """The GGUF's output projection as its Q8_0 blocks (`amx.Q8Blocks`: codes and fp16 scales, its own numbers; None
+    where it is not Q8_0), from `directory`'s copy where there is one (reading the GGUF took ~2 s)."""
+    path = q8_blocks_file(directory) if directory is not None else None
+    kept = _kept(path, "reading the GGUF's Q8_0 blocks again")
+    if kept is not None:
+        try:
+            return amx.Q8Blocks(kept["codes"], kept["scales"])
+        except KeyError as exc:
+            log.warning("ignoring %s (no %s): reading the GGUF's Q8_0 blocks again", path, exc)
+    blocks = gguf_head_blocks(gguf)
+    if blocks is None:
+        return None
+    codes, scales = blocks
+    head = amx.Q8Blocks(codes.contiguous(), scales.half().contiguous())  # the GGUF's fp16 scales, exactly
+    if path is not None:
+        _keep({"codes": head.codes, "scales": head.scales}, path, "the Q8_0 head blocks")
+    return head
