@@ -30,6 +30,7 @@ from spd_lsp.engine.decoding.continuation import RaggedRows, continue_greedily
 from spd_lsp.engine.decoding.drafts import DraftRules, Hypothesis
 from spd_lsp.engine.decoding.interpolate import interpolate
 from spd_lsp.engine.decoding.lm import ModelRunner
+from spd_lsp.engine.decoding.verdicts import token_verdicts
 from spd_lsp.api import CancelCheck, DecodeOptions, Timings, never_cancelled
 
 
@@ -137,9 +138,7 @@ def verdicts_of(judged: Judged, remainder: str, rules: DraftRules) -> list[Verdi
 def row_verdicts(logits: list[torch.Tensor], rows: list[tuple[int, ...]], remainder: str,
                  rules: DraftRules) -> list[Verdict]:
     """The verdicts on `rows` from each row's logits at each of its positions (`row_logits`)."""
-    # Over the tokens a draft may hold: special tokens the drafts never get are no "model's choice".
-    logps = [torch.log_softmax(rules.without_special(x), dim=-1).cpu() for x in logits]
-    return [_verdict(logp, row, remainder, rules) for logp, row in zip(logps, rows)]
+    return [_verdict(x, row, remainder, rules) for x, row in zip(logits, rows)]
 
 
 def _batch_logits(runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]) -> torch.Tensor:
@@ -221,17 +220,18 @@ def packed_logits(
     return [([logits[b][path] for path in paths], paths) for b, (_, _, paths) in enumerate(trees)]
 
 
-def _verdict(logp: torch.Tensor, row: tuple[int, ...], remainder: str, rules: DraftRules) -> Verdict:
-    """Per-position figures; while the healed text is not yet re-produced, only consistent tokens count."""
-    tokens = torch.tensor(row, dtype=torch.long, device=logp.device)
-    token_logp = logp.gather(1, tokens[:, None]).squeeze(1)
-    best, choice = logp.max(dim=-1)
-    rank = (logp > token_logp[:, None]).sum(dim=-1)
+def _verdict(logits: torch.Tensor, row: tuple[int, ...], remainder: str, rules: DraftRules) -> Verdict:
+    """Per-position figures from the row's logits [len(row), V], over the tokens a draft may hold (special tokens the
+    drafts never get are no "model's choice"); while the healed text is not yet re-produced, only consistent tokens
+    count."""
+    tokens = torch.tensor(row, dtype=torch.long)
+    token_logp, best, choice, rank = token_verdicts(logits, tokens, rules.table.banned(rules.stop_ids))
     state = Hypothesis(remainder=remainder)
     for i, token in enumerate(row):
         if state.remainder:
+            logp = torch.log_softmax(rules.without_special(logits[i : i + 1].float()), dim=-1)[0].cpu()
             allowed = rules.table.consistent_with(state.remainder, device=logp.device)
-            healed = torch.log_softmax(logp[i, allowed], dim=0)
+            healed = torch.log_softmax(logp[allowed], dim=0)
             mine = healed[allowed == token]
             token_logp[i] = mine[0] if len(mine) else float("-inf")
             best[i], top = healed.max(dim=0)

@@ -326,15 +326,19 @@ class FastBackend:
         if padded and (attention_mask.dim() != 2 or tuple(attention_mask.shape) != (embeds.shape[0], length + 1)
                        or tuple(position_ids.shape) != (embeds.shape[0], 1)):
             return None
-        for layer in layers:
-            layer.reserve(length + 1)
-            for buffer in (layer.key_buffer, layer.value_buffer):
-                mark_dynamic(buffer, 2)  # one compiled graph for every bucket length
-        keys, values = [l.key_buffer for l in layers], [l.value_buffer for l in layers]
         if not padded and self.fused is not None and embeds.shape[0] <= self.fused_rows and embeds.dtype == torch.bfloat16:
-            logits = fused.step(self.fused, embeds.contiguous(), length, keys, values)
+            if length + 1 > layers[0].key_buffer.shape[2]:  # every layer's buffers are grown alike
+                for layer in layers:
+                    layer.reserve(length + 1)
+            logits = fused.step(self.fused, embeds.contiguous(), length, [l.key_buffer for l in layers],
+                                [l.value_buffer for l in layers])
         else:
-            logits = self._graph_step(embeds, length, keys, values, attention_mask, position_ids)
+            for layer in layers:
+                layer.reserve(length + 1)
+                for buffer in (layer.key_buffer, layer.value_buffer):
+                    mark_dynamic(buffer, 2)  # one compiled graph for every bucket length
+            logits = self._graph_step(embeds, length, [l.key_buffer for l in layers], [l.value_buffer for l in layers],
+                                      attention_mask, position_ids)
         for layer in layers:
             layer.length = length + 1
         self.steps += 1

@@ -69,4 +69,6 @@ def build(lm: "FastLM") -> torch.ScriptObject:
 def step(model: torch.ScriptObject, x: torch.Tensor, column: int, keys: list[torch.Tensor],
          values: list[torch.Tensor]) -> torch.Tensor:
     """Logits [B, 1, V] of x [B, 1, H] at position `column` of every row, its keys/values written there."""
-    return torch.ops.spd_step.decode(model, x, column, keys, values)
+    # the overload itself: the packet's call first looks through every argument for fake script objects (~65 checks
+    # a step here)
+    return torch.ops.spd_step.decode.default(model, x, column, keys, values)
