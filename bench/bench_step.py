@@ -3,7 +3,9 @@ bytes-per-step floor, in one run.
 
 Variants: `hf` (transformers' LlamaForCausalLM on a DynamicCache, the path before the fast one), `fast eager bf16`,
 `fast compiled bf16`, `fast compiled int4` (the GGUF's own Q4_1 blocks), `fast eager int4`, and both int4 ones
-with the output projection as int8 rows (`+int8 head`, CPU), or as the GGUF's own Q8_0 blocks (`+q8 head`). Each step feeds
+with the output projection as int8 rows (`+int8 head`, CPU), or as the GGUF's own Q8_0 blocks (`+q8 head`); `fast
+fused int4+int8 head` is the shipped CPU step (engine/fast/fused.py: the whole step in one C++ call) for 1-2 rows
+(more rows: the compiled graph, whose int4 projections run on AMX where the CPU has it). Each step feeds
 one input embedding per row ([rows, 1, H], what a superposed step feeds) after a prompt of --prompt tokens and
 is cut back after, so every step sees the same cache; rows: 1 (greedy and SPD, any k: ONE row) and --rows
 (a batch: 8 editors' rows, or a batched baseline's k). Variants run interleaved, a round of --steps steps each
@@ -106,6 +108,7 @@ def variants(args: argparse.Namespace) -> list[Variant]:
                                        ("fast eager int4", True, False, "float"), ("fast compiled int4", True, True, "float"),
                                        ("fast eager int4+int8 head", True, False, "int8"),
                                        ("fast compiled int4+int8 head", True, True, "int8"),
+                                       ("fast fused int4+int8 head", True, False, "int8"),
                                        ("fast compiled int4+q8 head", True, True, "q8"),
                                        *((f"fast compiled int4+int8 head {label}", True, True, "int8")
                                          for label in INDUCTOR)):
@@ -118,6 +121,10 @@ def variants(args: argparse.Namespace) -> list[Variant]:
         label = name.rpartition(" ")[2]
         backend.wants_kernel = backend.wants_kernel and label != "sdpa-attention"
         backend.matvec_pending = backend.matvec_pending and label != "aten-matvec"
+        # the fused step (engine/fast/fused.py) only where the variant says so: the others measure what they name
+        backend.wants_fused = backend.wants_fused and "fused" in name
+        if "fused" in name:
+            backend.prepare()  # what the compile thread does before the first step
         if compiled:  # compiled in the first call (the warm-up below), not in the background
             backend.step_fn = Compiled(backend.step_tensors, loaded.device, status=backend.info, mode=INLINE,
                                        inductor=inductor_options(label), before_compile=backend.prepare)

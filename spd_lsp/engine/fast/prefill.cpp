@@ -25,11 +25,19 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #if defined(__AVX512F__) && defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(CPU_CAPABILITY_AVX512)
 #define SPD_PREFILL 1
 #include <immintrin.h>
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#define SPD_PREFILL_AMX 1
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#endif
 #endif
 
 namespace {
@@ -37,6 +45,17 @@ namespace {
 #ifdef SPD_PREFILL
 
 constexpr int64_t KEYS = 16;  // keys per block: one zmm of fp32 scores
+
+#ifdef SPD_PREFILL_AMX
+// Where the CPU has AMX, a head of 64 dims runs on its tiles (`tile_amx`) unless SPD_LSP_AMX=0 (read once).
+bool amx_wanted() {
+  static const bool wanted = [] {
+    const char* setting = std::getenv("SPD_LSP_AMX");
+    return setting == nullptr || std::string(setting) != "0";
+  }();
+  return wanted;
+}
+#endif
 constexpr int SPAN = 4;  // blocks per softmax step
 constexpr int64_t PACK_BLOCKS = 8;  // blocks a packing task takes (128 keys)
 // Query rows per tile: as many as registers hold (their accumulators, scores and the shared load: 31 of 32 zmm).
@@ -61,7 +80,7 @@ void pack_keys(const c10::BFloat16* k, int64_t kss, int64_t S, int64_t D, int64_
   const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                           _mm512_set1_epi32(static_cast<int>(kss / 2)));  // kss is even: D is
   for (int64_t b = b0; b < b1; ++b) {
-    const int64_t live = std::min<int64_t>(KEYS, S - b * KEYS);
+    const int64_t live = std::max<int64_t>(0, std::min<int64_t>(KEYS, S - b * KEYS));  // 0: a block past S (AMX pads)
     const __mmask16 keys = static_cast<__mmask16>(live == KEYS ? 0xFFFF : (1u << live) - 1);
     const int* base = reinterpret_cast<const int*>(k + b * KEYS * kss);
     for (int64_t j = 0; j < pairs; ++j)
@@ -88,10 +107,57 @@ void pack_values(const c10::BFloat16* v, int64_t vss, int64_t S, int64_t D, int6
   }
 }
 
+// One query row's softmax step over a span of `span` blocks whose scaled scores are `scores` (SPAN * KEYS floats): the
+// keys it sees (its reach, its mask `sees`) in probs (bf16, zeros elsewhere), its running max `top` and per-lane sums
+// `sums` updated. Returns how many of the span's keys it reaches (<= 0: none, probs all zeros) and sets `factor` to
+// what its accumulators so far must be scaled by (1 where its max did not move, or nothing was seen before).
+inline int64_t row_span(const float* scores, int64_t reach, const bool* sees, int64_t b0, int span, float& top,
+                        float* sums, c10::BFloat16* probs, float& factor) {
+  constexpr float NONE = -std::numeric_limits<float>::infinity();
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  factor = 1.f;
+  const int64_t live = std::min<int64_t>(reach - b0 * KEYS, span * KEYS);  // >= 1 for the first span
+  if (live <= 0) {  // past this row's reach: it adds nothing
+    std::memset(probs, 0, SPAN * KEYS * sizeof(c10::BFloat16));
+    return live;
+  }
+  __mmask16 seen[SPAN];
+  __m512 most = _mm512_set1_ps(NONE);
+  for (int s = 0; s < span; ++s) {
+    const int64_t here = std::max<int64_t>(0, std::min<int64_t>(live - s * KEYS, KEYS));
+    seen[s] = _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32(static_cast<int>(here)));
+    if (sees != nullptr)  // the mask's bytes of this block (1: attends)
+      seen[s] &= _mm_test_epi8_mask(_mm_maskz_loadu_epi8(seen[s], sees + (b0 + s) * KEYS), _mm_set1_epi8(1));
+    most = _mm512_mask_max_ps(most, seen[s], most, _mm512_load_ps(scores + s * KEYS));
+  }
+  const float m = std::max(top, _mm512_reduce_max_ps(most));
+  if (m == NONE) {  // nothing seen yet: nothing to add
+    std::memset(probs, 0, SPAN * KEYS * sizeof(c10::BFloat16));
+    return live;
+  }
+  __m512 total = _mm512_load_ps(sums);
+  if (m > top) {
+    if (top != NONE) {  // the accumulators so far, scaled to the new max (before: they are zeros)
+      factor = std::exp(top - m);
+      total = _mm512_mul_ps(total, _mm512_set1_ps(factor));
+    }
+    top = m;
+  }
+  const __m512 shift = _mm512_set1_ps(m);
+  for (int s = 0; s < SPAN; ++s) {
+    __m512 p = _mm512_setzero_ps();
+    if (s < span) p = _mm512_maskz_mov_ps(seen[s], exp16(_mm512_sub_ps(_mm512_load_ps(scores + s * KEYS), shift)));
+    total = _mm512_add_ps(total, p);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(probs + s * KEYS), (__m256i)_mm512_cvtneps_pbh(p));
+  }
+  _mm512_store_ps(sums, total);
+  return live;
+}
+
 // R <= TILE_ROWS<ND> query rows of one head (queries[r], their outputs outs[r], each seeing reach[r] keys), D = 16 * ND.
 // Keys go in spans of SPAN blocks (64 keys): the scores of a span's blocks first (each key load shared by the rows),
-// then one softmax step per row over the whole span (one running max, one rescale of the accumulators, and only
-// where the max moved; the running sums stay in fp32 lanes until the end), then the values' products.
+// then one softmax step per row over the whole span (`row_span`: one running max, one rescale of the accumulators, and
+// only where the max moved; the running sums stay in fp32 lanes until the end), then the values' products.
 template <int ND>
 void tile(const c10::BFloat16* const* queries, const int64_t* reach, const bool* const* sees, int R,
           const c10::BFloat16* keys, const c10::BFloat16* values, float scale, c10::BFloat16* const* outs) {
@@ -100,18 +166,16 @@ void tile(const c10::BFloat16* const* queries, const int64_t* reach, const bool*
   for (int r = 0; r < R; ++r) longest = std::max(longest, reach[r]);
   const int64_t blocks = (longest + KEYS - 1) / KEYS;
   constexpr int ROWS = TILE_ROWS<ND>;
-  constexpr float NONE = -std::numeric_limits<float>::infinity();
   __m512 acc[ROWS][ND];
   float top[ROWS];
   alignas(64) float sums[ROWS][KEYS];  // each row's running sum of probabilities, per lane
   for (int r = 0; r < ROWS; ++r) {
     for (int j = 0; j < ND; ++j) acc[r][j] = _mm512_setzero_ps();
-    top[r] = NONE;
+    top[r] = -std::numeric_limits<float>::infinity();
     _mm512_store_ps(sums[r], _mm512_setzero_ps());
   }
   alignas(64) float scores[ROWS][WIDTH];
   alignas(64) c10::BFloat16 probs[ROWS][WIDTH];
-  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   for (int64_t b0 = 0; b0 < blocks; b0 += SPAN) {
     const int span = static_cast<int>(std::min<int64_t>(SPAN, blocks - b0));
     for (int s = 0; s < span; ++s) {
@@ -127,43 +191,10 @@ void tile(const c10::BFloat16* const* queries, const int64_t* reach, const bool*
     }
     int64_t widest = 0;  // keys of this span some row sees
     for (int r = 0; r < R; ++r) {
-      const int64_t live = std::min<int64_t>(reach[r] - b0 * KEYS, span * KEYS);  // >= 1 for the first span
-      if (live <= 0) {  // past this row's reach: it adds nothing
-        std::memset(probs[r], 0, sizeof(probs[r]));
-        continue;
-      }
-      widest = std::max(widest, live);
-      __mmask16 seen[SPAN];
-      __m512 most = _mm512_set1_ps(NONE);
-      for (int s = 0; s < span; ++s) {
-        const int64_t here = std::max<int64_t>(0, std::min<int64_t>(live - s * KEYS, KEYS));
-        seen[s] = _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32(static_cast<int>(here)));
-        if (sees[r] != nullptr)  // the mask's bytes of this block (1: attends)
-          seen[s] &= _mm_test_epi8_mask(_mm_maskz_loadu_epi8(seen[s], sees[r] + (b0 + s) * KEYS), _mm_set1_epi8(1));
-        most = _mm512_mask_max_ps(most, seen[s], most, _mm512_load_ps(scores[r] + s * KEYS));
-      }
-      const float m = std::max(top[r], _mm512_reduce_max_ps(most));
-      if (m == NONE) {  // nothing seen yet: nothing to add
-        std::memset(probs[r], 0, sizeof(probs[r]));
-        continue;
-      }
-      __m512 total = _mm512_load_ps(sums[r]);
-      if (m > top[r]) {
-        if (top[r] != NONE) {  // the accumulators so far, scaled to the new max (before: they are zeros)
-          const __m512 f = _mm512_set1_ps(std::exp(top[r] - m));
-          for (int j = 0; j < ND; ++j) acc[r][j] = _mm512_mul_ps(acc[r][j], f);
-          total = _mm512_mul_ps(total, f);
-        }
-        top[r] = m;
-      }
-      const __m512 shift = _mm512_set1_ps(m);
-      for (int s = 0; s < SPAN; ++s) {
-        __m512 p = _mm512_setzero_ps();
-        if (s < span) p = _mm512_maskz_mov_ps(seen[s], exp16(_mm512_sub_ps(_mm512_load_ps(scores[r] + s * KEYS), shift)));
-        total = _mm512_add_ps(total, p);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(probs[r] + s * KEYS), (__m256i)_mm512_cvtneps_pbh(p));
-      }
-      _mm512_store_ps(sums[r], total);
+      float factor;
+      widest = std::max(widest, row_span(scores[r], reach[r], sees[r], b0, span, top[r], sums[r], probs[r], factor));
+      if (factor != 1.f)
+        for (int j = 0; j < ND; ++j) acc[r][j] = _mm512_mul_ps(acc[r][j], _mm512_set1_ps(factor));
     }
     const c10::BFloat16* vb = values + b0 * (KEYS / 2) * D * 2;
     for (int64_t q = 0; 2 * q < widest; ++q) {  // each value load shared by the tile's rows
@@ -184,13 +215,123 @@ void tile(const c10::BFloat16* const* queries, const int64_t* reach, const bool*
   }
 }
 
+#ifdef SPD_PREFILL_AMX
+// Linux hands out AMX's tile state only on request (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA).
+bool tiles_allowed() {
+  static const bool allowed = [] { return syscall(SYS_arch_prctl, 0x1023, 18) == 0; }();
+  return allowed;
+}
+
+// `tile` for up to AMX_ROWS query rows of a head of 64 dims on AMX: a span's scores are four tile products of the
+// rows' queries (two A tiles: dims 0..31, 32..63) by the keys as `pack_keys` laid them out (a block's 16 dim pairs
+// are a B tile); the softmax step per row as `tile`'s (`row_span`); the probabilities (bf16, two A tiles of 32 keys)
+// by the values as `pack_values` laid them out (16 key pairs x 16 dims a B tile) into four fresh C tiles, added to
+// each row's accumulators after its rescale. Tiles: 0-1 queries, 2-5 scores then the span's outputs, 6 probabilities,
+// 7 keys or values. (A head of 128 dims takes `tile`: its outputs would need 8 C tiles.)
+constexpr int AMX_ROWS = 16;
+
+void tile_amx(const c10::BFloat16* const* queries, const int64_t* reach, const bool* const* sees, int R,
+              const c10::BFloat16* keys, const c10::BFloat16* values, float scale, c10::BFloat16* const* outs) {
+  constexpr int64_t D = 64, PAIRS = D / 2, WIDTH = SPAN * KEYS;
+  struct alignas(64) {
+    uint8_t palette = 1, start = 0, reserved[14] = {};
+    uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+    uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+  } config;
+  alignas(64) c10::BFloat16 q[AMX_ROWS][D] = {};
+  alignas(64) float scores[AMX_ROWS][WIDTH], out[AMX_ROWS][D], acc[AMX_ROWS][D] = {}, sums[AMX_ROWS][KEYS] = {};
+  alignas(64) c10::BFloat16 probs[AMX_ROWS][WIDTH] = {};
+  float top[AMX_ROWS];
+  int64_t longest = 0;
+  for (int r = 0; r < R; ++r) {
+    std::memcpy(q[r], queries[r], D * sizeof(c10::BFloat16));
+    top[r] = -std::numeric_limits<float>::infinity();
+    longest = std::max(longest, reach[r]);
+  }
+  const int64_t blocks = (longest + KEYS - 1) / KEYS;
+  _tile_loadconfig(&config);
+  _tile_loadd(0, q[0], D * 2);
+  _tile_loadd(1, q[0] + 32, D * 2);
+  for (int64_t b0 = 0; b0 < blocks; b0 += SPAN) {
+    const int span = static_cast<int>(std::min<int64_t>(SPAN, blocks - b0));
+    const c10::BFloat16* kb = keys + b0 * PAIRS * 2 * KEYS;
+    // the span's scores: C(block s) = Q[:, 0:32] K(s, pairs 0..15) + Q[:, 32:64] K(s, pairs 16..31)
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_zero(4);
+    _tile_zero(5);
+#define SPD_SCORES(S, C)                                                  \
+  if (S < span) {                                                         \
+    _tile_loadd(7, kb + (S * PAIRS) * 2 * KEYS, 64);                      \
+    _tile_dpbf16ps(C, 0, 7);                                              \
+    _tile_loadd(7, kb + (S * PAIRS + 16) * 2 * KEYS, 64);                 \
+    _tile_dpbf16ps(C, 1, 7);                                              \
+    _tile_stored(C, scores[0] + S * KEYS, WIDTH * sizeof(float));         \
+  }
+    SPD_SCORES(0, 2)  // the tile's number must be a literal (it is the instruction's register)
+    SPD_SCORES(1, 3)
+    SPD_SCORES(2, 4)
+    SPD_SCORES(3, 5)
+#undef SPD_SCORES
+    int64_t widest = 0;
+    float factor[AMX_ROWS];
+    for (int r = 0; r < R; ++r) {
+      for (int s = 0; s < span; ++s)
+        _mm512_store_ps(scores[r] + s * KEYS, _mm512_mul_ps(_mm512_load_ps(scores[r] + s * KEYS), _mm512_set1_ps(scale)));
+      widest = std::max(widest, row_span(scores[r], reach[r], sees[r], b0, span, top[r], sums[r], probs[r], factor[r]));
+    }
+    // the span's outputs: C(dims 16t..) = P[:, keys 0..31] V(pairs 0..15, dims) + P[:, keys 32..63] V(pairs 16..31, ...)
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_zero(4);
+    _tile_zero(5);
+    const c10::BFloat16* vb = values + b0 * (KEYS / 2) * D * 2;
+    for (int64_t c = 0; 32 * c < widest; ++c) {
+      _tile_loadd(6, probs[0] + 32 * c, WIDTH * sizeof(c10::BFloat16));
+#define SPD_VALUES(T, C)                                                           \
+  _tile_loadd(7, vb + (16 * c * D + 16 * T) * 2, D * 2 * sizeof(c10::BFloat16));  \
+  _tile_dpbf16ps(C, 6, 7);
+      SPD_VALUES(0, 2)
+      SPD_VALUES(1, 3)
+      SPD_VALUES(2, 4)
+      SPD_VALUES(3, 5)
+#undef SPD_VALUES
+    }
+    _tile_stored(2, out[0], D * sizeof(float));
+    _tile_stored(3, out[0] + 16, D * sizeof(float));
+    _tile_stored(4, out[0] + 32, D * sizeof(float));
+    _tile_stored(5, out[0] + 48, D * sizeof(float));
+    for (int r = 0; r < R; ++r) {
+      const __m512 f = _mm512_set1_ps(factor[r]);
+      for (int j = 0; j < D; j += 16)
+        _mm512_store_ps(acc[r] + j, _mm512_fmadd_ps(_mm512_load_ps(acc[r] + j), f, _mm512_load_ps(out[r] + j)));
+    }
+  }
+  _tile_release();
+  for (int r = 0; r < R; ++r) {
+    const float total = _mm512_reduce_add_ps(_mm512_load_ps(sums[r]));
+    const __m512 inv = _mm512_set1_ps(total > 0.f ? 1.f / total : 0.f);  // 0: the row saw nothing
+    for (int j = 0; j < D; j += 16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(outs[r] + j),
+                          (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_load_ps(acc[r] + j), inv)));
+  }
+}
+#endif  // SPD_PREFILL_AMX
+
 template <int ND>
 void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t offset, float scale,
             const c10::optional<at::Tensor>& visible, at::Tensor& out) {
   constexpr int64_t D = 16 * ND;
   const int64_t B = q.size(0), HQ = q.size(1), T = q.size(2), H = k.size(1), G = HQ / H;
   const int64_t S = offset + T;  // the keys any query reaches
-  const int64_t blocks = (S + KEYS - 1) / KEYS, padded = blocks * KEYS;
+#ifdef SPD_PREFILL_AMX
+  const bool amx = ND == 4 && amx_wanted() && tiles_allowed();
+#else
+  const bool amx = false;
+#endif
+  // AMX's products take 32 keys of values at a time: the packing runs to a whole span (zeros past S).
+  const int64_t blocks = amx ? (S + SPAN * KEYS - 1) / (SPAN * KEYS) * SPAN : (S + KEYS - 1) / KEYS;
+  const int64_t padded = blocks * KEYS;
   // Every element is written by the packing (zeros past S): no initialisation.
   std::unique_ptr<c10::BFloat16[]> kbuf(new c10::BFloat16[B * H * padded * D]), vbuf(new c10::BFloat16[B * H * padded * D]);
   c10::BFloat16* kpack = kbuf.get();
@@ -209,7 +350,8 @@ void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64
                   vpack + bh * padded * D);
     }
   });
-  const int64_t rows = T * G, tiles = (rows + TILE_ROWS<ND> - 1) / TILE_ROWS<ND>, items = B * H * tiles;
+  const int64_t per_tile = amx ? 16 : TILE_ROWS<ND>;
+  const int64_t rows = T * G, tiles = (rows + per_tile - 1) / per_tile, items = B * H * tiles;
   const c10::BFloat16* qp = q.data_ptr<c10::BFloat16>();
   const bool* mp = visible ? visible->data_ptr<bool>() : nullptr;
   const int64_t msb = visible && visible->size(0) > 1 ? visible->stride(0) : 0, mst = visible ? visible->stride(2) : 0;
@@ -217,13 +359,13 @@ void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64
   at::parallel_for(0, items, 1, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t bh = item / tiles, i = item % tiles, b = bh / H, h = bh % H;
-      constexpr int ROWS = TILE_ROWS<ND>;
-      const int64_t t0 = (i % 2 == 0 ? i / 2 : tiles - 1 - i / 2) * ROWS;  // short and long reach alternate
+      constexpr int ROWS = 16;  // room for either tile's rows (AMX_ROWS, TILE_ROWS<ND>)
+      const int64_t t0 = (i % 2 == 0 ? i / 2 : tiles - 1 - i / 2) * per_tile;  // short and long reach alternate
       const c10::BFloat16* queries[ROWS];
       c10::BFloat16* outs[ROWS];
       int64_t reach[ROWS];
       const bool* sees[ROWS];
-      const int R = static_cast<int>(std::min<int64_t>(ROWS, rows - t0));
+      const int R = static_cast<int>(std::min<int64_t>(per_tile, rows - t0));
       for (int r = 0; r < R; ++r) {
         const int64_t row = t0 + r, t = row / G, g = row % G, head = h * G + g;
         queries[r] = qp + b * q.stride(0) + head * q.stride(1) + t * q.stride(2);
@@ -231,6 +373,12 @@ void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64
         reach[r] = offset + t + 1;
         sees[r] = mp != nullptr ? mp + b * msb + t * mst : nullptr;
       }
+#ifdef SPD_PREFILL_AMX
+      if (amx) {
+        tile_amx(queries, reach, sees, R, kpack + bh * padded * D, vpack + bh * padded * D, scale, outs);
+        continue;
+      }
+#endif
       tile<ND>(queries, reach, sees, R, kpack + bh * padded * D, vpack + bh * padded * D, scale, outs);
     }
   });
