@@ -13,7 +13,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from spd_lsp.engine import fast
 from spd_lsp.engine.fast import amx, kernels
 from spd_lsp.engine.fast.matvec import Rows
-from spd_lsp.engine.fast.q4 import BLOCK
+from tests.q4_support import random_rows
 from tests.tiny_models import tiny_tokenizer
 
 pytestmark = pytest.mark.skipif(not (kernels.bf16_matvec() and kernels.amx_tiles()), reason="no AMX tiles on this CPU")
@@ -24,26 +24,18 @@ def built() -> None:
     assert kernels.build() and kernels.amx_ready(), kernels.reason()
 
 
-def _rows(n: int, k: int, seed: int) -> Rows:
-    generator = torch.Generator().manual_seed(seed)
-    codes = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=generator)
-    scales = (torch.rand(n, k // BLOCK, generator=generator) * 0.02 + 0.001).half()
-    mins = (-torch.rand(n, k // BLOCK, generator=generator) * 0.1).half()
-    return Rows(codes, scales, mins)
-
-
 @pytest.mark.parametrize("n, k", [(960, 576), (576, 1536), (48, 128)])  # 48: a pair of output blocks and a lone one
 def test_the_blocks_become_the_bf16_weights_the_gguf_s_dequantisation_makes(built, n, k) -> None:
     """x = I: each output is one weight, exactly (one product, no sum): the kernel's bf16 weight is scale * q + min
     in fp32 rounded to bf16, as the model's bf16 weights were made (`Rows.dequantised`: a product, then a sum)."""
-    rows = _rows(n, k, seed=n + k)
+    rows = random_rows(n, k, seed=n + k)
     got = amx.int4(torch.eye(k, dtype=torch.bfloat16), rows)
     assert torch.equal(got.T, rows.dequantised().bfloat16())
 
 
 @pytest.mark.parametrize("m", [1, 3, 16, 17, 32, 33, 64])
 def test_any_row_count_gives_a_bf16_matmul_s_numbers(built, m) -> None:
-    rows = _rows(960, 576, seed=m)
+    rows = random_rows(960, 576, seed=m)
     x = torch.randn(m, 576, generator=torch.Generator().manual_seed(m)).bfloat16()
     weight = rows.dequantised().bfloat16().float()
     want = x.float() @ weight.T
@@ -54,16 +46,16 @@ def test_any_row_count_gives_a_bf16_matmul_s_numbers(built, m) -> None:
 
 
 def test_bad_input_is_refused_with_its_reason(built) -> None:
-    rows = _rows(32, 128, seed=1)
+    rows = random_rows(32, 128, seed=1)
     with pytest.raises(RuntimeError, match="contiguous bf16"):
         amx.int4(torch.randn(2, 128), rows)
     with pytest.raises(RuntimeError, match=r"x \[M, 128\]"):
         amx.int4(torch.randn(2, 64).bfloat16(), rows)
     with pytest.raises(RuntimeError, match="multiple of 16"):
-        amx.int4(torch.randn(2, 128).bfloat16(), _rows(40, 128, seed=2))
+        amx.int4(torch.randn(2, 128).bfloat16(), random_rows(40, 128, seed=2))
     with pytest.raises(RuntimeError, match="fp16"):
         amx.int4(torch.randn(2, 128).bfloat16(), Rows(rows.codes, rows.scales.float(), rows.mins))
-    assert not amx.takes(_rows(40, 128, seed=3)) and not amx.takes(_rows(32, 96, seed=3)) and amx.takes(rows)
+    assert not amx.takes(random_rows(40, 128, seed=3)) and not amx.takes(random_rows(32, 96, seed=3)) and amx.takes(rows)
 
 
 def _model() -> torch.nn.Module:

@@ -15,7 +15,7 @@ from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.fast import int4, kernels, matvec
 from spd_lsp.engine.fast.int8 import Int8Weight
 from spd_lsp.engine.fast.matvec import Rows
-from spd_lsp.engine.fast.q4 import BLOCK
+from tests.q4_support import random_rows
 from tests.tiny_models import tiny_model
 
 pytestmark = pytest.mark.skipif(not kernels.bf16_matvec(), reason="no AVX-512 BF16 on this CPU")
@@ -24,14 +24,6 @@ pytestmark = pytest.mark.skipif(not kernels.bf16_matvec(), reason="no AVX-512 BF
 @pytest.fixture(scope="module")
 def built() -> None:
     assert kernels.build() and kernels.matvec_ready(), kernels.reason()
-
-
-def _rows(n: int, k: int, seed: int) -> Rows:
-    generator = torch.Generator().manual_seed(seed)
-    codes = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=generator)
-    scales = (torch.rand(n, k // BLOCK, generator=generator) * 0.02 + 0.001).half()
-    mins = (-torch.rand(n, k // BLOCK, generator=generator) * 0.1).half()
-    return Rows(codes, scales, mins)
 
 
 def _within_output_rounding(got: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> bool:
@@ -44,7 +36,7 @@ def _within_output_rounding(got: torch.Tensor, x: torch.Tensor, weight: torch.Te
 @pytest.mark.parametrize("n, k", [(960, 576), (17, 576), (576, 1536), (5, 64), (7, 640)])
 @pytest.mark.parametrize("m", [1, 3, 8, 11])
 def test_int4_rows_give_the_blocks_own_numbers(built, n, k, m) -> None:
-    rows = _rows(n, k, seed=n + k + m)
+    rows = random_rows(n, k, seed=n + k + m)
     x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).bfloat16()
     got = matvec.int4(x, rows)
     assert got.shape == (m, n) and got.dtype == torch.bfloat16
@@ -61,7 +53,7 @@ def test_int8_rows_give_their_scaled_codes(built, m) -> None:
 
 
 def test_bad_input_is_refused_with_its_reason(built) -> None:
-    rows = _rows(8, 128, seed=1)
+    rows = random_rows(8, 128, seed=1)
     with pytest.raises(RuntimeError, match="bf16"):
         matvec.int4(torch.randn(1, 128), rows)
     with pytest.raises(RuntimeError, match=r"x \[M, 128\]"):
@@ -69,7 +61,7 @@ def test_bad_input_is_refused_with_its_reason(built) -> None:
     with pytest.raises(RuntimeError, match="fp16"):
         matvec.int4(torch.randn(1, 128).bfloat16(), Rows(rows.codes, rows.scales.float(), rows.mins))
     with pytest.raises(RuntimeError, match="multiple of 64"):
-        odd = _rows(8, 96, seed=2)
+        odd = random_rows(8, 96, seed=2)
         matvec.int4(torch.randn(1, 96).bfloat16(), odd)
     assert not matvec.takes(96) and matvec.takes(576)
     head = Int8Weight.of(torch.randn(16, 64))
