@@ -19,6 +19,7 @@ namespace spd_kernels {
 
 constexpr int64_t BLOCK = 32;
 constexpr int64_t MAX_ROWS = 8;  // rows of x a pass keeps in registers (more are done in passes of this many)
+constexpr int64_t AHEAD = 8;  // output rows ahead whose weights a one-row pass prefetches
 
 
 #ifdef SPD_MATVEC
@@ -120,6 +121,8 @@ void int8_rows(const float* x, int64_t m0, const int8_t* codes, const c10::BFloa
     __m512 acc[M];
     for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
     const int8_t* w = codes + n * K;
+    if (n + AHEAD < n1)  // the row AHEAD on, on its way while this one computes
+      for (int64_t line = 0; line < K; line += 64) _mm_prefetch(reinterpret_cast<const char*>(w + AHEAD * K + line), _MM_HINT_T0);
     for (int64_t k = 0; k < K; k += 16) {
       const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k))));
       for (int m = 0; m < M; ++m) acc[m] = _mm512_fmadd_ps(q, _mm512_loadu_ps(x + (m0 + m) * K + k), acc[m]);
@@ -146,11 +149,70 @@ void in_passes(int64_t rows, Args&&... args) {
   }
 }
 
+// One activation row, two output rows at a time (their pair loops interleaved: two independent chains of products in
+// flight), the scales of a pair of blocks widened by one permute of the row's converted scales.
+inline void int4_rows_one(const Activations& a, int64_t m0, const uint8_t* codes, const c10::Half* scales,
+                          const c10::Half* mins, int64_t K, int64_t N, int64_t n0, int64_t n1, c10::BFloat16* out) {
+  const int64_t pairs = a.pairs, groups = K / BLOCK, row_bytes = K / 2;
+  const __m512i low_nibble = _mm512_set1_epi16(0x000F), bias = _mm512_set1_epi16(0x4300);
+  const __m512i two = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);  // [d0 x 8, d1 x 8]
+  const __m512 by128 = _mm512_set1_ps(128.f);
+  alignas(64) float d[2][512];
+  const c10::BFloat16* xl = a.lo.data() + m0 * pairs * 32;
+  const c10::BFloat16* xh = a.hi.data() + m0 * pairs * 32;
+  const float* xs = a.sums.data() + m0 * a.groups_padded;
+  int64_t n = n0;
+  for (; n + 2 <= n1; n += 2) {
+    for (int r = 0; r < 2; ++r)
+      for (int64_t g = 0; g < groups; g += 16) {
+        const __mmask16 live = groups - g >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (groups - g)) - 1);
+        _mm512_store_ps(d[r] + g, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, scales + (n + r) * groups + g)));
+      }
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    const uint8_t* w0 = codes + n * row_bytes;
+    const uint8_t* w1 = w0 + row_bytes;
+    if (n + AHEAD + 2 <= n1) {  // the rows AHEAD on: their codes, scales and minima on their way while these compute
+      const char* next = reinterpret_cast<const char*>(w0 + AHEAD * row_bytes);
+      for (int64_t line = 0; line < 2 * row_bytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(scales + (n + AHEAD) * groups), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(mins + (n + AHEAD) * groups), _MM_HINT_T0);
+    }
+    for (int64_t p = 0; p < pairs; ++p) {
+      const __m512bh x_lo = (__m512bh)_mm512_loadu_si512(xl + p * 32), x_hi = (__m512bh)_mm512_loadu_si512(xh + p * 32);
+      const __m512i b0 = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + p * 32)));
+      const __m512i b1 = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w1 + p * 32)));
+      double p0, p1;
+      std::memcpy(&p0, d[0] + 2 * p, sizeof(p0));
+      std::memcpy(&p1, d[1] + 2 * p, sizeof(p1));
+      __m512 t0 = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)_mm512_ternarylogic_epi32(b0, low_nibble, bias, 0xEA), x_lo);
+      __m512 t1 = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)_mm512_ternarylogic_epi32(b1, low_nibble, bias, 0xEA), x_lo);
+      t0 = _mm512_dpbf16_ps(t0, (__m512bh)_mm512_or_si512(_mm512_srli_epi16(b0, 4), bias), x_hi);
+      t1 = _mm512_dpbf16_ps(t1, (__m512bh)_mm512_or_si512(_mm512_srli_epi16(b1, 4), bias), x_hi);
+      acc0 = _mm512_fmadd_ps(t0, _mm512_permutexvar_ps(two, _mm512_castpd_ps(_mm512_set1_pd(p0))), acc0);
+      acc1 = _mm512_fmadd_ps(t1, _mm512_permutexvar_ps(two, _mm512_castpd_ps(_mm512_set1_pd(p1))), acc1);
+    }
+    for (int64_t g = 0; g < groups; g += 16) {
+      const __mmask16 live = groups - g >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (groups - g)) - 1);
+      const __m512 sums = _mm512_maskz_loadu_ps(live, xs + g);
+      const __m512 m0v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, mins + n * groups + g));
+      const __m512 m1v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, mins + (n + 1) * groups + g));
+      acc0 = _mm512_fmadd_ps(_mm512_fnmadd_ps(_mm512_load_ps(d[0] + g), by128, m0v), sums, acc0);
+      acc1 = _mm512_fmadd_ps(_mm512_fnmadd_ps(_mm512_load_ps(d[1] + g), by128, m1v), sums, acc1);
+    }
+    out[m0 * N + n] = c10::BFloat16(_mm512_reduce_add_ps(acc0));
+    out[m0 * N + n + 1] = c10::BFloat16(_mm512_reduce_add_ps(acc1));
+  }
+  if (n < n1) int4_rows<1>(a, m0, codes, scales, mins, K, N, n, n1, out);
+}
+
 template <int M>
 struct Int4 {
   static void run(int64_t m0, const Activations& a, const uint8_t* codes, const c10::Half* scales,
                   const c10::Half* mins, int64_t K, int64_t N, int64_t n0, int64_t n1, c10::BFloat16* out) {
-    int4_rows<M>(a, m0, codes, scales, mins, K, N, n0, n1, out);
+    if constexpr (M == 1)
+      int4_rows_one(a, m0, codes, scales, mins, K, N, n0, n1, out);
+    else
+      int4_rows<M>(a, m0, codes, scales, mins, K, N, n0, n1, out);
   }
 };
 
