@@ -121,7 +121,7 @@ void int8_rows(const float* x, int64_t m0, const int8_t* codes, const c10::BFloa
     __m512 acc[M];
     for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
     const int8_t* w = codes + n * K;
-    if (n + AHEAD < n1)  // the row AHEAD on, on its way while this one computes
+    if (n + AHEAD < N)  // the row AHEAD on (past this call's too), on its way while this one computes
       for (int64_t line = 0; line < K; line += 64) _mm_prefetch(reinterpret_cast<const char*>(w + AHEAD * K + line), _MM_HINT_T0);
     for (int64_t k = 0; k < K; k += 16) {
       const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k))));
@@ -171,7 +171,7 @@ inline void int4_rows_one(const Activations& a, int64_t m0, const uint8_t* codes
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     const uint8_t* w0 = codes + n * row_bytes;
     const uint8_t* w1 = w0 + row_bytes;
-    if (n + AHEAD + 2 <= n1) {  // the rows AHEAD on: their codes, scales and minima on their way while these compute
+    if (n + AHEAD + 2 <= N) {  // the rows AHEAD on (past this call's: the next call's, or the other thread's) on their way
       const char* next = reinterpret_cast<const char*>(w0 + AHEAD * row_bytes);
       for (int64_t line = 0; line < 2 * row_bytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(scales + (n + AHEAD) * groups), _MM_HINT_T0);
