@@ -5,6 +5,10 @@ Per round, each variant runs all 30 layers' four fused projections (120 calls, a
 28 MB head, for 1, 3 and 8 rows, the variants alternating; the table gives the medians of the rounds, the paired
 ratio ours / ATen's, and the bytes a pass reads per second (compare with `bench_step`'s memory copy).
 
+Then one row on our int4 kernel with 1 and 2 threads, from memory (the 30 layers, as a step reads them) against
+from cache (layer 0 again and again): where the two differ the kernel waits on memory (round 15: 5.5-6 against 9.5 GB/s
+on one thread before its prefetch, docs/performance-step.md).
+
     PYTHONPATH=. .venv/bin/python -m bench.bench_matvec [--rounds 9] [--threads 2]
 """
 
@@ -75,7 +79,25 @@ def main(argv: list[str] | None = None) -> int:
                 mine = statistics.median(ours)
                 print(f"{m:>4} {part:<7} {statistics.median(theirs):>8.2f} {mine:>8.2f} {statistics.median(ratios):>9.2f} "
                       f"{nbytes / mine / 1e6:>9.1f}", flush=True)
+        streaming(rows, widths, layer_bytes, args)
     return 0
+
+
+def streaming(rows: list, widths: dict[str, int], layer_bytes: int, args: argparse.Namespace) -> None:
+    """Our int4 kernel for one row, 1 and 2 threads: the 30 layers as a step reads them (66 MB, from memory) against
+    one layer's projections again and again (from cache): where the two differ, the kernel waits on memory."""
+    first_bytes = sum(sum(t.numel() * t.element_size() for t in r) for r in rows[0].values())
+    x = {name: torch.randn(1, k, dtype=torch.bfloat16) for name, k in widths.items()}
+    print("\none row, our int4 kernel: GB/s from memory (the 30 layers) and from cache (layer 0 again)")
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        memory, cache = [], []
+        for _ in range(args.rounds):
+            memory.append(timed(lambda: [matvec.int4(x[n], layer[n]) for layer in rows for n in int4.FUSED], args.repeats))
+            cache.append(timed(lambda: [matvec.int4(x[n], rows[0][n]) for n in int4.FUSED], args.repeats * 10))
+        print(f"{threads} thread{'s' if threads > 1 else ''}: {layer_bytes / statistics.median(memory) / 1e6:.1f} GB/s "
+              f"from memory, {first_bytes / statistics.median(cache) / 1e6:.1f} GB/s from cache", flush=True)
+    torch.set_num_threads(args.threads)
 
 
 if __name__ == "__main__":

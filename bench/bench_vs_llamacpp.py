@@ -209,7 +209,8 @@ def main() -> int:
     if backend is not None and args.compile:
         started = time.perf_counter()
         backend.step_fn.wait(timeout=3600)
-        print(f"our step compiled in {time.perf_counter() - started:.0f} s: {backend.info}", flush=True)
+        done = "served by the fused step, not compiled" if backend.fused is not None else "compiled"
+        print(f"our step {done} ({time.perf_counter() - started:.0f} s): {backend.info}", flush=True)
     shipped = Settings().decode_options()
     greedy = replace(shipped, method="greedy", k=1)
     if backend is not None and args.compile:  # a request hands verification's tree shape to the compile: waited for
