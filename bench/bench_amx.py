@@ -19,21 +19,17 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
+
+from bench.bench_matvec import timed as median_ms
 
 
 def timed(run, repeats: int) -> float:
     """Median ms of `repeats` calls of `run` (after one)."""
     run()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
+    return median_ms(run, repeats)
 
 
 def attention_times(repeats: int) -> dict[str, float]:
