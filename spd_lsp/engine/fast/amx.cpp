@@ -32,9 +32,7 @@
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__) && defined(__AVX512BW__)
 #define SPD_AMX 1
-#include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include "amx.h"
 #endif
 
 namespace {
@@ -45,31 +43,10 @@ constexpr int64_t PREFETCH = 8;  // slices ahead whose codes are prefetched (eac
 
 #ifdef SPD_AMX
 
-// Linux hands out the tiles' state only on request (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); oneDNN asks
-// too, but this op may run before any oneDNN AMX kernel has.
-bool tiles_allowed() {
-  static const bool allowed = [] { return syscall(SYS_arch_prctl, 0x1023, 18) == 0; }();
-  return allowed;
-}
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 // tmm0, tmm1: A (two output blocks' weights, 16 x 32 bf16); tmm2, tmm3: B (two row blocks' activations, 16 pairs x 16
-// rows x 2); tmm4..7: C[output block][row block] (16 outputs x 16 rows fp32).
-void configure_tiles() {
-  TileConfig config;
-  for (int t = 0; t < 8; ++t) {
-    config.rows[t] = TILE;
-    config.colsb[t] = 64;
-  }
-  _tile_loadconfig(&config);
-}
+// rows x 2); tmm4..7: C[output block][row block] (16 outputs x 16 rows fp32): `configure_tiles` (amx.h).
+using spd_kernels::configure_tiles;
+using spd_kernels::tiles_allowed;
 
 // Blocks kc and kc + 1 of output row n as rows of two A tiles (32 bf16 each): w = bf16(scale * q + min), a product
 // then a sum in fp32 (no fused multiply-add: the bf16 weights were made so). The 16 values a block can take are

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 SOURCES = [Path(__file__).with_name(name)
            for name in ("attention.cpp", "matvec.cpp", "prefill.cpp", "pointwise.cpp", "step.cpp", "amx.cpp",
                         "verdict.cpp")]
-HEADERS = [Path(__file__).with_name(name) for name in ("attention.h", "matvec.h", "pointwise.h")]  # shared row kernels
+HEADERS = [Path(__file__).with_name(name) for name in ("attention.h", "matvec.h", "pointwise.h", "amx.h")]  # shared
 KERNEL_ENV = "SPD_LSP_ATTENTION_KERNEL"  # "0": never build them (SDPA and ATen's kernels serve)
 STALE_LOCK_S = 600.0  # a build lock older than this was left by a process that died (a build takes 22 s here)
 

@@ -33,10 +33,9 @@
 #include <immintrin.h>
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__)
 #define SPD_PREFILL_AMX 1
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <cstdlib>
+
+#include "amx.h"
 #endif
 #endif
 
@@ -216,11 +215,8 @@ void tile(const c10::BFloat16* const* queries, const int64_t* reach, const bool*
 }
 
 #ifdef SPD_PREFILL_AMX
-// Linux hands out AMX's tile state only on request (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA).
-bool tiles_allowed() {
-  static const bool allowed = [] { return syscall(SYS_arch_prctl, 0x1023, 18) == 0; }();
-  return allowed;
-}
+using spd_kernels::configure_tiles;
+using spd_kernels::tiles_allowed;
 
 // `tile` for up to AMX_ROWS query rows of a head of 64 dims on AMX: a span's scores are four tile products of the
 // rows' queries (two A tiles: dims 0..31, 32..63) by the keys as `pack_keys` laid them out (a block's 16 dim pairs
@@ -233,11 +229,6 @@ constexpr int AMX_ROWS = 16;
 void tile_amx(const c10::BFloat16* const* queries, const int64_t* reach, const bool* const* sees, int R,
               const c10::BFloat16* keys, const c10::BFloat16* values, float scale, c10::BFloat16* const* outs) {
   constexpr int64_t D = 64, PAIRS = D / 2, WIDTH = SPAN * KEYS;
-  struct alignas(64) {
-    uint8_t palette = 1, start = 0, reserved[14] = {};
-    uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-    uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-  } config;
   alignas(64) c10::BFloat16 q[AMX_ROWS][D] = {};
   alignas(64) float scores[AMX_ROWS][WIDTH], out[AMX_ROWS][D], acc[AMX_ROWS][D] = {}, sums[AMX_ROWS][KEYS] = {};
   alignas(64) c10::BFloat16 probs[AMX_ROWS][WIDTH] = {};
@@ -249,7 +240,7 @@ void tile_amx(const c10::BFloat16* const* queries, const int64_t* reach, const b
     longest = std::max(longest, reach[r]);
   }
   const int64_t blocks = (longest + KEYS - 1) / KEYS;
-  _tile_loadconfig(&config);
+  configure_tiles();
   _tile_loadd(0, q[0], D * 2);
   _tile_loadd(1, q[0] + 32, D * 2);
   for (int64_t b0 = 0; b0 < blocks; b0 += SPAN) {
