@@ -60,6 +60,7 @@ constexpr int64_t PACK_BLOCKS = 8;  // blocks a packing task takes (128 keys)
 // Query rows per tile: as many as registers hold (their accumulators, scores and the shared load: 31 of 32 zmm).
 template <int ND>
 constexpr int TILE_ROWS = ND == 4 ? 6 : 3;
+constexpr int AMX_ROWS = 16;  // query rows a tile on AMX (`tile_amx`): one tile's rows
 using Vec = at::vec::Vectorized<float>;
 static_assert(Vec::size() == 16, "an AVX-512 build");
 
@@ -224,8 +225,6 @@ using spd_kernels::tiles_allowed;
 // by the values as `pack_values` laid them out (16 key pairs x 16 dims a B tile) into four fresh C tiles, added to
 // each row's accumulators after its rescale. Tiles: 0-1 queries, 2-5 scores then the span's outputs, 6 probabilities,
 // 7 keys or values. (A head of 128 dims takes `tile`: its outputs would need 8 C tiles.)
-constexpr int AMX_ROWS = 16;
-
 void tile_amx(const c10::BFloat16* const* queries, const int64_t* reach, const bool* const* sees, int R,
               const c10::BFloat16* keys, const c10::BFloat16* values, float scale, c10::BFloat16* const* outs) {
   constexpr int64_t D = 64, PAIRS = D / 2, WIDTH = SPAN * KEYS;
@@ -341,7 +340,7 @@ void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64
                   vpack + bh * padded * D);
     }
   });
-  const int64_t per_tile = amx ? 16 : TILE_ROWS<ND>;
+  const int64_t per_tile = amx ? AMX_ROWS : TILE_ROWS<ND>;
   const int64_t rows = T * G, tiles = (rows + per_tile - 1) / per_tile, items = B * H * tiles;
   const c10::BFloat16* qp = q.data_ptr<c10::BFloat16>();
   const bool* mp = visible ? visible->data_ptr<bool>() : nullptr;
@@ -350,7 +349,7 @@ void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64
   at::parallel_for(0, items, 1, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t bh = item / tiles, i = item % tiles, b = bh / H, h = bh % H;
-      constexpr int ROWS = 16;  // room for either tile's rows (AMX_ROWS, TILE_ROWS<ND>)
+      constexpr int ROWS = std::max(AMX_ROWS, TILE_ROWS<ND>);  // room for either tile's rows
       const int64_t t0 = (i % 2 == 0 ? i / 2 : tiles - 1 - i / 2) * per_tile;  // short and long reach alternate
       const c10::BFloat16* queries[ROWS];
       c10::BFloat16* outs[ROWS];
