@@ -67,6 +67,17 @@ inline Activations arrange(const c10::BFloat16* x, int64_t rows, int64_t K) {
   return a;
 }
 
+// The live lanes of 16 groups from g on, of `groups` (all 16 but at the end).
+inline __mmask16 groups_from(int64_t g, int64_t groups) {
+  return groups - g >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (groups - g)) - 1);
+}
+
+// One output row's `groups` fp16 scales as fp32 into d (64-byte aligned, room for whole zmm).
+inline void widen_scales(const c10::Half* ds, int64_t groups, float* d) {
+  for (int64_t g = 0; g < groups; g += 16)
+    _mm512_store_ps(d + g, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(groups_from(g, groups), ds + g)));
+}
+
 // Output rows [n0, n1) of M (<= MAX_ROWS) activation rows starting at row m0.
 template <int M>
 void int4_rows(const Activations& a, int64_t m0, const uint8_t* codes, const c10::Half* scales, const c10::Half* mins,
@@ -79,10 +90,7 @@ void int4_rows(const Activations& a, int64_t m0, const uint8_t* codes, const c10
   for (int64_t n = n0; n < n1; ++n) {
     const c10::Half* ds = scales + n * groups;
     const c10::Half* ms = mins + n * groups;
-    for (int64_t g = 0; g < groups; g += 16) {
-      const __mmask16 live = groups - g >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (groups - g)) - 1);
-      _mm512_store_ps(d + g, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, ds + g)));
-    }
+    widen_scales(ds, groups, d);
     __m512 acc[M];
     for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
     const uint8_t* w = codes + n * row_bytes;
@@ -102,7 +110,7 @@ void int4_rows(const Activations& a, int64_t m0, const uint8_t* codes, const c10
       }
     }
     for (int64_t g = 0; g < groups; g += 16) {
-      const __mmask16 live = groups - g >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (groups - g)) - 1);
+      const __mmask16 live = groups_from(g, groups);
       const __m512 minimum = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, ms + g));
       const __m512 weight = _mm512_fnmadd_ps(_mm512_load_ps(d + g), by128, minimum);  // min - 128 * scale
       for (int m = 0; m < M; ++m) {
@@ -163,11 +171,7 @@ inline void int4_rows_one(const Activations& a, int64_t m0, const uint8_t* codes
   const float* xs = a.sums.data() + m0 * a.groups_padded;
   int64_t n = n0;
   for (; n + 2 <= n1; n += 2) {
-    for (int r = 0; r < 2; ++r)
-      for (int64_t g = 0; g < groups; g += 16) {
-        const __mmask16 live = groups - g >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (groups - g)) - 1);
-        _mm512_store_ps(d[r] + g, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, scales + (n + r) * groups + g)));
-      }
+    for (int r = 0; r < 2; ++r) widen_scales(scales + (n + r) * groups, groups, d[r]);
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     const uint8_t* w0 = codes + n * row_bytes;
     const uint8_t* w1 = w0 + row_bytes;
@@ -192,7 +196,7 @@ inline void int4_rows_one(const Activations& a, int64_t m0, const uint8_t* codes
       acc1 = _mm512_fmadd_ps(t1, _mm512_permutexvar_ps(two, _mm512_castpd_ps(_mm512_set1_pd(p1))), acc1);
     }
     for (int64_t g = 0; g < groups; g += 16) {
-      const __mmask16 live = groups - g >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (groups - g)) - 1);
+      const __mmask16 live = groups_from(g, groups);
       const __m512 sums = _mm512_maskz_loadu_ps(live, xs + g);
       const __m512 m0v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, mins + n * groups + g));
       const __m512 m1v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, mins + (n + 1) * groups + g));
