@@ -4,7 +4,7 @@ bytes-per-step floor, in one run.
 Variants: `hf` (transformers' LlamaForCausalLM on a DynamicCache, the path before the fast one), `fast eager bf16`,
 `fast compiled bf16`, `fast compiled int4` (the GGUF's own Q4_1 blocks), `fast eager int4`, and both int4 ones
 with the output projection as int8 rows (`+int8 head`, CPU), or as the GGUF's own Q8_0 blocks (`+q8 head`); `fast
-fused int4+int8 head` is the shipped CPU step (engine/fast/fused.py: the whole step in one C++ call) for 1-2 rows
+fused int4+q8 head` is the shipped CPU step (engine/fast/fused.py: the whole step in one C++ call) for 1-2 rows
 (more rows: the compiled graph, whose int4 projections run on AMX where the CPU has it). Each step feeds
 one input embedding per row ([rows, 1, H], what a superposed step feeds) after a prompt of --prompt tokens and
 is cut back after, so every step sees the same cache; rows: 1 (greedy and SPD, any k: ONE row) and --rows
@@ -109,6 +109,7 @@ def variants(args: argparse.Namespace) -> list[Variant]:
                                        ("fast eager int4+int8 head", True, False, "int8"),
                                        ("fast compiled int4+int8 head", True, True, "int8"),
                                        ("fast fused int4+int8 head", True, False, "int8"),
+                                       ("fast fused int4+q8 head", True, False, "q8"),
                                        ("fast compiled int4+q8 head", True, True, "q8"),
                                        *((f"fast compiled int4+int8 head {label}", True, True, "int8")
                                          for label in INDUCTOR)):

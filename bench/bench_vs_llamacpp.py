@@ -181,7 +181,7 @@ def main() -> int:
     parser.add_argument("--cold-tokens", type=int, default=512)
     parser.add_argument("--no-compile", dest="compile", action="store_false",
                         help="our decode step eager (default: compiled, waited for before the rounds)")
-    parser.add_argument("--head", default="int8", choices=("float", "int8", "q8"), help="our output projection's weights (outputWeights; q8: the GGUF's Q8_0 blocks)")
+    parser.add_argument("--head", default="q8", choices=("float", "int8", "q8"), help="our output projection's weights (outputWeights; q8: the GGUF's Q8_0 blocks)")
     args = parser.parse_args()
 
     import torch

@@ -10,6 +10,12 @@ positions, so a run cut short still says how far it got; --out keeps every posit
 summation order, against transformers' (how often near-ties alone flip the top draft); --pair hf,hf#2 two
 engines of the same kind (what the measure gives for identical models).
 
+--pair takes more than two names: the first is the reference and every other one is compared with it, and, for each
+two others, the share of positions at which each agrees with the reference is compared, paired. `hf-fp32` is
+transformers' forward in fp32 on the cached weights, which are the GGUF's blocks dequantised exactly: the model's
+own numbers, and today's drafts on a CPU without native bf16 (`pick_dtype`). So `--pair hf-fp32,hf,int8-head+kernel`
+asks whether the fast path's drafts are further from the model's than transformers' bf16 drafts are.
+
     .venv/bin/python -m evaluation.int4_agreement [--positions 300] [--pair hf,int4] [--out int4.json] [--as-served]
 """
 
@@ -35,10 +41,24 @@ from spd_lsp.engine.model import load_model
 KINDS = ("line_start", "mid_line")
 
 
-def summary(rows: list[dict], a: str, b: str) -> str:
+def summary(rows: list[dict], names: list[str]) -> str:
+    """Each engine after the first against the first; then, for two others, their agreement with it compared."""
+    reference, others = names[0], names[1:]
+    parts = [pair_summary(rows, reference, other) for other in others]
+    for i, a in enumerate(others):
+        for b in others[i + 1:]:
+            agree_a = [float(r[a][:1] == r[reference][:1]) for r in rows]
+            agree_b = [float(r[b][:1] == r[reference][:1]) for r in rows]
+            text = f"top draft identical to {reference}'s: {b} - {a} "
+            parts.append(text + (f"{paired(agree_b, agree_a)} (95 % paired bootstrap)" if len(rows) >= 2 else
+                                 f"{sum(agree_b) - sum(agree_a):+.0f}"))
+    return "\n  ".join(parts)
+
+
+def pair_summary(rows: list[dict], a: str, b: str) -> str:
     same = sum(r[a][:1] == r[b][:1] for r in rows)
     p_a, p_b = [float(r[f"exact_{a}"]) for r in rows], [float(r[f"exact_{b}"]) for r in rows]
-    text = (f"{len(rows)} positions: top draft identical at {same / len(rows):.1%}; "
+    text = (f"{len(rows)} positions, {a} against {b}: top draft identical at {same / len(rows):.1%}; "
             f"P@1 {a} {sum(p_a) / len(rows):.1%}, {b} {sum(p_b) / len(rows):.1%}")
     if len(rows) >= 2:
         text += f"; P@1 {b} - {a} {paired(p_b, p_a)} (95 % paired bootstrap)"
@@ -46,7 +66,7 @@ def summary(rows: list[dict], a: str, b: str) -> str:
 
 
 def engine(name: str) -> LocalEngine:
-    """hf: transformers' forward (bf16 here); fast-bf16: the fast path on the float weights; int4: the default load;
+    """hf: transformers' forward (bf16 here); hf-fp32: the same in fp32 (the GGUF's exact numbers); fast-bf16: the fast path on the float weights; int4: the default load;
     int8-head: int4 with the output projection as int8 rows; q8-head: as the GGUF's Q8_0 blocks. The fast ones run eager (no compile mid-run). A suffix
     `#n` makes another engine of the same kind (`hf,hf#2`: how often one kind disagrees with itself); `+kernel` (an
     int4 kind) has its decode steps on our CPU kernels (attention; where the CPU has AVX-512 BF16, the int4
@@ -65,6 +85,8 @@ def engine(name: str) -> LocalEngine:
         return one
     if name == "hf":
         return LocalEngine(load_model(fast=False))
+    if name == "hf-fp32":
+        return LocalEngine(load_model(fast=False, dtype="float32"))
     if name == "fast-bf16":
         from spd_lsp.engine import fast
 
@@ -96,35 +118,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--positions", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "eval")
-    parser.add_argument("--pair", default="hf,int4", help="the two engines: hf, fast-bf16, int4, int8-head or q8-head, an int4 kind with +kernel (default hf,int4)")
+    parser.add_argument("--pair", default="hf,int4", help="the engines, the reference first: hf, hf-fp32, fast-bf16, int4, int8-head or q8-head, an int4 kind "
+                             "with +kernel (default hf,int4)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--as-served", action="store_true",
                         help="threads and prefill chunks as the server picks them by load (default: pinned, `pin`)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads of pinned engines")
     args = parser.parse_args(argv)
-    a, b = args.pair.split(",")
+    names = args.pair.split(",")
+    if len(names) < 2 or len(set(names)) != len(names):
+        parser.error(f"--pair needs two or more different engines, got {args.pair!r}")
     root = fetch_packages(DEFAULT_PACKAGES, args.workdir / "corpus").resolve()
-    engines_by_name = {a: engine(a), b: engine(b)}
+    engines_by_name = {name: engine(name) for name in names}
     if not args.as_served:
         for one in engines_by_name.values():
             pin(one, args.threads)
     positions = fitted(sample_positions(split_files(root).test, args.positions, args.seed, kinds=KINDS),
-                       engines_by_name[a].tokenizer)
-    print(f"{len(positions)} test positions of {', '.join(DEFAULT_PACKAGES)}; {a} against {b}", flush=True)
+                       engines_by_name[names[0]].tokenizer)
+    print(f"{len(positions)} test positions of {', '.join(DEFAULT_PACKAGES)}; {', '.join(names[1:])} against "
+          f"{names[0]}", flush=True)
     options = DecodeOptions()
     rows: list[dict] = []
     started = time.perf_counter()
     for i, position in enumerate(positions):
-        engines = list(engines_by_name.items())[:: 1 if i % 2 == 0 else -1]
+        engines = list(engines_by_name.items())
+        engines = engines[i % len(engines):] + engines[:i % len(engines)]  # each engine first in turn
         row: dict = {"path": str(position.path.relative_to(root)), "kind": position.kind, "target": position.target}
         for name, one in engines:
             score = complete(one, position, options)
             row[name], row[f"exact_{name}"], row[f"ms_{name}"] = score.drafts, score.exact_at_1, score.total_ms
         rows.append(row)
         if (i + 1) % 25 == 0 or i + 1 == len(positions):
-            print(f"[{time.perf_counter() - started:.0f} s] {summary(rows, a, b)}", flush=True)
+            print(f"[{time.perf_counter() - started:.0f} s] {summary(rows, names)}", flush=True)
             if args.out:
-                args.out.write_text(json.dumps({"summary": summary(rows, a, b), "rows": rows}, indent=1))
+                args.out.write_text(json.dumps({"summary": summary(rows, names), "rows": rows}, indent=1))
     return 0
 
 

@@ -18,7 +18,7 @@ DECODINGS: tuple[str, ...] = tuple(name for name, method in METHOD.items() if me
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
 QUANTIZE: tuple[str, ...] = ("none", "int8", "int4")  # int4: the fast path's, from float weights
-OUTPUT_WEIGHTS: tuple[str, ...] = ("int8", "float")  # the fast path's output projection in decode steps (CPU)
+OUTPUT_WEIGHTS: tuple[str, ...] = ("q8", "int8", "float")  # the fast path's output projection in decode steps (CPU)
 # How SPD's drafts are verified (decoding/verify.py): cut at the first implausible token, cut and
 # continued greedily by the model, or not verified (blends reach the editor).
 VERIFY: tuple[str, ...] = ("cut", "continue", "off")
@@ -70,7 +70,9 @@ class Settings:
     dtype: str = "auto"
     quantize: str = "none"
     fast_path: bool = True  # our own forward with a compiled decode step (spd_lsp/engine/fast) where it covers the model
-    output_weights: str = "int8"  # the fast path's output projection in CPU decode steps: int8 rows or the float weight
+    # the fast path's output projection in CPU decode steps: the GGUF's own Q8_0 blocks (int8 rows where it has none),
+    # int8 rows requantised from the float weight, or the float weight
+    output_weights: str = "q8"
     max_prefix_tokens: int | None = None  # None = CPU_PREFIX_TOKENS / ACCELERATOR_PREFIX_TOKENS
     multiline: bool = False
     verify: str = "cut"

@@ -49,7 +49,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quantize", default="none", choices=QUANTIZE)
     parser.add_argument("--fast-path", action=argparse.BooleanOptionalAction, default=True,
                         help="the fast decode path where it covers the model (fastPath)")
-    parser.add_argument("--output-weights", default="int8", choices=OUTPUT_WEIGHTS,
+    parser.add_argument("--output-weights", default="q8", choices=OUTPUT_WEIGHTS,
                         help="the fast path's output projection in CPU decode steps (outputWeights)")
     parser.add_argument("--idle-timeout", type=float, default=None,
                         help="exit after this many seconds without a connection (default: never for TCP, "

@@ -8,7 +8,7 @@ from spd_lsp.engine.model import load_model
 
 
 def load_local(model: str | None, device: str = "auto", dtype: str = "auto", quantize: str | None = None, *,
-               fast: bool = True, compile: bool = True, head: str = "int8") -> Loaded:
+               fast: bool = True, compile: bool = True, head: str = "q8") -> Loaded:
     """The model (bundled default, a .gguf file or a local Hugging Face directory) in a `LocalEngine`; `fast`,
     `compile`, `head`: `load_model`'s (the fast path, its compiled step, its output projection's weights)."""
     loaded = load_model(model, device, dtype, quantize, fast=fast, compile=compile, head=head)

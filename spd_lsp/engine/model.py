@@ -314,7 +314,7 @@ def load_model(
     small_query: bool | None = None,
     fast: bool = True,
     compile: bool = True,
-    head: str = "int8",
+    head: str = "q8",
 ) -> LoadedModel:
     """`attention`: transformers' kernel. SDPA stays the default: on this CPU "eager" took 0.84x
     SDPA's time per decode step and per prompt (`bench/bench_prefill.py --compare-kernels 3`),
@@ -331,8 +331,9 @@ def load_model(
     start), where it covers the model and the call does not ask for transformers' forward (`attention`, `small_query`,
     int8, `fast=False`).
     `compile`: compile its decode step (worth it in a long-lived process; a one-shot command runs it eager).
-    `head`: the fast path's output projection in CPU decode steps, "int8" (the default, as `Settings.output_weights`)
-    or "float" (`engine/fast/int8.py`)."""
+    `head`: the fast path's output projection in CPU decode steps, "q8" (the default, as `Settings.output_weights`: the
+    GGUF's own Q8_0 blocks, `engine/fast/q8.py`), "int8" (rows requantised from the float weight, `engine/fast/int8.py`)
+    or "float"."""
     started = time.perf_counter()
     source = resolve_source(spec)
     directory = local_directory(source)

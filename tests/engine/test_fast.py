@@ -309,10 +309,12 @@ def test_q8_0_output_rows_run_as_two_int4_halves_with_the_blocks_own_numbers() -
 
 
 def test_the_bundled_gguf_s_output_rows_are_its_q8_0_blocks_and_the_engine_runs_them(tmp_path) -> None:
-    """The bundled model's tied output projection is Q8_0 in its GGUF: `head="q8"` runs those blocks (transformers'
-    float head is their dequantisation, in bf16), kept beside the model cache and read back equal; the default
-    (`outputWeights: "int8"`) keeps the int8 rows."""
-    from spd_lsp.engine.fast.q8 import gguf_head_blocks
+    """The bundled model's tied output projection is Q8_0 in its GGUF: the default (`outputWeights: "q8"`) runs those
+    blocks (transformers' float head is their dequantisation, in bf16): as they are on our kernel where the CPU has
+    AVX-512 BF16 (the same blocks AMX's trees read, one copy), else as two int4 halves kept beside the model cache and
+    read back equal; `head="int8"` keeps the int8 rows."""
+    from spd_lsp.engine.fast import kernels
+    from spd_lsp.engine.fast.q8 import Q8Head, Q8Weight, gguf_head_blocks
     from spd_lsp.engine.fast.store import gguf_q8_head, q8_file
     from spd_lsp.engine.model import bundled_gguf, load_model
 
@@ -328,11 +330,25 @@ def test_the_bundled_gguf_s_output_rows_are_its_q8_0_blocks_and_the_engine_runs_
     x = torch.randn(2, weight.shape[1], dtype=torch.bfloat16)
     assert torch.equal(head(x), kept(x))
     assert (head(x).float() - x.float() @ dequantised.T).abs().max() < 0.1
-    chosen = load_model(compile=False, head="q8")
-    assert "the GGUF's Q8_0 output rows" in chosen.fast["weights"], chosen.fast
-    assert isinstance(fast.attached(chosen.model).lm.output.int4, type(head))
-    served = load_model(compile=False)  # the default: outputWeights int8
-    assert "int8 output rows" in served.fast["weights"], served.fast
+    served = load_model(compile=False)  # the default: outputWeights q8
+    backend = fast.attached(served.model)
+    if kernels.bf16_matvec():
+        assert "the GGUF's Q8_0 output blocks" in served.fast["weights"], served.fast
+        ours = backend.lm.output.int4
+        assert isinstance(ours, Q8Weight) and torch.equal(ours.blocks.codes, codes)
+        assert torch.equal(ours.blocks.scales, scales.half())
+        backend.prepare()  # the kernels built, the head moved onto its own
+        assert ours.kernel and backend.info["matvec"].endswith("Q8_0 head"), backend.info
+        if backend.lm.output.amx is not None:
+            assert backend.lm.output.amx is ours.blocks  # one copy for decode steps and trees
+        got = ours(x).float()
+        want = x.float() @ dequantised.T
+        assert ((got - want).abs() <= want.abs() * 2**-8 + 1e-3).all()  # the blocks' own numbers, rounded to bf16
+    else:
+        assert "the GGUF's Q8_0 output rows" in served.fast["weights"], served.fast
+        assert isinstance(backend.lm.output.int4, Q8Head)
+    rows = load_model(compile=False, head="int8")
+    assert "int8 output rows" in rows.fast["weights"], rows.fast
 
 
 def test_the_int8_output_rows_are_kept_beside_the_model_cache_and_read_back_bit_for_bit(tmp_path, caplog) -> None:

@@ -1,6 +1,7 @@
 """The whole plain decode step in one C++ call (spd_lsp/engine/fast/fused.py, step.cpp): built for real with the
 machine's compiler; its logits and the keys/values it writes are the eager fast path's bit for bit (the same row
-kernels in the same order) for 1 to 8 rows, across attention chunks, with Qwen2's q/k/v biases and a head size of 128;
+kernels in the same order) for 1 to 8 rows, across attention chunks, with Qwen2's q/k/v biases and a head size of 128,
+with the head as Q8_0 blocks or int8 rows;
 where it serves, the step's graph is not compiled for the shapes it takes; what it cannot serve says why; bad input is
 refused with its reason; the GIL is free while it runs."""
 
@@ -41,12 +42,20 @@ def _model(shape: str) -> torch.nn.Module:
     return model.eval().to(torch.bfloat16)
 
 
-def _runner(shape: str, *, fused_on: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[ModelRunner, object]:
-    """The tiny model on the fast path with int4 projections and the int8 head on our kernels (`prepare`, as the compile
-    thread runs it), the fused step made or not."""
+def _runner(shape: str, *, fused_on: bool, monkeypatch: pytest.MonkeyPatch, head: str = "int8"
+            ) -> tuple[ModelRunner, object]:
+    """The tiny model on the fast path with int4 projections and the int8 head (or, `head="q8"`, its weight as Q8_0
+    blocks, as a GGUF holds the bundled model's) on our kernels (`prepare`, as the compile thread runs it), the fused
+    step made or not."""
     monkeypatch.setenv(fused.ENV, "1" if fused_on else "0")
     model = _model(shape)
     backend = fast.build(model, compile=False, quantize="int4", head="int8")
+    if head == "q8":
+        from spd_lsp.engine.fast.q8 import Q8Weight
+        from tests.engine.test_matvec import q8_blocks
+
+        lm = backend.lm
+        lm.output.int4 = Q8Weight(q8_blocks(lm.head), lm.head)
     backend.prepare()
     fast.attach(model, backend)
     return ModelRunner(model, torch.device("cpu")), backend
@@ -59,9 +68,11 @@ def built() -> None:
 
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("rows, prompt", [(1, 5), (1, 130), (3, 64), (8, 70)])
-def test_the_fused_step_answers_as_the_eager_path_bit_for_bit(built, monkeypatch, shape, rows, prompt) -> None:
-    ours, backend = _runner(shape, fused_on=True, monkeypatch=monkeypatch)
-    eager, plain = _runner(shape, fused_on=False, monkeypatch=monkeypatch)
+@pytest.mark.parametrize("head", ["q8", "int8"])
+def test_the_fused_step_answers_as_the_eager_path_bit_for_bit(built, monkeypatch, shape, rows, prompt, head) -> None:
+    ours, backend = _runner(shape, fused_on=True, monkeypatch=monkeypatch, head=head)
+    eager, plain = _runner(shape, fused_on=False, monkeypatch=monkeypatch, head=head)
+    assert backend.info["matvec"].endswith("Q8_0 head" if head == "q8" else "int8 head"), backend.info
     assert backend.info["fusedStep"] is True and backend.fused is not None
     assert plain.info["fusedStep"] == f"{fused.ENV}=0" and plain.fused is None
     ids = [3 + (7 * i) % 300 for i in range(prompt)]
@@ -114,7 +125,8 @@ def test_what_the_fused_step_cannot_serve_says_why(built, monkeypatch) -> None:
     model = _model("llama-64")
     backend = fast.build(model, compile=False, quantize="int4", head="float")
     backend.prepare()
-    assert backend.fused is None and backend.info["fusedStep"] == "an output head other than the int8 rows"
+    assert backend.fused is None and backend.info["fusedStep"] == (
+        "an output head other than the GGUF's Q8_0 blocks or int8 rows on our kernel")
     model = _model("llama-64").float()
     backend = fast.build(model, compile=False, quantize="int4", head="int8")
     backend.prepare()

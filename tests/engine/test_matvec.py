@@ -1,4 +1,4 @@
-"""The decode step's int4 projections and int8 head on our CPU kernels (spd_lsp/engine/fast/matvec.py, matvec.cpp):
+"""The decode step's int4 projections and Q8_0 / int8 head on our CPU kernels (spd_lsp/engine/fast/matvec.py, matvec.cpp):
 built for real with the machine's compiler, checked against the weights' own numbers in fp32, the GGUF's rows taken
 as its blocks are, bad input refused clearly, and a model moved onto them in `prepare` stepping as before, eager and
 compiled as one graph."""
@@ -52,6 +52,37 @@ def test_int8_rows_give_their_scaled_codes(built, m) -> None:
     assert _within_output_rounding(matvec.int8(x, head.weight, head.scales), x, weight)
 
 
+def q8_blocks(weight: torch.Tensor):
+    """`weight` [N, K] quantised to Q8_0 as the GGUF's writer does it (gguf.quants): `amx.Q8Blocks`."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import quantize
+
+    from spd_lsp.engine.fast.amx import Q8Blocks
+    from spd_lsp.engine.fast.q8 import unpack_q8_0
+
+    codes, scales = unpack_q8_0(quantize(weight.float().numpy(), GGMLQuantizationType.Q8_0))
+    return Q8Blocks(codes.contiguous(), scales.half().contiguous())
+
+
+@pytest.mark.parametrize("n, k", [(1000, 576), (7, 96), (33, 1536)])
+@pytest.mark.parametrize("m", [1, 3, 8, 9])
+def test_q8_rows_give_the_blocks_own_numbers(built, n, k, m) -> None:
+    """The GGUF's Q8_0 blocks as they are (a scale per 32 codes): within the output's rounding of x @ (d q).T, where
+    the int8 rows requantised from the same weights (a scale per row) err several times more."""
+    torch.manual_seed(n + m)
+    weight = torch.randn(n, k) * torch.rand(n, k).mul(4).add(0.1)  # blocks of different ranges: scales that differ
+    blocks = q8_blocks(weight)
+    x = torch.randn(m, k).bfloat16()
+    got = matvec.q8(x, blocks.codes, blocks.scales)
+    assert got.shape == (m, n) and got.dtype == torch.bfloat16
+    exact = blocks.dequantised()
+    assert _within_output_rounding(got, x, exact)
+    rows = Int8Weight.of(exact.bfloat16())
+    requantised = matvec.int8(x, rows.weight, rows.scales).float()
+    want = x.float() @ exact.T
+    assert (got.float() - want).abs().mean() < (requantised - want).abs().mean() / 2
+
+
 def test_bad_input_is_refused_with_its_reason(built) -> None:
     rows = random_rows(8, 128, seed=1)
     with pytest.raises(RuntimeError, match="bf16"):
@@ -67,6 +98,11 @@ def test_bad_input_is_refused_with_its_reason(built) -> None:
     head = Int8Weight.of(torch.randn(16, 64))
     with pytest.raises(RuntimeError, match="bf16"):
         matvec.int8(torch.randn(1, 64).bfloat16(), head.weight, head.scales)  # fp32 scales
+    blocks = q8_blocks(torch.randn(16, 64))
+    with pytest.raises(RuntimeError, match=r"scales \[N, K / 32\] fp16"):
+        matvec.q8(torch.randn(1, 64).bfloat16(), blocks.codes, blocks.scales.float())
+    with pytest.raises(RuntimeError, match=r"x \[M, 64\]"):
+        matvec.q8(torch.randn(1, 96).bfloat16(), blocks.codes, blocks.scales)
 
 
 def test_the_gguf_s_rows_are_its_q4_1_blocks(tmp_path) -> None:

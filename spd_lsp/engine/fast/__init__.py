@@ -71,7 +71,7 @@ def _existing_directory(path: Path) -> Path:
 from spd_lsp.engine.decoding.backends import attach, attached  # noqa: E402,F401  (re-exported)
 
 
-HEADS = ("float", "int8", "q8")  # "q8": the GGUF's Q8_0 blocks, measured and not the default (fast/q8.py)
+HEADS = ("float", "int8", "q8")  # "q8": the GGUF's Q8_0 blocks (fast/q8.py)
 
 
 def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, compile: bool = True,
@@ -82,10 +82,10 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     numbers as the dequantised weights); `quantize="int4"`: quantised from the float weights otherwise (an
     explicit choice: it changes the numbers); else the float weights throughout. `cache`: a directory to keep
     the packed GGUF weights and the int8 output rows in (the model's cache), so that later starts skip making them.
-    `head="int8"`: on the CPU, the output projection of decode steps as int8 rows (`int8.py`: a requantisation, so a
-    choice; the weights string says so); `head="q8"`: the GGUF's own Q8_0 blocks where `gguf` holds them so (`q8.py`:
-    the same numbers; measured, not the default: docs/performance-step.md), else int8 rows; else (and on CUDA:
-    tinygemm has no int8 kernel here) its float weight.
+    `head="q8"`: on the CPU, the output projection of decode steps as the GGUF's own Q8_0 blocks where `gguf` holds
+    them so (`q8.py`: the same numbers; on our kernel where it runs, else as two int4 halves), else int8 rows;
+    `head="int8"`: as int8 rows (`int8.py`: a requantisation, so a choice; the weights string says so); else (and on
+    CUDA: tinygemm has no int8 kernel here) its float weight.
     """
     import torch
 
@@ -93,6 +93,8 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     from spd_lsp.engine.fast.light import LightLM
     from spd_lsp.engine.fast.backend import FastBackend
     from spd_lsp.engine.fast.model import FastLM, unsupported
+    from spd_lsp.engine.fast.kernels import bf16_matvec
+    from spd_lsp.engine.fast.q8 import Q8Weight
     from spd_lsp.engine.fast.store import gguf_int4, gguf_q8_blocks, gguf_q8_head, gguf_rows, int8_head
 
     reason = unsupported(getattr(model, "config", None))
@@ -129,12 +131,20 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     if head not in HEADS:
         raise ValueError(f"head {head!r}: one of {', '.join(HEADS)}")
     head_int8 = None
+    blocks = None  # the GGUF's Q8_0 head blocks, where read now (the AMX trees take the same object)
     if head in ("int8", "q8") and device.type == "cpu":
-        # "q8": the GGUF's own Q8_0 blocks where it has them (the same numbers); else rows requantised from the
-        # float head.
-        head_int8 = gguf_q8_head(gguf, dtype=dtype, directory=cache) if gguf is not None and head == "q8" else None
+        # "q8": the GGUF's own Q8_0 blocks where it has them (the same numbers): as they are on our kernel where it
+        # runs (bf16, AVX-512 BF16), else as two int4 halves (`q8.py`); else rows requantised from the float head.
+        if gguf is not None and head == "q8" and dtype == torch.bfloat16 and bf16_matvec():
+            blocks = gguf_q8_blocks(gguf, directory=cache)
+        if blocks is not None:
+            head_int8 = Q8Weight(blocks, model.get_output_embeddings().weight.detach())
+            weights += ", the GGUF's Q8_0 output blocks (decode)"
+        elif gguf is not None and head == "q8":
+            head_int8 = gguf_q8_head(gguf, dtype=dtype, directory=cache)
         if head_int8 is not None:
-            weights += ", the GGUF's Q8_0 output rows (decode)"
+            if blocks is None:
+                weights += ", the GGUF's Q8_0 output rows (decode)"
         else:
             head_int8 = int8_head(model.get_output_embeddings().weight, directory=cache)
             weights += ", int8 output rows (decode)"
@@ -147,4 +157,4 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     return FastBackend(lm, compile=compile, weights=weights,
                        pack=onednn.wanted(dtype, device) and isinstance(model, LightLM), rows=rows,
                        rows_exact=packed is not None and gguf is not None,
-                       head_blocks=(lambda: gguf_q8_blocks(gguf, directory=cache)) if gguf is not None else None)
+                       head_blocks=(lambda: blocks or gguf_q8_blocks(gguf, directory=cache)) if gguf is not None else None)

@@ -1,11 +1,11 @@
 """The whole plain decode step in one call of a C++ kernel of ours on the CPU (`step.cpp`, `torch.ops.spd_step.decode`).
 
 Where it serves: bf16 on a CPU with AVX-512 BF16 once the kernels are built, every projection on our int4 kernel (the
-GGUF's Q4_1 rows) and the head on our int8 one, a head size of 64 or 128, at most `INT4_MAX_TOKENS` rows. There it
-replaces the compiled graph of the plain step (`FastBackend.step`): no dynamo guards, no graph wrapper, one OpenMP
-region a step instead of ~300 (docs/performance-step.md, round 15). Its logits are the eager fast path's, bit for bit
-(the same row kernels in the same order). Anything else (fp32, ATen's kernels, the float or Q8_0 head, CUDA) keeps
-the compiled step. `SPD_LSP_FUSED_STEP=0` turns it off.
+GGUF's Q4_1 rows) and the head on our Q8_0 kernel (the GGUF's blocks) or int8 one, a head size of 64 or 128, at most
+`INT4_MAX_TOKENS` rows. There it replaces the compiled graph of the plain step (`FastBackend.step`): no dynamo guards,
+no graph wrapper, one OpenMP region a step instead of ~300 (docs/performance-step.md, round 15). Its logits are the
+eager fast path's, bit for bit (the same row kernels in the same order). Anything else (fp32, ATen's kernels, the
+float head or the Q8_0 halves, CUDA) keeps the compiled step. `SPD_LSP_FUSED_STEP=0` turns it off.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import torch
 
 from spd_lsp.engine.fast.int4 import Int4Weight
 from spd_lsp.engine.fast.int8 import Int8Weight
+from spd_lsp.engine.fast.q8 import Q8Weight
 
 if TYPE_CHECKING:
     from spd_lsp.engine.fast.model import FastLM
@@ -43,8 +44,8 @@ def why_not(lm: "FastLM") -> str | None:
         if block.out.bias is not None or block.gate_up.bias is not None or block.down.bias is not None:
             return "biases outside q/k/v"
     head = lm.output.int4
-    if not isinstance(head, Int8Weight) or not head.kernel:
-        return "an output head other than the int8 rows"
+    if not isinstance(head, (Int8Weight, Q8Weight)) or not head.kernel:
+        return "an output head other than the GGUF's Q8_0 blocks or int8 rows on our kernel"
     return None
 
 
@@ -59,7 +60,8 @@ def build(lm: "FastLM") -> torch.ScriptObject:
         tensors += list(block.out.int4.rows) + [block.mlp_norm.contiguous()]
         tensors += list(block.gate_up.int4.rows) + list(block.down.int4.rows)
     head = lm.output.int4
-    tensors += [lm.norm.contiguous(), head.weight, head.scales,
+    codes, scales = (head.blocks.codes, head.blocks.scales) if isinstance(head, Q8Weight) else (head.weight, head.scales)
+    tensors += [lm.norm.contiguous(), codes, scales,
                 lm.cos.to(torch.bfloat16).contiguous(), lm.sin.to(torch.bfloat16).contiguous()]
     intermediate = lm.blocks[0].down.int4.in_features
     sizes = [lm.layers, lm.norm.numel(), lm.heads, lm.kv_heads, lm.head_dim, intermediate]

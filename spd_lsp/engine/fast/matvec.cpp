@@ -2,7 +2,9 @@
 //   spd::int4_matvec(x, codes, scales, mins): x [M, K] bf16 @ W.T, W [N, K] as Q4_1 blocks of 32 along K
 //     (codes [N, K / 2] uint8: byte j of a block holds element j in its low nibble, element j + 16 in its high one,
 //     the GGUF's own order; scales, mins [N, K / 32] fp16; w = scale * q + min, the GGUF's own numbers);
-//   spd::int8_matvec(x, codes, scales): x [M, K] bf16 @ W.T, W [N, K] as int8 rows with a scale each (int8.py).
+//   spd::int8_matvec(x, codes, scales): x [M, K] bf16 @ W.T, W [N, K] as int8 rows with a scale each (int8.py);
+//   spd::q8_matvec(x, codes, scales): x [M, K] bf16 @ W.T, W [N, K] as the GGUF's Q8_0 blocks (codes [N, K] int8,
+//     scales [N, K / 32] fp16; w = scale * q: the model's own numbers, q8.py).
 // Out [M, N] bf16, accumulated in fp32.
 //
 // Why: ATen's `_weight_int4pack_mm_for_cpu` read the bundled model's 30 layers at ~13.6 GB/s (4.9 ms a step) and
@@ -66,6 +68,14 @@ at::Tensor int4_matvec(const at::Tensor& x, const at::Tensor& codes, const at::T
 #endif
 }
 
+// x's rows as fp32, as int8_rows and q8_rows read them.
+std::vector<float> widened(const at::Tensor& x) {
+  std::vector<float> xf(x.numel());
+  const c10::BFloat16* xp = x.data_ptr<c10::BFloat16>();
+  for (int64_t i = 0; i < x.numel(); ++i) xf[i] = static_cast<float>(xp[i]);
+  return xf;
+}
+
 at::Tensor int8_matvec(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales) {
 #ifdef SPD_MATVEC
   const int64_t N = codes.size(0), K = codes.size(1);
@@ -77,9 +87,7 @@ at::Tensor int8_matvec(const at::Tensor& x, const at::Tensor& codes, const at::T
   const int64_t M = x.size(0);
   at::Tensor out = at::empty({M, N}, x.options());
   if (M == 0 || N == 0) return out;
-  std::vector<float> xf(M * K);
-  const c10::BFloat16* xp = x.data_ptr<c10::BFloat16>();
-  for (int64_t i = 0; i < M * K; ++i) xf[i] = static_cast<float>(xp[i]);
+  const std::vector<float> xf = widened(x);
   const int8_t* c = codes.data_ptr<int8_t>();
   const c10::BFloat16* s = scales.data_ptr<c10::BFloat16>();
   c10::BFloat16* o = out.data_ptr<c10::BFloat16>();
@@ -92,14 +100,41 @@ at::Tensor int8_matvec(const at::Tensor& x, const at::Tensor& codes, const at::T
 #endif
 }
 
+at::Tensor q8_matvec(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales) {
+#ifdef SPD_MATVEC
+  const int64_t N = codes.size(0), K = codes.size(1);
+  check_x(x, K, "q8_matvec");
+  TORCH_CHECK(codes.scalar_type() == at::kChar && codes.dim() == 2 && codes.is_contiguous() && K % BLOCK == 0 &&
+                  K / BLOCK <= 512,
+              "q8_matvec: codes [N, K] int8, K a multiple of 32 up to 16,384");
+  TORCH_CHECK(scales.scalar_type() == at::kHalf && scales.numel() == N * (K / BLOCK) && scales.is_contiguous(),
+              "q8_matvec: scales [N, K / 32] fp16");
+  const int64_t M = x.size(0);
+  at::Tensor out = at::empty({M, N}, x.options());
+  if (M == 0 || N == 0) return out;
+  const std::vector<float> xf = widened(x);
+  const int8_t* c = codes.data_ptr<int8_t>();
+  const c10::Half* s = scales.data_ptr<c10::Half>();
+  c10::BFloat16* o = out.data_ptr<c10::BFloat16>();
+  at::parallel_for(0, N, grain(K), [&](int64_t n0, int64_t n1) {
+    in_passes<Q8>(M, xf.data(), c, s, K, N, n0, n1, o);
+  });
+  return out;
+#else
+  TORCH_CHECK(false, "q8_matvec: built without AVX-512 BF16");
+#endif
+}
+
 }  // namespace
 
 TORCH_LIBRARY(spd_matvec, m) {
   m.def("int4_matvec(Tensor x, Tensor codes, Tensor scales, Tensor mins) -> Tensor");
   m.def("int8_matvec(Tensor x, Tensor codes, Tensor scales) -> Tensor");
+  m.def("q8_matvec(Tensor x, Tensor codes, Tensor scales) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(spd_matvec, CPU, m) {
   m.impl("int4_matvec", &int4_matvec);
   m.impl("int8_matvec", &int8_matvec);
+  m.impl("q8_matvec", &q8_matvec);
 }

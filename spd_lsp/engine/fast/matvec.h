@@ -1,4 +1,4 @@
-// The decode step's int4 and int8 row kernels (matvec.cpp's ops and step.cpp's fused step share them): see
+// The decode step's int4, int8 and Q8_0 row kernels (matvec.cpp's ops and step.cpp's fused step share them): see
 // matvec.cpp for the layouts and the arithmetic.
 #pragma once
 
@@ -140,6 +140,38 @@ void int8_rows(const float* x, int64_t m0, const int8_t* codes, const c10::BFloa
   }
 }
 
+// Q8_0 rows, the GGUF's own blocks: codes [N, K] int8, an fp16 scale per block of 32 (scales [N, K / 32]), w = scale *
+// q. A block's 32 products with x (fp32) sum in 16 lanes, then take the block's scale; so these are the model's exact
+// numbers, where int8_rows' one scale a row is a requantisation of them.
+template <int M>
+void q8_rows(const float* x, int64_t m0, const int8_t* codes, const c10::Half* scales, int64_t K, int64_t N,
+             int64_t n0, int64_t n1, c10::BFloat16* out) {
+  const int64_t groups = K / BLOCK;
+  alignas(64) float d[512];  // one row's scales as fp32 (K <= 16,384)
+  for (int64_t n = n0; n < n1; ++n) {
+    const int8_t* w = codes + n * K;
+    if (n + AHEAD < N) {  // the row AHEAD on (past this call's too), on its way while this one computes
+      for (int64_t line = 0; line < K; line += 64) _mm_prefetch(reinterpret_cast<const char*>(w + AHEAD * K + line), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(scales + (n + AHEAD) * groups), _MM_HINT_T0);
+    }
+    widen_scales(scales + n * groups, groups, d);
+    __m512 acc[M];
+    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < groups; ++g) {
+      const int8_t* b = w + g * BLOCK;
+      const __m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b))));
+      const __m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16))));
+      const __m512 scale = _mm512_set1_ps(d[g]);
+      for (int m = 0; m < M; ++m) {
+        const float* xr = x + (m0 + m) * K + g * BLOCK;
+        const __m512 t = _mm512_fmadd_ps(q1, _mm512_loadu_ps(xr + 16), _mm512_mul_ps(q0, _mm512_loadu_ps(xr)));
+        acc[m] = _mm512_fmadd_ps(t, scale, acc[m]);
+      }
+    }
+    for (int m = 0; m < M; ++m) out[(m0 + m) * N + n] = c10::BFloat16(_mm512_reduce_add_ps(acc[m]));
+  }
+}
+
 // Calls body(M, m0) for passes of at most MAX_ROWS rows, with M as a template argument.
 template <template <int> class Rows, typename... Args>
 void in_passes(int64_t rows, Args&&... args) {
@@ -225,6 +257,14 @@ struct Int8 {
   static void run(int64_t m0, const float* x, const int8_t* codes, const c10::BFloat16* scales, int64_t K, int64_t N,
                   int64_t n0, int64_t n1, c10::BFloat16* out) {
     int8_rows<M>(x, m0, codes, scales, K, N, n0, n1, out);
+  }
+};
+
+template <int M>
+struct Q8 {
+  static void run(int64_t m0, const float* x, const int8_t* codes, const c10::Half* scales, int64_t K, int64_t N,
+                  int64_t n0, int64_t n1, c10::BFloat16* out) {
+    q8_rows<M>(x, m0, codes, scales, K, N, n0, n1, out);
   }
 };
 

@@ -1,6 +1,7 @@
 """The decode step's int4 projections and int8 head on our own CPU kernels (`matvec.cpp`), where the CPU has AVX-512
 BF16: `torch.ops.spd_matvec.int4_matvec` on the GGUF's Q4_1 blocks as they are (codes, fp16 scales and minima: its
-own numbers, exactly) and `int8_matvec` on the int8 head's rows (`int8.py`).
+own numbers, exactly), `q8_matvec` on the GGUF's Q8_0 head blocks (`q8.py`: likewise) and `int8_matvec` on the
+int8 head's rows (`int8.py`).
 
 Why: on the AMD EPYC of round 11 (2 cores, ~25-30 GB/s read), ATen's `_weight_int4pack_mm_for_cpu` read the bundled
 model's 30 layers in 4.2 ms a step (~16 GB/s) and `_weight_int8pack_mm` its 28 MB head in 2.0 ms (~14 GB/s); these
@@ -44,6 +45,11 @@ def int4(x: torch.Tensor, rows: Rows) -> torch.Tensor:
     return torch.ops.spd_matvec.int4_matvec(x.contiguous(), rows.codes, rows.scales, rows.mins)
 
 
+def q8(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """x [M, K] bf16 @ W.T, W [N, K] as Q8_0 blocks: codes [N, K] int8, scales [N, K / 32] fp16 (w = scale * code)."""
+    return torch.ops.spd_matvec.q8_matvec(x.contiguous(), codes, scales)
+
+
 def int8(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     """x [M, K] bf16 @ (scales[:, None] * codes).T, codes [N, K] int8, scales [N] bf16."""
     return torch.ops.spd_matvec.int8_matvec(x.contiguous(), codes, scales)
@@ -77,4 +83,6 @@ def register_fakes() -> None:
     torch.library.register_fake("spd_matvec::int4_matvec")(
         lambda x, codes, scales, mins: x.new_empty(x.shape[0], codes.shape[0]))
     torch.library.register_fake("spd_matvec::int8_matvec")(
+        lambda x, codes, scales: x.new_empty(x.shape[0], codes.shape[0]))
+    torch.library.register_fake("spd_matvec::q8_matvec")(
         lambda x, codes, scales: x.new_empty(x.shape[0], codes.shape[0]))

@@ -28,7 +28,7 @@ from spd_lsp.engine.fast.int4 import Int4Weight, Packed
 from spd_lsp.engine.fast.int8 import Int8Weight
 from spd_lsp.engine.fast.matvec import Rows
 from spd_lsp.engine.fast.onednn import PackedWeight
-from spd_lsp.engine.fast.q8 import Q8Head
+from spd_lsp.engine.fast.q8 import Q8Head, Q8Weight
 
 FAMILIES = ("llama", "qwen2")
 # Rows x tokens up to which a projection runs its int4 weight where it has one: decode steps of up to 8 rows;
@@ -66,7 +66,7 @@ class Projection(torch.nn.Module):
     `AMX_MAX_TOKENS` rows. `pack()` moves the float weight into oneDNN's blocked layout (`onednn.py`): `weight` is
     None from then on."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, int4: Int4Weight | Int8Weight | Q8Head | None) -> None:
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, int4: Int4Weight | Int8Weight | Q8Head | Q8Weight | None) -> None:
         super().__init__()
         self.weight, self.bias, self.int4 = weight, bias, int4
         self.packed: PackedWeight | None = None
@@ -138,7 +138,7 @@ class FastLM(torch.nn.Module):
     packed as int4 (`int4.pack`), or None (float weights only); `head`: the output projection in 8 bits for decode
     steps (`q8.py`: the GGUF's Q8_0 blocks; `int8.py`: int8 rows), or None (its float weight)."""
 
-    def __init__(self, model: Any, int4: Packed | None = None, *, head: Int8Weight | Q8Head | None = None) -> None:
+    def __init__(self, model: Any, int4: Packed | None = None, *, head: Int8Weight | Q8Head | Q8Weight | None = None) -> None:
         super().__init__()
         config = model.config
         reason = unsupported(config)
@@ -187,7 +187,8 @@ class FastLM(torch.nn.Module):
 
     def use_matvec(self, rows: list[dict[str, Rows]] | None) -> list[str]:
         """Decode steps on our CPU kernels (`matvec.py`, built): the int4 projections on `rows` (per layer, by fused
-        name: the same weights as Q4_1 rows; ATen's packed copy is dropped), the int8 head on its rows as they are.
+        name: the same weights as Q4_1 rows; ATen's packed copy is dropped), the int8 head on its rows as they are, the
+        Q8_0 head on its blocks.
         Safe while forwards run in another thread. Returns what moved."""
         moved, projections = [], 0
         if rows is not None and len(rows) == len(self.blocks):
@@ -204,6 +205,9 @@ class FastLM(torch.nn.Module):
         if isinstance(head, Int8Weight) and head.scales.dtype == torch.bfloat16 and head.in_features % 16 == 0:
             head.kernel = True
             moved.append("int8 head")
+        elif isinstance(head, Q8Weight) and head.in_features % 32 == 0:  # whole blocks
+            head.kernel = True
+            moved.append("Q8_0 head")
         return moved
 
     def use_amx(self, head: Q8Blocks | None = None) -> list[str]:

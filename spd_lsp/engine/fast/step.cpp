@@ -1,9 +1,10 @@
 // A whole decode step of a Llama-family decoder in one call on the CPU:
 //   spd_step::decode(model, x, column, keys, values) -> logits
-// model: a `spd_step.Model` holding the weights (the int4 projections as the GGUF's Q4_1 rows, the int8 head, the
-// norms, the rotary tables as bf16); x [M, 1, H] bf16 (one input embedding a row, M <= 8, superposed or not), every row
-// at position `column`; keys, values: per layer the cache's buffers [M, kv heads, S, D] bf16, whose column `column`
-// the step writes and whose columns 0..column it attends to. Out [M, 1, V] bf16.
+// model: a `spd_step.Model` holding the weights (the int4 projections as the GGUF's Q4_1 rows, the head as the GGUF's
+// Q8_0 blocks or int8 rows, the norms, the rotary tables as bf16); x [M, 1, H] bf16 (one input embedding a row,
+// M <= 8, superposed or not), every row at position `column`; keys, values: per layer the cache's buffers
+// [M, kv heads, S, D] bf16, whose column `column` the step writes and whose columns 0..column it attends to.
+// Out [M, 1, V] bf16.
 //
 // Why: the compiled step (inductor's graph of ~330 calls behind dynamo's guards) spent ~4 ms of a ~10 ms step outside
 // the bytes it must read: dynamo's cache lookup (1.4 ms), the graph's wrapper and small kernels (1.8 ms), allocations,
@@ -69,8 +70,8 @@ struct Scratch {
 class Model : public torch::CustomClassHolder {
  public:
   // tensors: per layer [attn_norm, qkv codes, scales, mins, qkv bias (empty: none), out codes, scales, mins, mlp_norm,
-  // gate_up codes, scales, mins, down codes, scales, mins], then [final norm, head codes [V, H] int8, head scales [V]
-  // bf16, cos [P, D] bf16, sin [P, D] bf16]; sizes: [layers, hidden, heads, kv heads, head dim, intermediate];
+  // gate_up codes, scales, mins, down codes, scales, mins], then [final norm, head codes [V, H] int8, head scales ([V]
+  // bf16: int8 rows; [V, H / 32] fp16: the GGUF's Q8_0 blocks), cos [P, D] bf16, sin [P, D] bf16]; sizes: [layers, hidden, heads, kv heads, head dim, intermediate];
   // numbers: [eps, attention scale].
   Model(std::vector<at::Tensor> tensors, std::vector<int64_t> sizes, std::vector<double> numbers)
       : tensors_(std::move(tensors)) {
@@ -101,7 +102,13 @@ class Model : public torch::CustomClassHolder {
                 "spd_step.Model: head codes [V, ", hidden_, "] int8");
     vocab_ = t[1].size(0);
     head_codes_ = t[1].const_data_ptr<int8_t>();
-    head_scales_ = vector_of(t[2], vocab_, "head scales");
+    if (t[2].scalar_type() == at::kHalf) {  // the GGUF's Q8_0 blocks: a scale per 32 codes
+      TORCH_CHECK(t[2].numel() == vocab_ * (hidden_ / BLOCK) && t[2].is_contiguous() && hidden_ % BLOCK == 0,
+                  "spd_step.Model: head block scales [", vocab_, ", ", hidden_ / BLOCK, "] fp16");
+      head_blocks_ = t[2].const_data_ptr<c10::Half>();
+    } else {
+      head_scales_ = vector_of(t[2], vocab_, "head scales");
+    }
     for (int i = 3; i < 5; ++i)
       TORCH_CHECK(t[i].scalar_type() == at::kBFloat16 && t[i].dim() == 2 && t[i].size(1) == dim_ && t[i].is_contiguous(),
                   "spd_step.Model: rotary tables [P, ", dim_, "] bf16");
@@ -267,16 +274,20 @@ class Model : public torch::CustomClassHolder {
         }
       }
 
-      // The head: the final norm, then the int8 rows.
+      // The head: the final norm, then the int8 rows or the Q8_0 blocks.
       s.xf.resize(M * H);
       for (int64_t m = 0; m < M; ++m) {
         norm_row(s.x.data() + m * H, final_norm_, s.h.data() + m * H, H, eps_);
         for (int64_t k = 0; k < H; ++k) s.xf[m * H + k] = static_cast<float>(s.h[m * H + k]);
       }
 #pragma omp for schedule(dynamic, 1)
-      for (int64_t n0 = 0; n0 < vocab_; n0 += HEAD_ROWS)
-        in_passes<Int8>(M, s.xf.data(), head_codes_, head_scales_, H, vocab_, n0, std::min(vocab_, n0 + HEAD_ROWS),
-                        logits);
+      for (int64_t n0 = 0; n0 < vocab_; n0 += HEAD_ROWS) {
+        const int64_t n1 = std::min(vocab_, n0 + HEAD_ROWS);
+        if (head_blocks_ != nullptr)
+          in_passes<Q8>(M, s.xf.data(), head_codes_, head_blocks_, H, vocab_, n0, n1, logits);
+        else
+          in_passes<Int8>(M, s.xf.data(), head_codes_, head_scales_, H, vocab_, n0, n1, logits);
+      }
     }
   }
 #endif
@@ -287,7 +298,8 @@ class Model : public torch::CustomClassHolder {
   float eps_ = 0.f, scale_ = 0.f;
   const bf16* final_norm_ = nullptr;
   const int8_t* head_codes_ = nullptr;
-  const bf16* head_scales_ = nullptr;
+  const bf16* head_scales_ = nullptr;  // int8 rows: a scale a row
+  const c10::Half* head_blocks_ = nullptr;  // or the GGUF's Q8_0 blocks: a scale per 32 codes
   const bf16 *cos_ = nullptr, *sin_ = nullptr;
 };
 

@@ -31,7 +31,7 @@ class ModelSettings:
     dtype: str = "auto"
     quantize: str = "none"
     fast_path: bool = True  # the fast decode path where the family is covered (Settings.fast_path)
-    output_weights: str = "int8"  # its output projection in CPU decode steps (Settings.output_weights)
+    output_weights: str = "q8"  # its output projection in CPU decode steps (Settings.output_weights)
     base_store: str | None = None  # the team's base n-gram store on the serving machine
     max_batch: int = 32  # superposed requests decoded together on one replica
 

@@ -21,7 +21,7 @@ test("manifest defaults become the server's defaults, unset values left out", ()
     dtype: "auto",
     quantize: "none",
     fastPath: true,
-    outputWeights: "int8",
+    outputWeights: "q8",
     multiline: false,
     verify: "cut",
     engine: "in-process",
