@@ -66,7 +66,8 @@ def pair_summary(rows: list[dict], a: str, b: str) -> str:
 
 
 def engine(name: str) -> LocalEngine:
-    """hf: transformers' forward (bf16 here); hf-fp32: the same in fp32 (the GGUF's exact numbers); fast-bf16: the fast path on the float weights; int4: the default load;
+    """hf: transformers' forward (bf16 here); hf-fp32: the same in fp32 (the GGUF's exact numbers); fast-bf16: the fast
+    path on the float weights; int4: the default load;
     int8-head: int4 with the output projection as int8 rows; q8-head: as the GGUF's Q8_0 blocks. The fast ones run eager (no compile mid-run). A suffix
     `#n` makes another engine of the same kind (`hf,hf#2`: how often one kind disagrees with itself); `+kernel` (an
     int4 kind) has its decode steps on our CPU kernels (attention; where the CPU has AVX-512 BF16, the int4

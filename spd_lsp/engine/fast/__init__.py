@@ -142,10 +142,9 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
             weights += ", the GGUF's Q8_0 output blocks (decode)"
         elif gguf is not None and head == "q8":
             head_int8 = gguf_q8_head(gguf, dtype=dtype, directory=cache)
-        if head_int8 is not None:
-            if blocks is None:
+            if head_int8 is not None:
                 weights += ", the GGUF's Q8_0 output rows (decode)"
-        else:
+        if head_int8 is None:
             head_int8 = int8_head(model.get_output_embeddings().weight, directory=cache)
             weights += ", int8 output rows (decode)"
     with torch.no_grad():  # not inference tensors: transformers' own forward still runs on the shared weights

@@ -68,13 +68,24 @@ at::Tensor int4_matvec(const at::Tensor& x, const at::Tensor& codes, const at::T
 #endif
 }
 
-// x's rows as fp32, as int8_rows and q8_rows read them.
-std::vector<float> widened(const at::Tensor& x) {
-  std::vector<float> xf(x.numel());
+#ifdef SPD_MATVEC
+// out [M, N] = x [M, K] @ W.T for W [N, K] as int8 codes with `scales` (a row's: Int8; a block's: Q8), x read as fp32.
+template <template <int> class Rows, typename Scale>
+at::Tensor int8_codes(const at::Tensor& x, const at::Tensor& codes, const Scale* scales) {
+  const int64_t M = x.size(0), N = codes.size(0), K = codes.size(1);
+  at::Tensor out = at::empty({M, N}, x.options());
+  if (M == 0 || N == 0) return out;
+  std::vector<float> xf(M * K);
   const c10::BFloat16* xp = x.data_ptr<c10::BFloat16>();
-  for (int64_t i = 0; i < x.numel(); ++i) xf[i] = static_cast<float>(xp[i]);
-  return xf;
+  for (int64_t i = 0; i < M * K; ++i) xf[i] = static_cast<float>(xp[i]);
+  const int8_t* c = codes.data_ptr<int8_t>();
+  c10::BFloat16* o = out.data_ptr<c10::BFloat16>();
+  at::parallel_for(0, N, grain(K), [&](int64_t n0, int64_t n1) {
+    in_passes<Rows>(M, xf.data(), c, scales, K, N, n0, n1, o);
+  });
+  return out;
 }
+#endif
 
 at::Tensor int8_matvec(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales) {
 #ifdef SPD_MATVEC
@@ -84,17 +95,7 @@ at::Tensor int8_matvec(const at::Tensor& x, const at::Tensor& codes, const at::T
               "int8_matvec: codes [N, K] int8, K a multiple of 16");
   TORCH_CHECK(scales.scalar_type() == at::kBFloat16 && scales.numel() == N && scales.is_contiguous(),
               "int8_matvec: scales [N] bf16");
-  const int64_t M = x.size(0);
-  at::Tensor out = at::empty({M, N}, x.options());
-  if (M == 0 || N == 0) return out;
-  const std::vector<float> xf = widened(x);
-  const int8_t* c = codes.data_ptr<int8_t>();
-  const c10::BFloat16* s = scales.data_ptr<c10::BFloat16>();
-  c10::BFloat16* o = out.data_ptr<c10::BFloat16>();
-  at::parallel_for(0, N, grain(K), [&](int64_t n0, int64_t n1) {
-    in_passes<Int8>(M, xf.data(), c, s, K, N, n0, n1, o);
-  });
-  return out;
+  return int8_codes<Int8>(x, codes, scales.data_ptr<c10::BFloat16>());
 #else
   TORCH_CHECK(false, "int8_matvec: built without AVX-512 BF16");
 #endif
@@ -109,17 +110,7 @@ at::Tensor q8_matvec(const at::Tensor& x, const at::Tensor& codes, const at::Ten
               "q8_matvec: codes [N, K] int8, K a multiple of 32 up to 16,384");
   TORCH_CHECK(scales.scalar_type() == at::kHalf && scales.numel() == N * (K / BLOCK) && scales.is_contiguous(),
               "q8_matvec: scales [N, K / 32] fp16");
-  const int64_t M = x.size(0);
-  at::Tensor out = at::empty({M, N}, x.options());
-  if (M == 0 || N == 0) return out;
-  const std::vector<float> xf = widened(x);
-  const int8_t* c = codes.data_ptr<int8_t>();
-  const c10::Half* s = scales.data_ptr<c10::Half>();
-  c10::BFloat16* o = out.data_ptr<c10::BFloat16>();
-  at::parallel_for(0, N, grain(K), [&](int64_t n0, int64_t n1) {
-    in_passes<Q8>(M, xf.data(), c, s, K, N, n0, n1, o);
-  });
-  return out;
+  return int8_codes<Q8>(x, codes, scales.data_ptr<c10::Half>());
 #else
   TORCH_CHECK(false, "q8_matvec: built without AVX-512 BF16");
 #endif

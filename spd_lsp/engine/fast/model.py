@@ -205,7 +205,7 @@ class FastLM(torch.nn.Module):
         if isinstance(head, Int8Weight) and head.scales.dtype == torch.bfloat16 and head.in_features % 16 == 0:
             head.kernel = True
             moved.append("int8 head")
-        elif isinstance(head, Q8Weight) and head.in_features % 32 == 0:  # whole blocks
+        elif isinstance(head, Q8Weight):  # whole blocks of 32 by construction
             head.kernel = True
             moved.append("Q8_0 head")
         return moved

@@ -6,8 +6,8 @@ A Q8_0 block holds 32 weights of one row: an fp16 scale d and 32 int8 codes q; t
 - `Q8Weight`, where our CPU kernels run (bf16 on a CPU with AVX-512 BF16): the blocks as they are, on
   `spd_matvec::q8_matvec` (`matvec.h`'s `q8_rows`: a block's products summed in fp32, then its scale), in the fused
   step too. The same bytes as the int8 rows (a byte a weight) and the model's exact numbers: against transformers'
-  fp32 forward its logits erred by an RMS of 0.097 where the int8 rows' erred by 0.129 and transformers' bf16 forward's
-  by 0.087 (docs/performance-step.md, round 16). Until the kernel is built the float head serves.
+  fp32 forward its logits erred by an RMS of 0.094 where the int8 rows' erred by 0.130 and transformers' bf16 forward's
+  by 0.089 (docs/performance-step.md, round 16). Until the kernel is built the float head serves.
 - `Q8Head` elsewhere: ATen has no int8 matmul with a scale per block (`_weight_int8pack_mm` takes one per row, and a
   scale per row is a requantisation: `int8.py`), so a code is split in two nibbles, q = 16 * hi + lo with hi in
   -8..7 and lo in 0..15, and the head runs as two int4 matmuls of the same group size (`int4.py`): hi with scale 16d
@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 import torch.nn.functional as F
 
 from spd_lsp.engine.fast import matvec

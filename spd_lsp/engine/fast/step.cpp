@@ -71,8 +71,8 @@ class Model : public torch::CustomClassHolder {
  public:
   // tensors: per layer [attn_norm, qkv codes, scales, mins, qkv bias (empty: none), out codes, scales, mins, mlp_norm,
   // gate_up codes, scales, mins, down codes, scales, mins], then [final norm, head codes [V, H] int8, head scales ([V]
-  // bf16: int8 rows; [V, H / 32] fp16: the GGUF's Q8_0 blocks), cos [P, D] bf16, sin [P, D] bf16]; sizes: [layers, hidden, heads, kv heads, head dim, intermediate];
-  // numbers: [eps, attention scale].
+  // bf16: int8 rows; [V, H / 32] fp16: the GGUF's Q8_0 blocks), cos [P, D] bf16, sin [P, D] bf16]; sizes: [layers,
+  // hidden, heads, kv heads, head dim, intermediate]; numbers: [eps, attention scale].
   Model(std::vector<at::Tensor> tensors, std::vector<int64_t> sizes, std::vector<double> numbers)
       : tensors_(std::move(tensors)) {
     TORCH_CHECK(sizes.size() == 6 && numbers.size() == 2, "spd_step.Model: 6 sizes and 2 numbers");
