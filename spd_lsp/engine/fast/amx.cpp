@@ -15,9 +15,10 @@
 // tiles, then round to bf16 (another order of summation than oneDNN's, so an output may differ in its last bit).
 //
 // Work: pairs of 16-output blocks over the threads; for each 32-wide slice of K, the two blocks' weights become two A
-// tiles (16 outputs x 32 bf16, two slices at a time: `q4_1_pair`, `q8_0_pair`), the rows' activations (packed once per call,
-// VNNI pairs) two B tiles of 16 rows, and four tile products accumulate C[outputs][rows] in fp32 across K. More than
-// 32 rows: passes of 32.
+// tiles (16 outputs x 32 bf16, two slices at a time: `q4_1_pair`, `q8_0_pair`; a slice holds half of each of two
+// blocks, the order the lookup writes them in), the rows' activations (packed once per call in the same order, VNNI
+// pairs, gathered) two B tiles of 16 rows, and four tile products accumulate C[outputs][rows] in fp32 across K; the C
+// tiles go out a row's 16 outputs (a gather) at a time. More than 32 rows: passes of 32.
 // Built where the CPU has AMX (kernels.py adds -mamx-tile -mamx-bf16); elsewhere the op refuses (amx.py never calls it).
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -26,8 +27,7 @@
 #include <c10/util/Half.h>
 #include <torch/library.h>
 
-#include <cstring>
-#include <mutex>
+#include <algorithm>
 #include <vector>
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__) && defined(__AVX512BW__)
@@ -39,7 +39,9 @@ namespace {
 
 constexpr int64_t BLOCK = 32;  // a Q4_1 block along K: one A tile row (32 bf16)
 constexpr int64_t TILE = 16;   // outputs a tile, rows a tile
-constexpr int64_t PREFETCH = 8;  // slices ahead whose codes are prefetched (each row's next 64-byte line but one)
+// Slices ahead whose codes are prefetched: a Q4_1 row's next 64-byte line (8, the line after it, was 8-10 % slower in
+// a probe: 120 projections x 24 rows, 2 threads, 11.0 against 12.2 ms; the Q8_0 head 2.2 against 2.5)
+constexpr int64_t PREFETCH = 4;
 
 #ifdef SPD_AMX
 
@@ -48,56 +50,69 @@ constexpr int64_t PREFETCH = 8;  // slices ahead whose codes are prefetched (eac
 using spd_kernels::configure_tiles;
 using spd_kernels::tiles_allowed;
 
-// Blocks kc and kc + 1 of output row n as rows of two A tiles (32 bf16 each): w = bf16(scale * q + min), a product
-// then a sum in fp32 (no fused multiply-add: the bf16 weights were made so). The 16 values a block can take are
-// computed once (both blocks' in one vector of 32), then each code looks its value up (vpermw): 1.45x faster than
-// converting every code (a probe: 53 M weights in 1.9 against 2.7 ms on 2 threads).
-__attribute__((optimize("fp-contract=off"))) inline void q4_1_pair(const uint8_t* codes, const c10::Half* scales,
-                                                                      const c10::Half* mins, c10::BFloat16* first,
-                                                                      c10::BFloat16* second) {
+// Blocks kc and kc + 1 of one output row as rows of two A tiles (32 bf16 each), their elements in the order the
+// rows' B tiles hold them (`pack_rows`): `first` elements 0..15 of block kc then 0..15 of kc + 1, `second` elements
+// 16..31 of each. w = bf16(scale * q + min), a product then a sum in fp32 (no fused multiply-add: the bf16 weights were
+// made so). The 16 values a block can take are computed once (both blocks' in one vector of 32, the scales and minima
+// broadcast from fp32 copies), then each code looks its value up (vpermw).
+inline void q4_1_pair(const uint8_t* codes, const float* scales, const float* mins, c10::BFloat16* first,
+                      c10::BFloat16* second) {
   const __m512 q = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  uint32_t d2, m2;  // the two blocks' fp16 scales, minima
-  std::memcpy(&d2, scales, sizeof(d2));
-  std::memcpy(&m2, mins, sizeof(m2));
-  const __m512 d = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d2))));
-  const __m512 m = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(m2))));
-  const __m512i lane0 = _mm512_setzero_si512(), lane1 = _mm512_set1_epi32(1);
-  const __m512 t0 = _mm512_add_ps(_mm512_mul_ps(q, _mm512_permutexvar_ps(lane0, d)), _mm512_permutexvar_ps(lane0, m));
-  const __m512 t1 = _mm512_add_ps(_mm512_mul_ps(q, _mm512_permutexvar_ps(lane1, d)), _mm512_permutexvar_ps(lane1, m));
+  // The _round forms are builtins, not vector operators, so the compiler cannot contract them into a fused
+  // multiply-add. (An optimize("fp-contract=off") attribute did the same but kept this function from being inlined:
+  // a call and a vzeroupper for every 64 weights.)
+  constexpr int as_is = _MM_FROUND_CUR_DIRECTION;
+  auto values = [&](float scale, float min) {
+    return _mm512_add_round_ps(_mm512_mul_round_ps(q, _mm512_set1_ps(scale), as_is), _mm512_set1_ps(min), as_is);
+  };
+  const __m512 t0 = values(scales[0], mins[0]), t1 = values(scales[1], mins[1]);
   const __m512i table = (__m512i)_mm512_cvtne2ps_pbh(t1, t0);  // entries 0..15: block kc's values, 16..31: kc + 1's
   // the blocks' 32 bytes as 16-bit lanes (0..15: block kc, 16..31: kc + 1); their second block looks up entries 16..31
   const __m512i bytes = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
   const __m512i upper = _mm512_mask_set1_epi16(_mm512_setzero_si512(), 0xFFFF0000u, 16);
-  const __m512i lo = _mm512_or_si512(_mm512_and_si512(bytes, _mm512_set1_epi16(0xF)), upper);  // elements 0..15
-  const __m512i hi = _mm512_or_si512(_mm512_srli_epi16(bytes, 4), upper);  // elements 16..31
-  const __m512i wl = _mm512_permutexvar_epi16(lo, table), wh = _mm512_permutexvar_epi16(hi, table);
-  _mm512_store_si512(first, _mm512_shuffle_i64x2(wl, wh, 0x44));  // block kc: elements 0..15, then 16..31
-  _mm512_store_si512(second, _mm512_shuffle_i64x2(wl, wh, 0xEE));
+  const __m512i lo = _mm512_ternarylogic_epi32(bytes, _mm512_set1_epi16(0xF), upper, 0xEA);  // (a & b) | c
+  const __m512i hi = _mm512_or_si512(_mm512_srli_epi16(bytes, 4), upper);
+  _mm512_store_si512(first, _mm512_permutexvar_epi16(lo, table));
+  _mm512_store_si512(second, _mm512_permutexvar_epi16(hi, table));
 }
 
-// Blocks kc and kc + 1 of a Q8_0 row (32 int8 codes a block, an fp16 scale d) as rows of two A tiles: w = bf16(d * q)
-// in fp32, as the model's bf16 head was made from the GGUF's Q8_0 blocks.
-inline void q8_0_pair(const int8_t* codes, const c10::Half* scales, c10::BFloat16* first, c10::BFloat16* second) {
-  uint32_t d2;
-  std::memcpy(&d2, scales, sizeof(d2));
-  const __m512 d = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d2))));
-  const __m512 d0 = _mm512_permutexvar_ps(_mm512_setzero_si512(), d), d1 = _mm512_permutexvar_ps(_mm512_set1_epi32(1), d);
-  auto values = [&](int64_t at, const __m512& scale) {
+// Blocks kc and kc + 1 of a Q8_0 row (32 int8 codes a block, its scale d) as rows of two A tiles in `q4_1_pair`'s
+// order: w = bf16(d * q) in fp32, as the model's bf16 head was made from the GGUF's Q8_0 blocks.
+inline void q8_0_pair(const int8_t* codes, const float* scales, c10::BFloat16* first, c10::BFloat16* second) {
+  auto values = [&](int64_t at, float scale) {
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + at)))),
-                         scale);
+                         _mm512_set1_ps(scale));
   };
-  _mm512_store_si512(first, (__m512i)_mm512_cvtne2ps_pbh(values(16, d0), values(0, d0)));
-  _mm512_store_si512(second, (__m512i)_mm512_cvtne2ps_pbh(values(48, d1), values(32, d1)));
+  _mm512_store_si512(first, (__m512i)_mm512_cvtne2ps_pbh(values(32, scales[1]), values(0, scales[0])));
+  _mm512_store_si512(second, (__m512i)_mm512_cvtne2ps_pbh(values(48, scales[1]), values(16, scales[0])));
 }
 
-// The weights' two layouts, as `blocks` reads them: output row n's slices kc, kc + 1 as two A tile rows.
+// One output row's `count` fp16 values as fp32 into `to`.
+inline void widen(const c10::Half* from, int64_t count, float* to) {
+  for (int64_t g = 0; g < count; g += 16) {
+    const __mmask16 live = count - g >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (count - g)) - 1);
+    _mm512_mask_storeu_ps(to + g, live, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, from + g)));
+  }
+}
+
+// The weights' two layouts, as `blocks` reads them: `widen` takes rows [n, n + count)'s fp16 scales (and minima) as
+// fp32 into `f` (count x 2 x slices: a row's scales, then its minima), `pair` writes row n + i's slices kc, kc + 1 as
+// two A tile rows.
 struct Q4_1 {
   const uint8_t* codes;
   const c10::Half *scales, *mins;
   int64_t K;
-  void pair(int64_t n, int64_t kc, c10::BFloat16* first, c10::BFloat16* second) const {
+  static constexpr int64_t kinds = 2;  // scales and minima
+  void widen_rows(int64_t n, int64_t count, float* f) const {
     const int64_t slices = K / BLOCK;
-    q4_1_pair(codes + n * K / 2 + kc * 16, scales + n * slices + kc, mins + n * slices + kc, first, second);
+    for (int64_t i = 0; i < count; ++i) {
+      widen(scales + (n + i) * slices, slices, f + (2 * i) * slices);
+      widen(mins + (n + i) * slices, slices, f + (2 * i + 1) * slices);
+    }
+  }
+  void pair(int64_t n, int64_t i, int64_t kc, const float* f, c10::BFloat16* first, c10::BFloat16* second) const {
+    const int64_t slices = K / BLOCK;
+    q4_1_pair(codes + (n + i) * K / 2 + kc * 16, f + 2 * i * slices + kc, f + (2 * i + 1) * slices + kc, first, second);
   }
   const void* next(int64_t n, int64_t kc) const { return codes + n * K / 2 + kc * 16; }
 };
@@ -106,26 +121,36 @@ struct Q8_0 {
   const int8_t* codes;
   const c10::Half* scales;
   int64_t K;
-  void pair(int64_t n, int64_t kc, c10::BFloat16* first, c10::BFloat16* second) const {
-    q8_0_pair(codes + n * K + kc * BLOCK, scales + n * (K / BLOCK) + kc, first, second);
+  static constexpr int64_t kinds = 1;
+  void widen_rows(int64_t n, int64_t count, float* f) const {
+    const int64_t slices = K / BLOCK;
+    for (int64_t i = 0; i < count; ++i) widen(scales + (n + i) * slices, slices, f + i * slices);
+  }
+  void pair(int64_t n, int64_t i, int64_t kc, const float* f, c10::BFloat16* first, c10::BFloat16* second) const {
+    q8_0_pair(codes + (n + i) * K + kc * BLOCK, f + i * (K / BLOCK) + kc, first, second);
   }
   const void* next(int64_t n, int64_t kc) const { return codes + n * K + kc * BLOCK; }
 };
 
-// x's rows [m0, m0 + 32) as B tiles, row block b (0, 1), slice kc: [16 pairs][16 rows][2] (zeros past M).
+// x's rows [m0, m0 + 32) as B tiles, row block b (0, 1), slice s = kc + h (kc even): [16 pairs][16 rows][2], zeros past
+// M; their elements in the A tiles' order (`q4_1_pair`): pairs 0..7 from block kc's elements 16h.., 8..15 from kc + 1's.
 void pack_rows(const c10::BFloat16* x, int64_t M, int64_t K, int64_t m0, c10::BFloat16* packed) {
-  const int64_t slices = K / BLOCK;
-  std::memset(packed, 0, 2 * slices * TILE * TILE * 2 * sizeof(c10::BFloat16));
-  for (int64_t b = 0; b < 2; ++b)
-    for (int64_t r = 0; r < TILE; ++r) {
-      const int64_t row = m0 + b * TILE + r;
-      if (row >= M) break;
-      const uint32_t* src = reinterpret_cast<const uint32_t*>(x + row * K);
-      for (int64_t kc = 0; kc < slices; ++kc) {
-        uint32_t* dst = reinterpret_cast<uint32_t*>(packed + (b * slices + kc) * TILE * TILE * 2);
-        for (int64_t p = 0; p < TILE; ++p) dst[p * TILE + r] = src[kc * TILE + p];
-      }
-    }
+  const int64_t slices = K / BLOCK, units = K / 2;  // a row's elements as pairs (32-bit units)
+  const int* src = reinterpret_cast<const int*>(x);
+  int* dst = reinterpret_cast<int*>(packed);
+  const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                          _mm512_set1_epi32(static_cast<int>(units)));
+  for (int64_t b = 0; b < 2; ++b) {  // written in order, a pair's 16 rows gathered at a time (zeros past M)
+    const int64_t first = m0 + b * TILE, live = std::clamp<int64_t>(M - first, 0, TILE);
+    const __mmask16 mask = static_cast<__mmask16>((1u << live) - 1);
+    const int* base = src + std::min(first, M - 1) * units;
+    for (int64_t kc = 0; kc < slices; kc += 2)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t p = 0; p < TILE; ++p, dst += TILE) {
+          const int64_t unit = kc * 16 + 8 * h + (p < 8 ? p : p + 8);
+          _mm512_store_si512(dst, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, rows, base + unit, 4));
+        }
+  }
 }
 
 // Output blocks [b0, b1) (16 outputs each) for the (at most) 32 rows packed in `packed` starting at row m0.
@@ -135,20 +160,25 @@ void blocks(const Weights& w, int64_t K, int64_t N, int64_t M, int64_t m0, const
   const int64_t slices = K / BLOCK, rows = std::min<int64_t>(2 * TILE, M - m0);
   const int64_t slice_bytes = TILE * TILE * 2 * sizeof(c10::BFloat16);
   // A tiles [buffer][output block][slice kc, kc + 1]: the next pair of slices is dequantised into one buffer while
-  // the tiles load from the other (measured no faster than one buffer here, kept: it costs nothing)
+  // the tiles load from the other
   alignas(64) c10::BFloat16 a[2][2][2][TILE * BLOCK];
   alignas(64) float c[4][TILE * TILE];
+  std::vector<float> widened(2 * TILE * Weights::kinds * slices);  // the 32 rows' scales (and minima) as fp32
   auto dequantise = [&](int64_t b, int64_t pair, int64_t kc, int buffer) {
     for (int64_t j = 0; j < pair; ++j)
       for (int64_t i = 0; i < TILE; ++i) {
         const int64_t n = (b + j) * TILE + i;
         if (kc + PREFETCH < slices) _mm_prefetch(static_cast<const char*>(w.next(n, kc + PREFETCH)), _MM_HINT_T0);
-        w.pair(n, kc, a[buffer][j][0] + i * BLOCK, a[buffer][j][1] + i * BLOCK);
+        w.pair(b * TILE, j * TILE + i, kc, widened.data(), a[buffer][j][0] + i * BLOCK, a[buffer][j][1] + i * BLOCK);
       }
   };
+  // a C tile [16 outputs][16 rows] to out's rows: a column (one row's 16 outputs) gathered at a time
+  const __m512i column = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                            _mm512_set1_epi32(TILE));
   configure_tiles();
   for (int64_t b = b0; b < b1; b += 2) {
     const int64_t pair = std::min<int64_t>(2, b1 - b);
+    w.widen_rows(b * TILE, pair * TILE, widened.data());
     _tile_zero(4);
     _tile_zero(5);
     _tile_zero(6);
@@ -176,9 +206,9 @@ void blocks(const Weights& w, int64_t K, int64_t N, int64_t M, int64_t m0, const
     _tile_stored(7, c[3], 64);
     for (int64_t j = 0; j < pair; ++j)
       for (int64_t r = 0; r < rows; ++r) {
-        const float* from = c[2 * j + r / TILE];
-        c10::BFloat16* to = out + (m0 + r) * N + (b + j) * TILE;
-        for (int64_t i = 0; i < TILE; ++i) to[i] = c10::BFloat16(from[i * TILE + r % TILE]);
+        const __m512 v = _mm512_i32gather_ps(column, c[2 * j + r / TILE] + r % TILE, 4);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (m0 + r) * N + (b + j) * TILE),
+                            (__m256i)_mm512_cvtneps_pbh(v));
       }
   }
   _tile_release();
@@ -194,13 +224,15 @@ at::Tensor linear(const at::Tensor& x, const Weights& w, int64_t N, int64_t K) {
   const int64_t M = x.size(0);
   at::Tensor out = at::empty({M, N}, x.options());
   if (M == 0 || N == 0) return out;
-  std::vector<c10::BFloat16> packed(2 * (K / BLOCK) * TILE * TILE * 2);
+  // not a std::vector: every element is written by pack_rows, and a vector's value-initialisation of c10::BFloat16
+  // (an element at a time) took 13 us a call at K = 1,536
+  const at::Tensor packing = at::empty({2 * (K / BLOCK) * TILE * TILE * 2}, x.options());
   c10::BFloat16* op = out.data_ptr<c10::BFloat16>();
   const int64_t pairs = (N / TILE + 1) / 2;
   for (int64_t m0 = 0; m0 < M; m0 += 2 * TILE) {
-    pack_rows(x.data_ptr<c10::BFloat16>(), M, K, m0, packed.data());
+    pack_rows(x.data_ptr<c10::BFloat16>(), M, K, m0, packing.data_ptr<c10::BFloat16>());
     at::parallel_for(0, pairs, 1, [&](int64_t p0, int64_t p1) {
-      blocks(w, K, N, M, m0, packed.data(), 2 * p0, std::min(N / TILE, 2 * p1), op);
+      blocks(w, K, N, M, m0, packing.data_ptr<c10::BFloat16>(), 2 * p0, std::min(N / TILE, 2 * p1), op);
     });
   }
   return out;
