@@ -1,6 +1,6 @@
 """AMX's tiles against what they replace, on the bundled model's own weights, in one run (a CPU with AMX only).
 
-1. The 30 layers' 120 int4 projections at 1-64 rows: on AMX from the GGUF's Q4_1 rows (`amx.int4`), on the bf16
+1. The 30 layers' 120 int4 projections at 1-128 rows: on AMX from the GGUF's Q4_1 rows (`amx.int4`), on the bf16
    weights (`F.linear`: oneDNN, AMX as well), on our int4 matvec kernel (<= 32 rows); the head (49,152 x 576) at 3-25
    rows: AMX on the GGUF's Q8_0 blocks, bf16, our int8 matvec. The variants alternate round by round; medians.
    First a check that the AMX kernels' weights are the model's bf16 weights (x = I).
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 "int8 matvec": lambda: matvec.int8(x, int8.weight, int8.scales)}[kind]
 
     cases = [(f"120 projections, {rows} rows", kind, projections(kind, rows))
-             for rows in (1, 3, 8, 16, 25, 32, 64) for kind in ("amx", "bf16", "int4 matvec")
+             for rows in (1, 3, 8, 16, 25, 32, 64, 96, 128) for kind in ("amx", "bf16", "int4 matvec")
              if kind != "int4 matvec" or rows <= 32]
     cases += [(f"head, {rows} rows", kind, head(kind, rows)) for rows in (3, 8, 25)
               for kind in ("amx", "bf16", "int8 matvec")]

@@ -88,7 +88,8 @@ def test_verification_sized_forwards_take_amx_on_the_rows_with_the_float_path_s_
     calls: list[int] = []
     real = amx.int4
     monkeypatch.setattr(amx, "int4", lambda x, rows: calls.append(x.shape[0]) or real(x, rows))
-    for tokens, takes in ((2, False), (3, True), (24, True), (64, True), (65, False)):
+    most = amx.AMX_MAX_TOKENS
+    for tokens, takes in ((2, False), (3, True), (24, True), (most, True), (most + 1, False)):
         ids = torch.randint(3, 300, (1, tokens), generator=torch.Generator().manual_seed(tokens))
         calls.clear()
         got, want = (b.lm(input_ids=ids).logits.float() for b in (on, off))

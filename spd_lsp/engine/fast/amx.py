@@ -19,12 +19,14 @@ import torch
 
 from spd_lsp.engine.fast.matvec import Rows
 
-ENV = "SPD_LSP_AMX"  # "0": forwards of 9 to AMX_MAX_TOKENS rows keep the bf16 weights
+ENV = "SPD_LSP_AMX"  # "0": forwards of AMX_MIN_TOKENS to AMX_MAX_TOKENS rows keep the bf16 weights
 # Rows x tokens for which a forward's projections run on AMX's int4 kernel: from AMX_MIN_TOKENS (fewer: our int4
 # matvec kernel, which reads the blocks as they are, is faster for 1-2 rows) up to AMX_MAX_TOKENS (more: the bf16
-# weights, whose matmuls AMX runs as well; this kernel dequantises the blocks again for every 32 rows).
+# weights, whose matmuls AMX runs as well; this kernel dequantises the blocks again for every 32 rows: `bench_amx`, round
+# 17, 2 threads, the 120 projections at 64 / 96 / 128 rows 21.1 / 28.5 / 37.4 ms against the bf16 weights' 28.0 / 32.2
+# / 36.0).
 AMX_MIN_TOKENS = 3
-AMX_MAX_TOKENS = 64
+AMX_MAX_TOKENS = 96
 
 
 def takes(weights: Rows | Q8Blocks) -> bool:
