@@ -33,6 +33,16 @@ def test_the_blocks_become_the_bf16_weights_the_gguf_s_dequantisation_makes(buil
     assert torch.equal(got.T, rows.dequantised().bfloat16())
 
 
+@pytest.mark.parametrize("n, k", [(96, 576), (48, 128)])
+def test_the_head_s_q8_0_blocks_become_the_bf16_weights(built, n, k) -> None:
+    """x = I: each output is one weight, exactly: bf16(scale * code) in fp32, as the model's bf16 head was made."""
+    generator = torch.Generator().manual_seed(n + k)
+    blocks = amx.Q8Blocks(torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=generator),
+                          (torch.rand(n, k // 32, generator=generator) * 0.02).half())
+    got = amx.linear(torch.eye(k, dtype=torch.bfloat16), blocks)
+    assert torch.equal(got.T, blocks.dequantised().bfloat16())
+
+
 @pytest.mark.parametrize("m", [1, 3, 16, 17, 32, 33, 64])
 def test_any_row_count_gives_a_bf16_matmul_s_numbers(built, m) -> None:
     rows = random_rows(960, 576, seed=m)
