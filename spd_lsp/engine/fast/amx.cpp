@@ -30,7 +30,9 @@
 #include <algorithm>
 #include <vector>
 
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__) && defined(__AVX512BW__)
+#include "matvec.h"  // groups_from
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(SPD_MATVEC)
 #define SPD_AMX 1
 #include "amx.h"
 #endif
@@ -87,17 +89,24 @@ inline void q8_0_pair(const int8_t* codes, const float* scales, c10::BFloat16* f
   _mm512_store_si512(second, (__m512i)_mm512_cvtne2ps_pbh(values(48, scales[1]), values(16, scales[0])));
 }
 
-// One output row's `count` fp16 values as fp32 into `to`.
+// One output row's `count` fp16 values as fp32 into `to` (matvec.h's `widen_scales` without its aligned stores past the
+// end: here the rows' values lie back to back).
 inline void widen(const c10::Half* from, int64_t count, float* to) {
   for (int64_t g = 0; g < count; g += 16) {
-    const __mmask16 live = count - g >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (count - g)) - 1);
+    const __mmask16 live = spd_kernels::groups_from(g, count);
     _mm512_mask_storeu_ps(to + g, live, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, from + g)));
   }
 }
 
-// The weights' two layouts, as `blocks` reads them: `widen` takes rows [n, n + count)'s fp16 scales (and minima) as
-// fp32 into `f` (count x 2 x slices: a row's scales, then its minima), `pair` writes row n + i's slices kc, kc + 1 as
-// two A tile rows.
+// [0, step, 2 step, ..., 15 step]: a gather's 16 offsets.
+inline __m512i strided(int step) {
+  const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  return _mm512_mullo_epi32(lanes, _mm512_set1_epi32(step));
+}
+
+// The weights' two layouts, as `blocks` reads them: `widen_rows` takes rows [n, n + count)'s fp16 scales (and
+// minima) as fp32 into `f` (count x kinds x slices: a row's scales, then its minima), `pair` writes row n + i's slices
+// kc, kc + 1 as two A tile rows.
 struct Q4_1 {
   const uint8_t* codes;
   const c10::Half *scales, *mins;
@@ -132,14 +141,14 @@ struct Q8_0 {
   const void* next(int64_t n, int64_t kc) const { return codes + n * K + kc * BLOCK; }
 };
 
-// x's rows [m0, m0 + 32) as B tiles, row block b (0, 1), slice s = kc + h (kc even): [16 pairs][16 rows][2], zeros past
-// M; their elements in the A tiles' order (`q4_1_pair`): pairs 0..7 from block kc's elements 16h.., 8..15 from kc + 1's.
+// x's rows [m0, m0 + 32) as B tiles, row block b (0, 1), slice s = kc + h (kc even): [16 pairs][16 rows][2], zeros
+// past M; their elements in the A tiles' order (`q4_1_pair`): pairs 0..7 from block kc's elements 16h.., 8..15 from
+// kc + 1's.
 void pack_rows(const c10::BFloat16* x, int64_t M, int64_t K, int64_t m0, c10::BFloat16* packed) {
   const int64_t slices = K / BLOCK, units = K / 2;  // a row's elements as pairs (32-bit units)
   const int* src = reinterpret_cast<const int*>(x);
   int* dst = reinterpret_cast<int*>(packed);
-  const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                          _mm512_set1_epi32(static_cast<int>(units)));
+  const __m512i rows = strided(static_cast<int>(units));
   for (int64_t b = 0; b < 2; ++b) {  // written in order, a pair's 16 rows gathered at a time (zeros past M)
     const int64_t first = m0 + b * TILE, live = std::clamp<int64_t>(M - first, 0, TILE);
     const __mmask16 mask = static_cast<__mmask16>((1u << live) - 1);
@@ -173,13 +182,13 @@ void blocks(const Weights& w, int64_t K, int64_t N, int64_t M, int64_t m0, const
       }
   };
   // a C tile [16 outputs][16 rows] to out's rows: a column (one row's 16 outputs) gathered at a time
-  const __m512i column = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                            _mm512_set1_epi32(TILE));
+  const __m512i column = strided(TILE);
   configure_tiles();
   for (int64_t b = b0; b < b1; b += 2) {
     const int64_t pair = std::min<int64_t>(2, b1 - b);
     w.widen_rows(b * TILE, pair * TILE, widened.data());
-    if (b + 2 < b1)  // the next pair of blocks' first lines on their way (the head's 30 MB are read cold: 3.3 -> 2.9 ms)
+    // the next pair of blocks' first lines on their way (the head's 30 MB are read cold: 3.3 -> 2.9 ms)
+    if (b + 2 < b1)
       for (int64_t i = 0; i < 2 * TILE; ++i)
         _mm_prefetch(static_cast<const char*>(w.next((b + 2) * TILE + i, 0)), _MM_HINT_T0);
     _tile_zero(4);
