@@ -12,7 +12,7 @@ from spd_lsp.cursor import Cursor, fit_prefix
 from spd_lsp.engine.decoding.drafts import DraftRules, to_drafts
 from spd_lsp.engine.decoding.healing import HealedPrompt
 from spd_lsp.api import DecodeOptions, DecodeRequest, DecodeResult
-from spd_lsp.engine.decoding.verify import replay, verify
+from spd_lsp.engine.decoding.verify import closes_drafts, replay, verify
 from spd_lsp.engine.local import LocalEngine
 from evaluation.blend import blended
 from evaluation.evaluator import PerplexityEvaluator
@@ -92,7 +92,8 @@ def verified(engine: LocalEngine, prefix: str, options: DecodeOptions, plain: De
     """SPD + verification from a plain SPD run's drafts at the same prompt (decoding/verify.py on its cache).
 
     What superposed_decode's verify hook would return, without decoding again: one SPD run serves every
-    verification variant of a study. Its time is the SPD run's plus the verification's.
+    verification variant of a study whose pass runs every step (`last_token="step"`; one that leaves the drafts' last
+    token to verification runs a pass of its own, `_answer`). Its time is the SPD run's plus the verification's.
     """
     healed = engine.prompt(DecodeRequest(prefix, options)).healed
     prompt = healed.prompt_ids
@@ -115,7 +116,7 @@ def _answer(
     engine: LocalEngine, position: Position, options: DecodeOptions, plain: dict[str, DecodeResult] | None
 ) -> DecodeResult:
     """The engine's drafts; with `plain`, superposed runs at a position share one plain run, verified per variant."""
-    if options.method != "superposed" or plain is None:
+    if options.method != "superposed" or plain is None or closes_drafts(options, ""):  # a pass of its own
         return engine.complete(DecodeRequest(position.prefix, options))
     base = unverified(options)
     if repr(base) not in plain:  # options hold a dict: keyed by their text

@@ -63,7 +63,10 @@ SPD_VARIANTS: dict[str, dict[str, Any]] = {
     "spd-keep-repair2": _verify(2, verify_first="keep", verify_score="total"),
     "spd-keep-nogate": _verify(1, verify_first="keep", verify_score="total", verify_gate=None),
     "spd-keep-gate1": _verify(1, verify_first="keep", verify_score="total", verify_gate=1.0),
-    "spd-cuttop": _verify(1, verify_first="cut", verify_score="total"),
+    "spd-cuttop": _verify(1, verify_first="cut", verify_score="total", last_token="step"),
+    # The shipped rule with the drafts' last token from verification's forward (one superposed step fewer): its own
+    # SPD run, not derived from the plain one (evaluation/run.py `_answer`).
+    "spd-cuttop-tree": _verify(1, verify_first="cut", verify_score="total", last_token="tree"),
     # The shipped variant's neighbours, for tuning on the validation split.
     "spd-cuttop-repair2": _verify(2, verify_first="cut", verify_score="total"),
     "spd-cuttop-ratio2": _verify(1, verify_first="cut", verify_score="total", verify_log_ratio=-2.0),

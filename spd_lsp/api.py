@@ -77,6 +77,11 @@ class DecodeOptions:
     # draft implausible from its first token: on the test split these were junk such as `xt # # 2.1`),
     # or SPD's unverified "top" draft (the behaviour before; docs/study/test3_report.md).
     verify_empty: Literal["none", "top"] = "none"
+    # Who chooses a draft's last token when the drafts run to max_tokens: "step", a superposed step (the paper);
+    # "tree": verification's exact forward, which runs at every draft token anyway, gives the model's own choice
+    # there, so the pass ends one step sooner (decoding/verify.py `closes_drafts`; docs/decoding.md). Only where
+    # every shown draft is judged and cut ("jacobi" repair); elsewhere "step".
+    last_token: Literal["step", "tree"] = "tree"
 
     @property
     def pool(self) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -110,6 +112,34 @@ def test_superposed_method_verifies_and_times_it(engine: LocalEngine) -> None:
     assert 1 <= len(result.drafts) <= 3
     plain = engine.complete(DecodeRequest(PREFIX, DecodeOptions(k=3, max_tokens=5, verify_rounds=0)))
     assert plain.timings.verify_s == 0
+
+
+LAX = {"verify_top": None, "verify_log_ratio": float("-inf"), "verify_gate": None}  # judge, but cut nothing
+
+
+def test_verification_closes_a_draft_left_one_short_with_the_models_choice(engine: LocalEngine) -> None:
+    prompt = engine.encode(PREFIX)
+    row = _greedy(engine, prompt, 2) + [_worst(engine, prompt + _greedy(engine, prompt, 2))]  # 3 of max_tokens 4
+    closed = _verify(engine, [row], verify_rounds=1, verify_first="cut", max_tokens=4, last_token="tree", **LAX)
+    choice = int(_rules(engine).without_special(_plain_logp(engine, prompt + row)[-1:]).argmax())
+    assert [h.tokens for h in closed] == [(*row, choice)]
+    left = _verify(engine, [row], verify_rounds=1, verify_first="cut", max_tokens=4, last_token="step", **LAX)
+    assert [h.tokens for h in left] == [tuple(row)]
+    full = _verify(engine, [row], verify_rounds=1, verify_first="cut", max_tokens=3, last_token="tree", **LAX)
+    assert [h.tokens for h in full] == [tuple(row)]  # at the budget already: nothing to close
+
+
+def test_superposed_pass_leaves_the_drafts_last_token_to_verification(engine: LocalEngine) -> None:
+    base = DecodeOptions(k=3, max_tokens=5, stop_at_newline=False, heal=False, verify_rounds=1, **LAX)
+    step = engine.complete(DecodeRequest(PREFIX, replace(base, last_token="step")))
+    tree = engine.complete(DecodeRequest(PREFIX, replace(base, last_token="tree")))
+    assert tree.timings.steps == step.timings.steps - 1
+    prompt = engine.encode(PREFIX)
+    rules = _rules(engine)
+    for draft in tree.drafts:
+        assert len(draft.token_ids) == 5
+        *head, last = draft.token_ids
+        assert last == int(rules.without_special(_plain_logp(engine, prompt + head)[-1:]).argmax())
 
 
 def test_healed_first_tokens_are_judged_among_the_tokens_consistent_with_the_healed_text(engine: LocalEngine) -> None:

@@ -187,7 +187,8 @@ def test_study_verifies_the_plain_spd_run_as_the_decoding_hook_would() -> None:
     answers = {}
     for first, repair in itertools.product(("rank", "keep", "cut"), ("jacobi", "continue")):
         options = DecodeOptions(k=3, max_tokens=5, verify_rounds=2, verify_top=3, verify_log_ratio=-2.0,
-                                verify_first=first, verify_score="total", verify_repair=repair)
+                                verify_first=first, verify_score="total", verify_repair=repair,
+                                last_token="step")  # a pass that closes its drafts itself is not derived (`_answer`)
         plain = engine.complete(DecodeRequest(prefix, unverified(options)))
         assert plain.timings.verify_s == 0
         derived = verified(engine, prefix, options, plain)

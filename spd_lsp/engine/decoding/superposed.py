@@ -19,7 +19,7 @@ from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.decoding.placement import CPU, move_pair
 from spd_lsp.engine.decoding.stepping import Progress
 from spd_lsp.api import CancelCheck, DecodeOptions
-from spd_lsp.engine.decoding.verify import Verification, verification, verify
+from spd_lsp.engine.decoding.verify import Verification, closes_drafts, verification, verify
 
 
 def superposition_weights(drafts: list[list[Hypothesis]], *, device: torch.device = CPU) -> torch.Tensor:
@@ -73,7 +73,8 @@ class SuperposedState(Progress):
     def __post_init__(self) -> None:
         self.first_logits = self.logits
         self.alpha = self.options.alpha if self.ngrams is not None else 0.0
-        self.steps = self.options.step_budget(self.remainder)
+        # Where verification closes the drafts (`closes_drafts`), the pass leaves their last token to it.
+        self.steps = self.options.step_budget(self.remainder) - (1 if closes_drafts(self.options, self.remainder) else 0)
         self.finished = FinishedPool(self.options.k)
         self.hyps = [Hypothesis(remainder=self.remainder)]
 

@@ -62,6 +62,13 @@ class Verdict:
     def _columns(self) -> tuple[tuple, ...]:
         return self.tokens, self.logp, self.best, self.choice, self.rank
 
+    def closed(self) -> Verdict:
+        """This verdict with its last token replaced by the model's choice there (`closes_drafts`): exact, rank 0."""
+        if not self.tokens:
+            return self
+        return Verdict(self.tokens[:-1] + self.choice[-1:], self.logp[:-1] + self.best[-1:], self.best, self.choice,
+                       self.rank[:-1] + (0,))
+
     def blended(self, top: int) -> bool:
         """A token the model ranks outside its top m: the blend metric's definition."""
         return any(rank >= top for rank in self.rank)
@@ -335,6 +342,20 @@ def drive(verifyings: list[Verification], judge_round: JudgeRound) -> list[list[
     return results
 
 
+def closes_drafts(options: DecodeOptions, remainder: str) -> bool:
+    """Whether verification chooses the last token of drafts that run to the budget (`last_token="tree"`), so the
+    superposed pass stops one step short of it: where every shown draft is judged (not "keep" without a gate) and
+    repaired by "jacobi" rounds (a "continue" repair decodes on itself), and the budget leaves the pass a step."""
+    return (options.last_token == "tree" and options.verify_rounds >= 1 and options.verify_repair == "jacobi"
+            and not (options.verify_first == "keep" and options.verify_gate is None)
+            and options.step_budget(remainder) > 1)
+
+
+def open_draft(hyp: Hypothesis, options: DecodeOptions, remainder: str) -> bool:
+    """A draft the pass left one token short of the budget for verification to close (`closes_drafts`)."""
+    return not hyp.finished and len(hyp.tokens) == options.step_budget(remainder) - 1
+
+
 def verification(prompt_ids: list[int], remainder: str, hyps: list[Hypothesis], rules: DraftRules,
                  options: DecodeOptions, ngrams: NgramSource | None, timings: Timings, *,
                  continued: Continued | None = None) -> Verification:
@@ -355,9 +376,13 @@ def verification(prompt_ids: list[int], remainder: str, hyps: list[Hypothesis], 
     judged = drafts[1:] if keep and options.verify_gate is None else drafts
     if not judged:
         return drafts
-    verdicts = yield from _repaired_verdicts([tuple(h.tokens) for h in judged], remainder, rules, options,
+    # A draft the pass left open gets a stand-in last token (its own last): the forward runs every row but its last
+    # token, so the model's distribution at the stand-in's place comes with the rest and its choice replaces it.
+    closing = [closes_drafts(options, remainder) and open_draft(h, options, remainder) for h in judged]
+    rows = [tuple(h.tokens) + (h.tokens[-1],) if close else tuple(h.tokens) for h, close in zip(judged, closing)]
+    verdicts = yield from _repaired_verdicts(rows, remainder, rules, options,
                                              fixed=1 if keep and len(judged) == len(drafts) else 0,
-                                             continued=continued)
+                                             continued=continued, closing=closing)
     fixed = [v for v in verdicts[:1] if keep and len(judged) == len(drafts)]  # the top's verdict, kept whole
     verdicts = fixed + [v.cut(_first_bad(v, options)) for v in verdicts[len(fixed):]]
     verdicts = [v for v in verdicts if v.tokens]
@@ -380,14 +405,16 @@ def _repaired_verdicts(
     *,
     fixed: int,
     continued: Continued | None,
+    closing: list[bool],
 ) -> Generator[list[tuple[int, ...]], list[Verdict], list[Verdict]]:
     """Verdicts on every row; rows from index `fixed` on are repaired where implausible: continued
-    (`verify_repair="continue"`, by `continued`) or re-verified (bounded rounds)."""
+    (`verify_repair="continue"`, by `continued`) or re-verified (bounded rounds). A `closing` row's last token is
+    a stand-in: the model's choice there takes its place (`Verdict.closed`) before any repair."""
     if options.verify_repair == "continue":
         if continued is None:
             raise ValueError("verify_repair='continue' decodes on the prompt's cache: verify alone")
         return continued(rows, fixed)
-    verdicts = yield rows
+    verdicts = [v.closed() if close else v for v, close in zip((yield rows), closing)]
     for _ in range(options.verify_rounds - 1):  # repair rounds: only the rows that need one run again
         bad = [(i, b) for i, v in enumerate(verdicts) if i >= fixed and (b := _first_bad(v, options)) is not None]
         if not bad:
