@@ -7,7 +7,9 @@ verification). Both get the same token ids of real code that is not this reposit
 sources of an installed PyPI package, `--package`), and the same torch / llama.cpp threads
 (`--threads`; ours is kept at that count even where the CPU is under pressure, where the
 server would drop to one). Each round runs every measure on one prefix, ours and theirs
-alternating which goes first; the table gives medians and the ratio ours / llama.cpp.
+alternating which goes first; the table gives medians and the ratio ours / llama.cpp, and the ratio of
+the totals over the rounds with its paired bootstrap interval (the line rows' medians move with which of a few
+prefixes have long lines: 6 rounds put its sampled draft at 6 tokens, 12 rounds at 10).
 
 - decode, ms per token: greedy, `--decode-tokens` new tokens after a cached prefix (llama.cpp's
   own eval timer; ours `Timings.per_step_ms`), and our SPD k=3 step against the same figure;
@@ -18,7 +20,7 @@ alternating which goes first; the table gives medians and the ratio ours / llama
   the like-for-like rows, each side's tokens beside them;
 - cold request of `--cold-tokens` tokens: nothing cached, 1 draft (ours greedy and SPD k=3).
 
-    .venv/bin/python -m bench.bench_vs_llamacpp [--rounds 8] [--threads 2] [--package jinja2] [--no-compile]
+    .venv/bin/python -m bench.bench_vs_llamacpp [--rounds 24] [--threads 2] [--package jinja2] [--no-compile]
         [--head int8]
 
 Not part of `make test`; tests/bench/test_vs_llamacpp.py checks the table on fake timings.
@@ -51,14 +53,23 @@ class Measure:
 
 
 def ratio_table(measures: list[Measure]) -> list[str]:
-    """Markdown rows: the medians of each side and ours / llama.cpp (a row missing a side shows '-')."""
-    lines = ["| measure | llama.cpp | ours | ours / llama.cpp |", "| --- | ---: | ---: | ---: |"]
+    """Markdown rows: the medians of each side and ours / llama.cpp (a row missing a side shows '-'); and, where
+    both sides measured the same rounds, the ratio of the totals with its paired 95 % bootstrap interval (rounds
+    resampled together: a median over a few prefixes moves with which lines happen to be long)."""
+    from evaluation.compare import paired
+
+    lines = ["| measure | llama.cpp | ours | ours / llama.cpp | total ours / total llama.cpp [95 % CI] |",
+             "| --- | ---: | ---: | ---: | ---: |"]
     for m in measures:
         ours = statistics.median(m.ours) if m.ours else None
         theirs = statistics.median(m.theirs) if m.theirs else None
         ratio = f"{ours / theirs:.2f}x" if ours is not None and theirs else "-"
+        totals = "-"
+        if len(m.ours) == len(m.theirs) >= 2 and sum(m.theirs) > 0:
+            interval = paired(m.ours, m.theirs, "ratio")
+            totals = f"{interval.value:.2f}x [{interval.low:.2f}, {interval.high:.2f}]"
         cell = lambda v: "-" if v is None else f"{v:.1f} {m.unit}"  # noqa: E731
-        lines.append(f"| {m.name} | {cell(theirs)} | {cell(ours)} | {ratio} |")
+        lines.append(f"| {m.name} | {cell(theirs)} | {cell(ours)} | {ratio} | {totals} |")
     return lines
 
 
@@ -174,7 +185,7 @@ def timed(run: Callable[[], Any], result: list[Any] | None = None) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=24)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--package", default="jinja2", help="the installed package whose sources are the prefixes")
     parser.add_argument("--decode-tokens", type=int, default=32)

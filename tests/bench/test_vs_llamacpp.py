@@ -9,10 +9,21 @@ def test_the_table_gives_medians_and_ours_over_theirs() -> None:
     rows = ratio_table([Measure("decode", "ms/token", ours=[30.0, 10.0, 20.0], theirs=[10.0, 12.0, 8.0]),
                         Measure("cold", "ms", ours=[100.0, 300.0], theirs=[400.0, 400.0]),
                         Measure("missing", "ms", ours=[5.0])])
-    assert rows[:2] == ["| measure | llama.cpp | ours | ours / llama.cpp |", "| --- | ---: | ---: | ---: |"]
-    assert rows[2] == "| decode | 10.0 ms/token | 20.0 ms/token | 2.00x |"
-    assert rows[3] == "| cold | 400.0 ms | 200.0 ms | 0.50x |"  # an even count: the mean of the middle two
-    assert rows[4] == "| missing | - | 5.0 ms | - |"
+    assert rows[:2] == ["| measure | llama.cpp | ours | ours / llama.cpp | total ours / total llama.cpp [95 % CI] |",
+                        "| --- | ---: | ---: | ---: | ---: |"]
+    assert rows[2].startswith("| decode | 10.0 ms/token | 20.0 ms/token | 2.00x | 2.00x [")  # 60 / 30
+    assert rows[3].startswith("| cold | 400.0 ms | 200.0 ms | 0.50x | 0.50x [")  # an even count: the middle two's mean
+    assert rows[4] == "| missing | - | 5.0 ms | - | - |"
+
+
+def test_the_totals_ratio_differs_from_the_medians_and_has_an_interval_around_it() -> None:
+    ours, theirs = [50.0, 50.0, 50.0, 200.0], [100.0, 100.0, 40.0, 40.0]  # medians 50 / 70, totals 350 / 280
+    row = ratio_table([Measure("line", "ms", ours=ours, theirs=theirs)])[2]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3] == "0.71x"
+    value, interval = cells[4].split(" [")
+    low, high = (float(x.rstrip("x]")) for x in interval.split(", "))
+    assert value == "1.25x" and low <= 1.25 <= high and low < high
 
 
 def test_prefixes_are_an_installed_packages_sources() -> None:
