@@ -142,6 +142,18 @@ def test_superposed_pass_leaves_the_drafts_last_token_to_verification(engine: Lo
         assert last == int(rules.without_special(_plain_logp(engine, prompt + head)[-1:]).argmax())
 
 
+def test_a_draft_left_open_inside_the_healed_text_is_still_closed_and_shown(engine: LocalEngine) -> None:
+    # Healing re-produces " return" first: after 3 of 4 tokens a draft's text may still be blank, and a blank draft
+    # is never shown; left open for verification, it must still be judged and closed (it was dropped: no drafts).
+    request = "def add(a, b):\n    return"
+    assert engine.prompt(DecodeRequest(request, DecodeOptions())).healed.remainder
+    base = DecodeOptions(k=3, max_tokens=4)
+    step = engine.complete(DecodeRequest(request, replace(base, last_token="step")))
+    tree = engine.complete(DecodeRequest(request, replace(base, last_token="tree")))
+    assert step.drafts and tree.drafts
+    assert tree.timings.steps == step.timings.steps - 1
+
+
 def test_healed_first_tokens_are_judged_among_the_tokens_consistent_with_the_healed_text(engine: LocalEngine) -> None:
     healed = engine.prompt(DecodeRequest("for name in names:\n    if name.endsw")).healed
     assert healed.remainder

@@ -274,12 +274,16 @@ def _exact_scores(
     return [float(part.sum()) for part in torch.split(mixed[:, 0], [len(v.tokens) for v in verdicts])]
 
 
-def shown(hyps: list[Hypothesis], k: int) -> list[Hypothesis]:
-    """The k drafts the engine would return, best first: distinct non-blank texts by normalised score."""
-    rows: dict[str, Hypothesis] = {}
+def shown(hyps: list[Hypothesis], k: int, *, opened: Callable[[Hypothesis], bool] = lambda hyp: False
+          ) -> list[Hypothesis]:
+    """The k drafts the engine would return, best first: distinct non-blank texts by normalised score. An `opened`
+    draft (left for verification to close) counts while its text is still blank (inside the healed text): its last
+    token may begin its text; such drafts are told apart by their tokens."""
+    rows: dict[str | tuple[int, ...], Hypothesis] = {}
     for hyp in sorted(hyps, key=lambda h: h.normalised, reverse=True):
-        if hyp.tokens and hyp.text.strip() and len(rows) < k:
-            rows.setdefault(hyp.text, hyp)
+        blank = not hyp.text.strip()
+        if hyp.tokens and (not blank or opened(hyp)) and len(rows) < k:
+            rows.setdefault(hyp.tokens if blank else hyp.text, hyp)
     return list(rows.values())
 
 
@@ -369,7 +373,8 @@ def verification(prompt_ids: list[int], remainder: str, hyps: list[Hypothesis], 
     `continued` is where `verify_repair="continue"` goes (alone only).
     """
     started = time.perf_counter()
-    drafts = shown(hyps, options.k)
+    closes = closes_drafts(options, remainder)
+    drafts = shown(hyps, options.k, opened=lambda hyp: closes and open_draft(hyp, options, remainder))
     if not drafts:  # nothing the editor would show yet (e.g. still inside the healed text): nothing to judge
         return hyps
     keep = options.verify_first == "keep" and bool(drafts)
@@ -378,7 +383,7 @@ def verification(prompt_ids: list[int], remainder: str, hyps: list[Hypothesis], 
         return drafts
     # A draft the pass left open gets a stand-in last token (its own last): the forward runs every row but its last
     # token, so the model's distribution at the stand-in's place comes with the rest and its choice replaces it.
-    closing = [closes_drafts(options, remainder) and open_draft(h, options, remainder) for h in judged]
+    closing = [closes and open_draft(h, options, remainder) for h in judged]
     rows = [tuple(h.tokens) + (h.tokens[-1],) if close else tuple(h.tokens) for h, close in zip(judged, closing)]
     verdicts = yield from _repaired_verdicts(rows, remainder, rules, options,
                                              fixed=1 if keep and len(judged) == len(drafts) else 0,
