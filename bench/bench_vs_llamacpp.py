@@ -21,7 +21,7 @@ prefixes have long lines: 6 rounds put its sampled draft at 6 tokens, 12 rounds 
 - cold request of `--cold-tokens` tokens: nothing cached, 1 draft (ours greedy and SPD k=3).
 
     .venv/bin/python -m bench.bench_vs_llamacpp [--rounds 24] [--threads 2] [--package jinja2] [--no-compile]
-        [--head int8]
+        [--head int8] [--last-token step]
 
 Not part of `make test`; tests/bench/test_vs_llamacpp.py checks the table on fake timings.
 """
@@ -193,6 +193,8 @@ def main() -> int:
     parser.add_argument("--no-compile", dest="compile", action="store_false",
                         help="our decode step eager (default: compiled, waited for before the rounds)")
     parser.add_argument("--head", default="q8", choices=("float", "int8", "q8"), help="our output projection's weights (outputWeights; q8: the GGUF's Q8_0 blocks)")
+    parser.add_argument("--last-token", choices=("tree", "step"), default=None,
+                        help="who chooses the drafts' last token (DecodeOptions.last_token; default: the shipped one)")
     args = parser.parse_args()
 
     import torch
@@ -223,6 +225,8 @@ def main() -> int:
         done = "served by the fused step, not compiled" if backend.fused is not None else "compiled"
         print(f"our step {done} ({time.perf_counter() - started:.0f} s): {backend.info}", flush=True)
     shipped = Settings().decode_options()
+    if args.last_token is not None:
+        shipped = replace(shipped, last_token=args.last_token)
     greedy = replace(shipped, method="greedy", k=1)
     if backend is not None and args.compile:  # a request hands verification's tree shape to the compile: waited for
         started = time.perf_counter()
