@@ -64,8 +64,6 @@ class Verdict:
 
     def closed(self) -> Verdict:
         """This verdict with its last token replaced by the model's choice there (`closes_drafts`): exact, rank 0."""
-        if not self.tokens:
-            return self
         return Verdict(self.tokens[:-1] + self.choice[-1:], self.logp[:-1] + self.best[-1:], self.best, self.choice,
                        self.rank[:-1] + (0,))
 
@@ -374,7 +372,8 @@ def verification(prompt_ids: list[int], remainder: str, hyps: list[Hypothesis], 
     """
     started = time.perf_counter()
     closes = closes_drafts(options, remainder)
-    drafts = shown(hyps, options.k, opened=lambda hyp: closes and open_draft(hyp, options, remainder))
+    opened = lambda hyp: closes and open_draft(hyp, options, remainder)  # noqa: E731
+    drafts = shown(hyps, options.k, opened=opened)
     if not drafts:  # nothing the editor would show yet (e.g. still inside the healed text): nothing to judge
         return hyps
     keep = options.verify_first == "keep" and bool(drafts)
@@ -383,7 +382,7 @@ def verification(prompt_ids: list[int], remainder: str, hyps: list[Hypothesis], 
         return drafts
     # A draft the pass left open gets a stand-in last token (its own last): the forward runs every row but its last
     # token, so the model's distribution at the stand-in's place comes with the rest and its choice replaces it.
-    closing = [closes and open_draft(h, options, remainder) for h in judged]
+    closing = [opened(h) for h in judged]
     rows = [tuple(h.tokens) + (h.tokens[-1],) if close else tuple(h.tokens) for h, close in zip(judged, closing)]
     verdicts = yield from _repaired_verdicts(rows, remainder, rules, options,
                                              fixed=1 if keep and len(judged) == len(drafts) else 0,
