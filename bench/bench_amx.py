@@ -1,12 +1,12 @@
 """AMX's tiles against what they replace, on the bundled model's own weights, in one run (a CPU with AMX only).
 
-1. The 30 layers' 120 int4 projections at 1-128 rows: on AMX from the GGUF's Q4_1 rows (`amx.int4`), on the bf16
+1. The 30 layers' 120 int4 projections at 1-128 rows: on AMX from the GGUF's Q4_1 rows (`amx.int4_linear`), on the bf16
    weights (`F.linear`: oneDNN, AMX as well), on our int4 matvec kernel (<= 32 rows); the head (49,152 x 576) at 3-25
    rows: AMX on the GGUF's Q8_0 blocks, bf16, our int8 matvec. The variants alternate round by round; medians.
    First a check that the AMX kernels' weights are the model's bf16 weights (x = I).
 2. A prompt's attention, one layer at the bundled shapes (9 query heads on 3 key/value heads of 64 dims): a 512- and a
    2,048-token prompt, verification trees of 1, 9 and 24 nodes on 500 cached tokens; AMX (`prefill.cpp`'s tile_amx)
-   and AVX-512 alternate in child processes (`SPD_LSP_AMX=1/0`: the kernel reads it once a process).
+   and AVX-512 alternate in child processes (the op's `amx` argument).
 
     PYTHONPATH=. .venv/bin/python -m bench.bench_amx [--rounds 5] [--threads 2]
 """
@@ -32,16 +32,16 @@ def timed(run, repeats: int) -> float:
     return median_ms(run, repeats)
 
 
-def attention_times(repeats: int) -> dict[str, float]:
-    """One layer's prompt attention, ms per call, under this process's SPD_LSP_AMX."""
-    from spd_lsp.engine.fast import attention
+def attention_times(repeats: int, *, use_amx: bool) -> dict[str, float]:
+    """One layer's prompt attention, ms per call, on AMX's tiles or not (`use_amx`)."""
+    from spd_lsp.engine.kernels import prompt as attention
 
     torch.manual_seed(0)
     out = {}
     for tokens in (512, 2048):
         q = torch.randn(1, 9, tokens, 64).bfloat16()
         k, v = (torch.randn(1, 3, tokens, 64).bfloat16() for _ in range(2))
-        out[f"{tokens}-token prompt"] = timed(lambda: attention.causal_attention(q, k, v, 0, 0.125), repeats)
+        out[f"{tokens}-token prompt"] = timed(lambda: attention.causal_attention(q, k, v, 0, 0.125, amx=use_amx), repeats)
     cached = 500
     for nodes in (1, 9, 24):
         q = torch.randn(1, 9, nodes, 64).bfloat16()
@@ -51,7 +51,7 @@ def attention_times(repeats: int) -> dict[str, float]:
         for i in range(nodes):  # chains of 8: a node sees its ancestors
             visible[0, 0, i, cached + i // 8 * 8 : cached + i + 1] = True
         out[f"{nodes}-node tree on {cached}"] = timed(
-            lambda: attention.causal_attention(q, k, v, cached, 0.125, visible), repeats)
+            lambda: attention.causal_attention(q, k, v, cached, 0.125, visible, amx=use_amx), repeats)
     return out
 
 
@@ -60,16 +60,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--attention-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--attention-child", choices=("on", "off"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     from spd_lsp.engine import fast
-    from spd_lsp.engine.fast import amx, kernels, matvec
+    from spd_lsp.engine.kernels import amx, matvec
+    from spd_lsp.engine.kernels import build as kernels
     from spd_lsp.engine.model import bundled_gguf, load_model
 
     if args.attention_child:
         kernels.build()
-        print(json.dumps(attention_times(args.repeats * 4)))
+        print(json.dumps(attention_times(args.repeats * 4, use_amx=args.attention_child == "on")))
         return 0
     if not kernels.amx_tiles():
         print("this CPU has no AMX tiles", file=sys.stderr)
@@ -78,33 +79,33 @@ def main(argv: list[str] | None = None) -> int:
     backend = fast.build(loaded.model, gguf=bundled_gguf(), compile=False, head="int8")
     backend.prepare()
     lm = backend.lm
-    print(f"status: matvec {backend.info.get('matvec')}; amx {backend.info.get('amx')}")
+    print(f"plan: {backend.info['fastPlan']['projections']}; serving: {backend.weights}")
     block = lm.blocks[0]
-    eye = torch.eye(block.qkv.int4.in_features, dtype=torch.bfloat16)
-    same = (torch.equal(amx.int4(eye, block.qkv.amx).T, block.qkv.weight)
-            and torch.equal(amx.linear(eye, lm.output.amx).T, lm.head))
+    eye = torch.eye(block.qkv.decode.in_features, dtype=torch.bfloat16)
+    same = (torch.equal(amx.int4_linear(eye, *block.qkv.batch.rows).T, block.qkv.prefill.weight)
+            and torch.equal(amx.q8_linear(eye, *lm.output.batch.blocks).T, lm.head))
     print(f"the AMX kernels' weights are the model's bf16 weights (layer 0's q/k/v, the head): {same}")
 
     def projections(kind: str, rows: int):
         x = torch.randn(rows, lm.norm.numel()).bfloat16()
-        wide = torch.randn(rows, block.down.int4.in_features).bfloat16()
+        wide = torch.randn(rows, block.down.decode.in_features).bfloat16()
 
         def run() -> None:
             for b in lm.blocks:
                 for p, inputs in ((b.qkv, x), (b.out, x), (b.gate_up, x), (b.down, wide)):
                     if kind == "amx":
-                        amx.int4(inputs, p.amx)
+                        amx.int4_linear(inputs, *p.batch.rows)
                     elif kind == "bf16":
-                        F.linear(inputs, p.weight)
+                        F.linear(inputs, p.prefill.weight)
                     else:
-                        matvec.int4(inputs, p.int4.rows)
+                        matvec.int4_matvec(inputs, *p.decode.rows)
         return run
 
     def head(kind: str, rows: int):
         x = torch.randn(rows, lm.norm.numel()).bfloat16()
-        int8 = lm.output.int4
-        return {"amx": lambda: amx.linear(x, lm.output.amx), "bf16": lambda: F.linear(x, lm.head),
-                "int8 matvec": lambda: matvec.int8(x, int8.weight, int8.scales)}[kind]
+        int8 = lm.output.decode.rows
+        return {"amx": lambda: amx.q8_linear(x, *lm.output.batch.blocks), "bf16": lambda: F.linear(x, lm.head),
+                "int8 matvec": lambda: matvec.int8_matvec(x, int8.codes, int8.scales)}[kind]
 
     cases = [(f"120 projections, {rows} rows", kind, projections(kind, rows))
              for rows in (1, 3, 8, 16, 25, 32, 64, 96, 128) for kind in ("amx", "bf16", "int4 matvec")
@@ -127,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     attention: dict[tuple[str, str], list[float]] = {}
     for round_ in range(args.rounds):
         for setting in (("1", "0") if round_ % 2 == 0 else ("0", "1")):
-            child = subprocess.run([sys.executable, "-m", "bench.bench_amx", "--attention-child", "--threads",
-                                    str(args.threads), "--repeats", str(args.repeats)],
-                                   env={**os.environ, "SPD_LSP_AMX": setting}, capture_output=True, text=True, check=True)
+            child = subprocess.run([sys.executable, "-m", "bench.bench_amx", "--attention-child",
+                                    "on" if setting == "1" else "off", "--threads", str(args.threads), "--repeats",
+                                    str(args.repeats)], capture_output=True, text=True, check=True)
             for name, ms in json.loads(child.stdout.strip().splitlines()[-1]).items():
                 attention.setdefault((name, setting), []).append(ms)
     print("\n| a prompt's attention, one layer | AMX | AVX-512 | AMX / AVX-512 |")

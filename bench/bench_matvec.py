@@ -20,8 +20,10 @@ import time
 
 import torch
 
-from spd_lsp.engine.fast import int4, kernels, matvec
-from spd_lsp.engine.fast.int8 import Int8Weight
+from spd_lsp.engine.fast import q4
+from spd_lsp.engine.fast.layouts.blocks import Int8Rows
+from spd_lsp.engine.kernels import build as kernels
+from spd_lsp.engine.kernels import matvec
 from spd_lsp.engine.fast.store import gguf_int4, gguf_rows
 from spd_lsp.engine.model import bundled_gguf, load_model
 
@@ -43,24 +45,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    if not (kernels.build() and kernels.matvec_ready()):
+    if not (kernels.build() and "bf16-dot" in kernels.features()):
         raise SystemExit(f"our kernels are not built here: {kernels.reason() or 'no AVX-512 BF16'}")
     model = load_model(None, "cpu", fast=False).model
     config, dtype = model.config, torch.bfloat16
     packed = gguf_int4(bundled_gguf(), config, dtype=dtype, device=torch.device("cpu"), directory=None)
     rows = gguf_rows(bundled_gguf(), config, directory=None)
-    head = Int8Weight.of(model.get_output_embeddings().weight.detach().to(dtype))
+    head = Int8Rows.of(model.get_output_embeddings().weight.detach().to(dtype))
     layer_bytes = sum(sum(t.numel() * t.element_size() for t in r) for layer in rows for r in layer.values())
-    head_bytes = head.nbytes()
-    widths = {name: packed[0][name].in_features for name in int4.FUSED}
+    head_bytes = sum(t.numel() * t.element_size() for t in head)
+    widths = {name: packed[0][name].in_features for name in q4.FUSED}
 
     def layers(on_ours: bool, x: dict[str, torch.Tensor]) -> None:
         for ours, theirs in zip(rows, packed):
-            for name in int4.FUSED:
-                matvec.int4(x[name], ours[name]) if on_ours else theirs[name](x[name])
+            for name in q4.FUSED:
+                matvec.int4_matvec(x[name], *ours[name]) if on_ours else theirs[name](x[name])
 
     def output(on_ours: bool, x: torch.Tensor) -> None:
-        matvec.int8(x, head.weight, head.scales) if on_ours else torch._weight_int8pack_mm(x, head.weight, head.scales)
+        matvec.int8_matvec(x, head.codes, head.scales) if on_ours else torch._weight_int8pack_mm(x, head.codes, head.scales)
 
     print(f"{args.threads} threads; layers {layer_bytes / 1e6:.0f} MB (our rows), head {head_bytes / 1e6:.0f} MB; "
           f"{args.rounds} rounds x {args.repeats} calls, medians")
@@ -93,8 +95,8 @@ def streaming(rows: list, widths: dict[str, int], layer_bytes: int, args: argpar
         torch.set_num_threads(threads)
         memory, cache = [], []
         for _ in range(args.rounds):
-            memory.append(timed(lambda: [matvec.int4(x[n], layer[n]) for layer in rows for n in int4.FUSED], args.repeats))
-            cache.append(timed(lambda: [matvec.int4(x[n], rows[0][n]) for n in int4.FUSED], args.repeats * 10))
+            memory.append(timed(lambda: [matvec.int4_matvec(x[n], *layer[n]) for layer in rows for n in q4.FUSED], args.repeats))
+            cache.append(timed(lambda: [matvec.int4_matvec(x[n], *rows[0][n]) for n in q4.FUSED], args.repeats * 10))
         print(f"{threads} thread{'s' if threads > 1 else ''}: {layer_bytes / statistics.median(memory) / 1e6:.1f} GB/s "
               f"from memory, {first_bytes / statistics.median(cache) / 1e6:.1f} GB/s from cache", flush=True)
     torch.set_num_threads(args.threads)

@@ -11,7 +11,6 @@ pack (round 8); this bench packs anyway, to show why.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -37,7 +36,6 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 8, 16, 27, 32, 96, 512])
     args = parser.parse_args()
-    os.environ["SPD_LSP_PACKED_WEIGHTS"] = "0"  # the load keeps plain weights; packed copies are made below
 
     import torch
     import torch.nn.functional as F
@@ -45,14 +43,14 @@ def main() -> int:
     from bench.bench_vs_llamacpp import package_source
     from spd_lsp.engine import fast
     from spd_lsp.engine.fast.cache import bucket_cache
-    from spd_lsp.engine.fast.onednn import PackedWeight
+    from spd_lsp.engine.kernels.onednn import PackedWeight
     from spd_lsp.engine.model import load_model
 
     torch.set_num_threads(args.threads)
     loaded = load_model(compile=False, head="int8")
     lm = fast.attached(loaded.model).lm
     projections = [p for b in lm.blocks for p in (b.qkv, b.out, b.gate_up, b.down)]
-    packs = [PackedWeight(p.weight) for p in projections]
+    packs = [PackedWeight(p.prefill.weight) for p in projections]
     amx = torch.cpu._is_amx_tile_supported()
     print(f"{loaded.name}, {loaded.dtype}, {args.threads} threads, AMX {amx} (the server packs: {not amx}), "
           f"{args.rounds} alternated rounds")
@@ -60,12 +58,12 @@ def main() -> int:
     print("\nthe 120 projections alone:")
     with torch.inference_mode():
         for rows in args.rows:
-            xs = [torch.randn(1, rows, p.weight.shape[1], dtype=loaded.dtype) for p in projections]
-            same = all(torch.equal(F.linear(x, p.weight), k(x)) for x, p, k in zip(xs, projections, packs))
+            xs = [torch.randn(1, rows, p.prefill.weight.shape[1], dtype=loaded.dtype) for p in projections]
+            same = all(torch.equal(F.linear(x, p.prefill.weight), k(x)) for x, p, k in zip(xs, projections, packs))
             times: dict[bool, list[float]] = {True: [], False: []}
             for r in range(args.rounds):
                 for on in ((True, False) if r % 2 else (False, True)):
-                    times[on].append(timed(lambda: [k(x) if on else F.linear(x, p.weight)
+                    times[on].append(timed(lambda: [k(x) if on else F.linear(x, p.prefill.weight)
                                                     for x, p, k in zip(xs, projections, packs)]))
             print(paired(f"{rows} rows (same: {same})", times[True], times[False]), flush=True)
 

@@ -162,9 +162,10 @@ def compare_switch(rounds: int, switch: str) -> int:
     backend = fast.attached(loaded.model)
     if backend is None:
         raise SystemExit("no fast path for this model")
-    backend.use_kernel()  # what the compile thread does before the step's first compile
-    if not backend.info.get("promptKernel" if switch == "prompt_kernel" else "pointwiseKernels"):
-        raise SystemExit(f"the prompt's kernels are not built here: {backend.info.get('attentionKernel')}")
+    backend.prepare()  # what the compile thread does before the step's first compile
+    plan = backend.info["fastPlan"]
+    if (plan["attention"]["prompt"] == "sdpa") if switch == "prompt_kernel" else plan["pointwise"] != "ours":
+        raise SystemExit(f"the prompt's kernels do not serve here: {backend.state}, {plan['why']}")
     on_name, off_name = SWITCHES[switch]
     if switch == "prompt_kernel":
         attention_alone(loaded.model.config, rounds)
@@ -262,7 +263,7 @@ def attention_alone(config: Any, rounds: int) -> None:
     from torch.nn import functional as F
 
     from spd_lsp.engine.decoding.grouped import grouped_attention
-    from spd_lsp.engine.fast.attention import causal_attention
+    from spd_lsp.engine.kernels.prompt import causal_attention
 
     heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
     dim = getattr(config, "head_dim", None) or config.hidden_size // heads

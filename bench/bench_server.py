@@ -333,13 +333,16 @@ async def wait_compiled(bench: Bench, texts: list[str], timeout: float) -> bool:
     """Warm-up requests (new documents of `texts`) until the server's decode step and verification tree run compiled
     graphs (`spd.status`: model.compiled, model.treeStep), as a server that has run a while has them (the tree's
     compile starts once a request's drafts made a tree its graph takes); a step the fused step serves
-    (`model.fusedStep`) needs no graph. False where there is no fast path or `timeout` came first."""
+    (`model.fastPlan`'s step "fused", applied) needs no graph. False where there is no fast path or `timeout` came
+    first."""
     deadline = time.monotonic() + timeout
     for i in itertools.count():
         model = (await bench.command("spd.status"))["model"] or {}  # the fast path's own status, at its top
         if not model.get("fastPath"):
             return False
-        if (model.get("compiled") or model.get("fusedStep") is True) and (model.get("treeStep") or {}).get("compiled"):
+        fused = (model.get("fastPlan") or {}).get("engines", {}).get("step") == "fused"
+        if ((model.get("compiled") or (fused and model.get("fastPlanState") == "applied"))
+                and (model.get("treeStep") or {}).get("compiled")):
             return True
         if time.monotonic() > deadline:
             return False

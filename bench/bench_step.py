@@ -117,20 +117,20 @@ def variants(args: argparse.Namespace) -> list[Variant]:
             continue  # the int8 head is the CPU's (outputWeights)
         loaded = load_model(args.model, args.device, fast=False)
         # int4: the GGUF's Q4_1 blocks; a model without them (gpu-check's random weights) quantised from float ones
-        backend = fast.build(loaded.model, gguf=gguf if int4 else None, quantize="int4" if int4 else None,
-                             compile=False, head=head)
         label = name.rpartition(" ")[2]
-        backend.wants_kernel = backend.wants_kernel and label != "sdpa-attention"
-        backend.matvec_pending = backend.matvec_pending and label != "aten-matvec"
         # the fused step (engine/fast/fused.py) only where the variant says so: the others measure what they name
-        backend.wants_fused = backend.wants_fused and "fused" in name
+        left_out = tuple(kernel for kernel, leave in (("attention", label == "sdpa-attention"),
+                                                      ("matvec", label == "aten-matvec"),
+                                                      ("fused-step", "fused" not in name)) if leave)
+        backend = fast.build(loaded.model, gguf=gguf if int4 else None, quantize="int4" if int4 else None,
+                             compile=False, head=head, left_out=left_out)
         if "fused" in name:
             backend.prepare()  # what the compile thread does before the first step
         if compiled:  # compiled in the first call (the warm-up below), not in the background
             backend.step_fn = Compiled(backend.step_tensors, loaded.device, status=backend.info, mode=INLINE,
                                        inductor=inductor_options(label), before_compile=backend.prepare)
         fast.attach(loaded.model, backend)
-        made.append(Variant(name, loaded, backend.lm.weight_bytes(int4=int4)))
+        made.append(Variant(name, loaded, backend.lm.weight_bytes("decode")))
     return made
 
 

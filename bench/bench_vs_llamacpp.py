@@ -298,7 +298,7 @@ def main() -> int:
             cold_ids = engine.encode(texts[(r + shift) % args.rounds])
             row.theirs.append(timed(lambda: anchor.complete(cold_ids, tokens=LINE_TOKENS, line=True, greedy=False)))
 
-    print(f"model {loaded.name} ({loaded.dtype}; ours: {(loaded.fast or {}).get('weights')}, compiled {args.compile}); llama.cpp: {anchor.system}")
+    print(f"model {loaded.name} ({loaded.dtype}; ours: {(loaded.fast or {}).get('fastPlan', {}).get('projections')}, compiled {args.compile}); llama.cpp: {anchor.system}")
     print(f"threads {args.threads} each; prefixes: the sources of {args.package}; {args.rounds} interleaved rounds")
     for r in range(args.rounds):
         sides = (our_side, their_side) if r % 2 == 0 else (their_side, our_side)

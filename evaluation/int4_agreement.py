@@ -81,8 +81,8 @@ def engine(name: str) -> LocalEngine:
         backend = fast.attached(one.loaded.model)
         backend.prepare()  # as the server's compile thread does: the float layers packed (where it packs), the kernel
         if not backend.kernel:
-            raise SystemExit(f"the attention kernel did not build: {backend.info.get('attentionKernel')}")
-        print(f"{name}+kernel: matvec kernels: {backend.info.get('matvec')}", flush=True)
+            raise SystemExit(f"the attention kernel did not build: {backend.state}")
+        print(f"{name}+kernel: {backend.weights}", flush=True)
         return one
     if name == "hf":
         return LocalEngine(load_model(fast=False))
@@ -95,7 +95,8 @@ def engine(name: str) -> LocalEngine:
         fast.attach(loaded.model, fast.build(loaded.model, compile=False))
         return LocalEngine(loaded)
     loaded = load_model(compile=False, head={"int8-head": "int8", "q8-head": "q8"}.get(name, "float"))
-    if not (loaded.fast and loaded.fast.get("weights", "").startswith("int4")):
+    if not (loaded.fast and loaded.fast.get("fastPlan", {}).get("projections", {}).get("qkv", {}).get("decode") in
+            ("q4_1 on matvec", "int4 (ATen-packed) on aten")):
         raise SystemExit(f"the default model did not load with int4 decode weights: {loaded.fast}")
     return LocalEngine(loaded)
 

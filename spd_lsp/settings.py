@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 
 from spd_lsp.api import METHOD, PAPER_NGRAM_WEIGHTS, DecodeOptions
 from spd_lsp.remote import address as engine_address
+from spd_lsp.engine.fast.plan import KERNELS, left_out_of
 from spd_lsp.engine.prompt.formats import PROMPT_FORMATS
 
 DECODINGS: tuple[str, ...] = tuple(name for name, method in METHOD.items() if method.setting)
@@ -73,6 +74,9 @@ class Settings:
     # the fast path's output projection in CPU decode steps: the GGUF's own Q8_0 blocks (int8 rows where it has none),
     # int8 rows requantised from the float weight, or the float weight
     output_weights: str = "q8"
+    # what of the fast path's kernels to leave out ("auto" in the client: none; names of `plan.KERNELS`): the plan
+    # resolved at load (engine/fast/plan.py) serves the rest
+    kernels: tuple[str, ...] = ()
     max_prefix_tokens: int | None = None  # None = CPU_PREFIX_TOKENS / ACCELERATOR_PREFIX_TOKENS
     multiline: bool = False
     verify: str = "cut"
@@ -107,8 +111,8 @@ class Settings:
 
     def model_key(self) -> tuple[str | None, ...]:
         """What a model load depends on: a change here means a reload."""
-        return (self.model, self.device, self.dtype, self.quantize, self.fast_path, self.output_weights, self.engine, self.engine_token_file,
-                self.engine_certificate)
+        return (self.model, self.device, self.dtype, self.quantize, self.fast_path, self.output_weights, self.kernels,
+                self.engine, self.engine_token_file, self.engine_certificate)
 
 
 class _Invalid(ValueError):
@@ -189,6 +193,18 @@ def _sources(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
+def _kernels(value: Any) -> tuple[str, ...]:
+    """"auto" (every kernel where it serves) or a list of kernels to leave out (`plan.KERNELS`)."""
+    if value == "auto":
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _Invalid(f'expected "auto" or a list of kernels to leave out, of {", ".join(KERNELS)}')
+    try:
+        return left_out_of(value)
+    except ValueError as exc:
+        raise _Invalid(str(exc).removeprefix("kernels: ")) from exc
+
+
 def _globs(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise _Invalid("expected a list of glob strings")
@@ -226,6 +242,7 @@ KEYS: dict[str, tuple[str, Check]] = {
     "quantize": ("quantize", _choice(QUANTIZE)),
     "fastPath": ("fast_path", _boolean),
     "outputWeights": ("output_weights", _choice(OUTPUT_WEIGHTS)),
+    "kernels": ("kernels", _kernels),
     "maxPrefixTokens": ("max_prefix_tokens", _optional(_integer(16, 32768))),
     "multiline": ("multiline", _boolean),
     "verify": ("verify", _choice(VERIFY)),

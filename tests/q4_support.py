@@ -1,11 +1,10 @@
-"""Random Q4_1 rows (`matvec.Rows`) for the int4 kernels' tests (tests/engine/test_matvec.py, test_amx.py)."""
+"""Random Q4_1 rows (`Q4Rows`) for the int4 kernels' tests (tests/engine/test_matvec.py, test_amx.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from spd_lsp.engine.fast.matvec import Rows
-from spd_lsp.engine.fast.q4 import BLOCK
+from spd_lsp.engine.fast.layouts.blocks import BLOCK, Q4Rows as Rows
 
 
 def random_rows(n: int, k: int, seed: int) -> Rows:

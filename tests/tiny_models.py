@@ -92,8 +92,9 @@ def tiny_model(architecture: str, seed: int = 0) -> LoadedModel:
 
 def bf16_fast_llama(**switches: bool) -> tuple[Any, Any]:
     """(model, backend): a small bf16 Llama with the bundled model's head size (64) and grouping (3 query heads per
-    key/value head) on the fast path, its kernels built as the compile thread builds them before the step's first
-    compile (`use_kernel`), then FastLM's `switches` set (`prompt_kernel`, `pointwise`)."""
+    key/value head) on the fast path, its plan applied as the compile thread applies it before the step's first
+    compile (`prepare`: the kernels built), then FastLM's `switches` set (`prompt_kernel`: our prompt attention on or
+    off; `pointwise`)."""
     from spd_lsp.engine import fast
 
     torch.manual_seed(0)
@@ -101,9 +102,9 @@ def bf16_fast_llama(**switches: bool) -> tuple[Any, Any]:
                          num_attention_heads=3, num_key_value_heads=1, head_dim=64)
     model = LlamaForCausalLM(config).eval().to(torch.bfloat16)
     backend = fast.build(model, compile=False)
-    backend.use_kernel()
+    backend.prepare()
     for name, on in switches.items():
-        setattr(backend.lm, name, on)
+        setattr(backend.lm, name, ("ours" if on else None) if name == "prompt_kernel" else on)
     fast.attach(model, backend)
     return model, backend
 

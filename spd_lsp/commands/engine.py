@@ -23,6 +23,7 @@ from pathlib import Path
 from spd_lsp import auth
 from spd_lsp.api import Loaded
 from spd_lsp.engine.decoding.threads import release_openmp
+from spd_lsp.engine.fast.plan import KERNELS
 from spd_lsp.settings import DEVICES, DTYPES, OUTPUT_WEIGHTS, QUANTIZE, Settings
 from spd_lsp.engine.model import ModelLoadError
 from spd_lsp.remote import daemon, peers
@@ -51,6 +52,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="the fast decode path where it covers the model (fastPath)")
     parser.add_argument("--output-weights", default="q8", choices=OUTPUT_WEIGHTS,
                         help="the fast path's output projection in CPU decode steps (outputWeights)")
+    parser.add_argument("--leave-out", action="append", default=[], choices=list(KERNELS), metavar="KERNEL",
+                        help="a fast-path kernel to leave out (kernels); may be repeated")
     parser.add_argument("--idle-timeout", type=float, default=None,
                         help="exit after this many seconds without a connection (default: never for TCP, "
                         f"{daemon.IDLE_TIMEOUT_S:.0f} for the Unix socket; 0 = never)")
@@ -82,7 +85,7 @@ def load(settings: Settings) -> Loaded:
     from spd_lsp.engine.loading import load_local
 
     return load_local(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path,
-                      head=settings.output_weights)
+                      head=settings.output_weights, kernels=settings.kernels)
 
 
 def main(argv: list[str]) -> int:
@@ -92,7 +95,8 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     configure_logging(args.log_file, args.log_level)
     settings = Settings(model=args.model, device=args.device, dtype=args.dtype, quantize=args.quantize,
-                        fast_path=args.fast_path, output_weights=args.output_weights)
+                        fast_path=args.fast_path, output_weights=args.output_weights,
+                        kernels=tuple(sorted(set(args.leave_out))))
     token = None
     listener = Listener()
     try:

@@ -20,4 +20,4 @@ def load_engine(settings: Settings, *, compile: bool = True) -> Loaded:
     from spd_lsp.engine.loading import load_local
 
     return load_local(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path,
-                      compile=compile, head=settings.output_weights)
+                      compile=compile, head=settings.output_weights, kernels=settings.kernels)

@@ -25,8 +25,9 @@ from typing import Any, Iterator
 
 import platformdirs
 
+from spd_lsp.engine.cpu import cpu_flags
 from spd_lsp.engine.decoding.threads import cpu_pressure, intra_op_threads
-from spd_lsp.engine.fast import use_compile_cache
+from spd_lsp.engine.fast.compile_cache import use_compile_cache
 
 log = logging.getLogger(__name__)
 
@@ -202,16 +203,6 @@ def pick_device(device: str = "auto") -> Any:
 BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
 
 
-def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
-    """The CPU's feature flags (x86 "flags", Arm "Features"); empty where the system does not list them."""
-    try:
-        lines = cpuinfo.read_text(errors="replace").splitlines()
-    except OSError:
-        return frozenset()
-    listed = (line.split(":", 1)[-1] for line in lines if line.lower().startswith(("flags", "features")))
-    return frozenset(flag for flags in listed for flag in flags.split())
-
-
 def cpu_has_bf16(flags: frozenset[str] | None = None) -> bool:
     """Native bf16 arithmetic on this CPU (torch's CPU kernels use it where the flags say so)."""
     return bool((cpu_flags() if flags is None else flags) & BF16_CPU_FLAGS)
@@ -296,14 +287,6 @@ def load_threads(device: Any) -> Iterator[None]:
         torch.set_num_threads(default)
 
 
-SMALL_QUERY_ENV = "SPD_LSP_SMALL_QUERY_ATTENTION"
-
-
-def small_query_wanted(small_query: bool | None) -> bool:
-    """`load_model`'s `small_query`: None defers to the environment (on unless it says 0: for comparisons)."""
-    return small_query if small_query is not None else os.environ.get(SMALL_QUERY_ENV, "1") != "0"
-
-
 def load_model(
     spec: str | None = None,
     device: str = "auto",
@@ -315,6 +298,7 @@ def load_model(
     fast: bool = True,
     compile: bool = True,
     head: str = "q8",
+    kernels: tuple[str, ...] = (),
 ) -> LoadedModel:
     """`attention`: transformers' kernel. SDPA stays the default: on this CPU "eager" took 0.84x
     SDPA's time per decode step and per prompt (`bench/bench_prefill.py --compare-kernels 3`),
@@ -322,7 +306,7 @@ def load_model(
 
     `small_query`: on SDPA, run short masked queries (verification) with
     `decoding/attention.py`'s kernel, which reads grouped key/value heads without copying
-    them; None: yes unless the environment sets SPD_LSP_SMALL_QUERY_ATTENTION=0.
+    them; None (the default): yes, and the fast path may load the model without transformers' classes.
 
     `fast`: run the model on spd_lsp/engine/fast (our own forward, int4 decode weights from a Q4_1 GGUF's
     blocks, a compiled step) where its family and device are covered; transformers' forward otherwise,
@@ -333,7 +317,7 @@ def load_model(
     `compile`: compile its decode step (worth it in a long-lived process; a one-shot command runs it eager).
     `head`: the fast path's output projection in CPU decode steps, "q8" (the default, as `Settings.output_weights`: the
     GGUF's own Q8_0 blocks, `engine/fast/q8.py`), "int8" (rows requantised from the float weight, `engine/fast/int8.py`)
-    or "float"."""
+    or "float". `kernels`: what of the fast path's kernels to leave out (`engine/fast/plan.py`: `KERNELS`)."""
     started = time.perf_counter()
     source = resolve_source(spec)
     directory = local_directory(source)
@@ -354,7 +338,7 @@ def load_model(
         except Exception as exc:  # noqa: BLE001
             raise ModelLoadError(f"cannot load model {spec or 'default'} from {directory}: {exc}") from exc
         model.eval().to(torch_device)
-        if attention == "sdpa" and small_query_wanted(small_query) and not is_light(model):
+        if attention == "sdpa" and small_query is not False and not is_light(model):
             from spd_lsp.engine.decoding.attention import use_small_query_attention
 
             use_small_query_attention(model)
@@ -365,11 +349,11 @@ def load_model(
         elif quantize not in (None, "none", "int4"):
             raise ModelLoadError(f"unknown quantisation {quantize!r} (expected 'int8', 'int4' or none)")
         cache = directory if source.gguf_file and directory is not None else None  # the packed int4 weights go beside it
-        fast_info = (_attach_fast(model, source, quantize, cache=cache, compile=compile, head=head)
+        fast_info = (_attach_fast(model, source, quantize, cache=cache, compile=compile, head=head, kernels=kernels)
                      if fast and quantize != "int8" else None)
         if is_light(model) and not fast_info["fastPath"]:  # not expected (it covers what the fast path does)
             raise ModelLoadError(f"the fast path did not take the light model: {fast_info['reason']}")
-    if quantize == "int4" and not (fast_info and fast_info.get("weights", "").startswith("int4")):
+    if quantize == "int4" and not (fast_info and fast_info.get("fastPath")):
         raise ModelLoadError("int4 weights need the fast path (fastPath: true) on a Llama/Qwen2 model on cpu or cuda"
                              + (f"; here: {fast_info['reason']}" if fast_info and "reason" in fast_info else ""))
     return LoadedModel(
@@ -409,18 +393,18 @@ def _transformers_model(source: ModelSource, directory: Path | None, dtype: Any,
 
 
 def _attach_fast(model: Any, source: ModelSource, quantize: str | None, *, cache: Path | None, compile: bool,
-                 head: str) -> dict[str, Any]:
+                 head: str, kernels: tuple[str, ...]) -> dict[str, Any]:
     """The fast backend on `model` (attached: every ModelRunner of it uses it) and its live status; where the model
     is not covered, {"fastPath": False, "reason": ...} (logged once) and transformers' forward."""
     from spd_lsp.engine import fast
 
     try:
         backend = fast.build(model, gguf=source.path if source.gguf_file else None, quantize=quantize,
-                             cache=cache, compile=compile, head=head)
+                             cache=cache, compile=compile, head=head, left_out=kernels)
     except ValueError as exc:
         log.info("transformers' forward: the fast path does not cover %s", exc)
         return {"fastPath": False, "reason": str(exc)}
     fast.attach(model, backend)
-    log.info("fast path: %s weights, decode step %s", backend.weights,
-             "compiled on first use" if backend.step_fn.active else f"eager ({backend.step_fn.reason})")
+    log.info("fast path: decode on %s; plan: step %s, trees %s (%s)", backend.weights, backend.plan.step,
+             backend.plan.tree_step, "the kernels load off the load" if backend.plan.library else "no kernel library")
     return backend.info

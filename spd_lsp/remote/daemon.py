@@ -45,6 +45,7 @@ def model_args(settings: Any) -> list[str]:
     """The `spd-lsp engine` flags that select the model of `settings` (and name its socket)."""
     args = ["--device", settings.device, "--dtype", settings.dtype, "--quantize", settings.quantize,
             "--fast-path" if settings.fast_path else "--no-fast-path", "--output-weights", settings.output_weights]
+    args += [flag for kernel in getattr(settings, "kernels", ()) for flag in ("--leave-out", kernel)]
     return (["--model", settings.model] if settings.model else []) + args
 
 

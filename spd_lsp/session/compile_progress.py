@@ -16,14 +16,13 @@ from spd_lsp.api import Loaded
 from spd_lsp.session.report import model_info
 
 TITLE = "spd-lsp: compiling the decode step"
-BACKGROUND = ("compiling in the background", "compiles in the background")
 POLL_S = 0.5
 LIMIT_S = 3 * 3600.0  # a compile that never ends is said to the log by the compile itself; stop watching
 
 
 def compiling(info: dict[str, Any]) -> bool:
     """The model's step has no compiled graph yet and one is being (or will be) compiled in the background."""
-    return not info.get("compiled") and str(info.get("compileReason") or "").startswith(BACKGROUND)
+    return not info.get("compiled") and info.get("compileState") == "background"
 
 
 def watch_compile(client: Any, loaded: Loaded, *, current: Callable[[], bool], poll_s: float = POLL_S,

@@ -171,15 +171,13 @@ def test_verdicts_are_those_of_the_sdpa_model(architecture: str, packed: bool) -
 
 
 @pytest.mark.integration
-def test_the_bundled_model_loads_with_it_unless_turned_off(monkeypatch) -> None:
+def test_the_bundled_model_loads_with_it_unless_turned_off() -> None:
     """transformers' forward (fast=False; the fast path's own forward calls `grouped_attention` itself)."""
-    from spd_lsp.engine.model import SMALL_QUERY_ENV, load_model
+    from spd_lsp.engine.model import load_model
 
     assert load_model(fast=False).model.config._attn_implementation == NAME
     assert load_model(fast=False, small_query=False).model.config._attn_implementation == "sdpa"
     assert load_model(fast=False, attention="eager").model.config._attn_implementation == "eager"
-    monkeypatch.setenv(SMALL_QUERY_ENV, "0")
-    assert load_model(fast=False).model.config._attn_implementation == "sdpa"
 
 
 @pytest.mark.integration

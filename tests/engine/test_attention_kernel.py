@@ -1,4 +1,4 @@
-"""The decode step's CPU attention kernel (spd_lsp/engine/fast/attention.py, attention.cpp; built by kernels.py):
+"""The decode step's CPU attention kernel (spd_lsp/engine/kernels/attention.py, attention.cpp; built by build.py):
 built for real with the machine's compiler, checked against SDPA, and the step's fallback where it cannot be built."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from spd_lsp.engine.fast import attention, kernels
+from spd_lsp.engine.kernels import attention
+from spd_lsp.engine.kernels import build as kernels
 from tests.tiny_models import compiling_pair, step_pair
 
 
@@ -66,7 +67,7 @@ def test_the_compiled_step_attends_on_the_kernel_as_one_graph(monkeypatch, kerne
     for token in (5, 6, 7):
         got, want = step_pair(runner, eager, token)
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
-    assert backend.kernel and backend.info["attentionKernel"] is True
+    assert backend.kernel and backend.state == "applied" and backend.info["fastPlan"]["attention"]["decode"] == "ours"
     assert backend.step_fn.calls == 3 and counters["stats"]["unique_graphs"] == 1
     torch._dynamo.reset()
 
@@ -83,15 +84,19 @@ def test_a_kernel_that_does_not_build_leaves_the_step_on_sdpa(monkeypatch) -> No
     backend, runner, eager = compiling_pair(list(range(3, 20)))
     for token in (5, 6):
         torch.testing.assert_close(*step_pair(runner, eager, token))
-    assert not backend.kernel and "c++ not found" in backend.info["attentionKernel"]
+    assert not backend.kernel and "c++ not found" in backend.state and "c++ not found" in backend.serving.why["attention"]
     assert backend.info["compiled"] and backend.step_fn.calls == 2  # the step still compiled, on SDPA
     torch._dynamo.reset()
 
 
-def test_the_kernel_can_be_turned_off(monkeypatch) -> None:
-    monkeypatch.setattr(kernels, "_state", {})
-    monkeypatch.setenv(kernels.KERNEL_ENV, "0")
-    assert not kernels.build() and kernels.reason() == f"{kernels.KERNEL_ENV}=0"
+def test_the_kernel_can_be_left_out_by_the_kernels_setting() -> None:
+    from spd_lsp.engine import fast
+    from tests.tiny_models import tiny_model
+
+    backend = fast.build(tiny_model("llama").model, compile=False, left_out=("attention",))
+    backend.prepare()
+    assert backend.plan.attention == "sdpa" and backend.plan.why["attention"] == "left out by the kernels setting"
+    assert not backend.kernel
 
 
 def test_a_build_lock_left_by_a_killed_process_does_not_stall_the_load(monkeypatch, kernel) -> None:

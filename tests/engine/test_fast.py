@@ -16,7 +16,8 @@ from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, Qwen2Confi
 from spd_lsp.engine import fast
 from spd_lsp.engine.decoding.lm import ModelRunner
 from spd_lsp.engine.fast.cache import GRANULE, MIN_CAPACITY, BucketLayer, bucket, bucket_cache
-from spd_lsp.engine.fast.int4 import Int4Weight
+from spd_lsp.engine.fast.layouts.aten import AtenInt4, Int8Aten, Q8Halves
+from spd_lsp.engine.fast.layouts.blocks import Int8Rows
 from spd_lsp.engine.fast.model import FastLM
 from spd_lsp.engine.fast.q4 import BLOCK, Groups, quantise, unpack_q4_1, unpermute_order
 from tests.tiny_models import compiling_pair, step_pair, tiny_model
@@ -138,7 +139,7 @@ def test_int4_matmul_equals_the_dequantised_weight(dtype: torch.dtype) -> None:
     assert (groups.dequantised() - weight).abs().max() <= groups.scales.max() / 2 + 1e-6
     scaled = Groups(groups.codes, groups.scales.to(dtype).float(), groups.zeros.to(dtype).float())  # the kernel's scales
     x = torch.randn(3, 4 * BLOCK, dtype=dtype)
-    got = Int4Weight.of(groups, dtype=dtype, device=torch.device("cpu"))(x).float()
+    got = AtenInt4.of(groups.codes, groups.scales, groups.zeros, dtype=dtype, device=torch.device("cpu"))(x).float()
     want = x.float() @ scaled.dequantised().T
     torch.testing.assert_close(got, want, atol=0.05 if dtype == torch.bfloat16 else 1e-3, rtol=0.02)
 
@@ -263,21 +264,19 @@ def test_the_step_compiles_in_the_background_and_serves_eager_until_it_is_ready(
 
 
 def test_the_int8_output_head_is_the_float_head_within_its_rounding_and_only_for_decode_steps() -> None:
-    from spd_lsp.engine.fast.int8 import Int8Weight
-
     torch.manual_seed(0)
     weight = torch.randn(300, 64, dtype=torch.bfloat16)
-    head = Int8Weight.of(weight)
+    head = Int8Aten(Int8Rows.of(weight))
     x = torch.randn(2, 64, dtype=torch.bfloat16)
     want = x.float() @ weight.float().T
     got = head(x).float()
-    assert head.weight.dtype == torch.int8 and head.nbytes() < weight.numel() * 2 / 1.9
+    assert head.rows.codes.dtype == torch.int8 and head.nbytes() < weight.numel() * 2 / 1.9
     assert (got - want).abs().max() < 0.05 * want.abs().max()  # per-row int8: close, not equal
     loaded = tiny_model("llama")
     backend = fast.build(loaded.model, compile=False, head="int8")
-    assert "int8 output rows" in backend.weights and backend.lm.output.int4 is not None
-    float_bytes = fast.build(tiny_model("llama").model, compile=False).lm.weight_bytes(int4=True)
-    assert backend.lm.weight_bytes(int4=True) < float_bytes
+    assert backend.lm.output.decode.layout == "int8 rows" and backend.plan.role("head").decode.layout == "int8 rows"
+    float_bytes = fast.build(tiny_model("llama").model, compile=False).lm.weight_bytes("decode")
+    assert backend.lm.weight_bytes("decode") < float_bytes
     with pytest.raises(ValueError, match="head 'int2'"):
         fast.build(tiny_model("llama").model, compile=False, head="int2")
 
@@ -288,8 +287,7 @@ def test_q8_0_output_rows_run_as_two_int4_halves_with_the_blocks_own_numbers() -
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize, quantize
 
-    from spd_lsp.engine.fast.int8 import Int8Weight
-    from spd_lsp.engine.fast.q8 import Q8Head, unpack_q8_0
+    from spd_lsp.engine.fast.q8 import unpack_q8_0
 
     rng = np.random.default_rng(0)
     weights = (rng.normal(size=(256, 4 * BLOCK)) * rng.uniform(0.1, 4, size=(256, 4 * BLOCK))).astype(np.float32)
@@ -297,12 +295,12 @@ def test_q8_0_output_rows_run_as_two_int4_halves_with_the_blocks_own_numbers() -
     codes, scales = unpack_q8_0(raw)
     exact = torch.from_numpy(dequantize(raw, GGMLQuantizationType.Q8_0))
     torch.testing.assert_close((codes.float().view(256, 4, BLOCK) * scales[..., None]).view(256, -1), exact)
-    head = Q8Head.of(codes, scales, dtype=torch.float32)
+    head = Q8Halves.of(codes, scales, dtype=torch.float32)
     x = torch.randn(3, 4 * BLOCK)
     want = x @ exact.T
     torch.testing.assert_close(head(x), want, atol=1e-3, rtol=1e-4)
-    rows = Int8Weight.of(exact.to(torch.bfloat16))(x.to(torch.bfloat16)).float()
-    half = Q8Head.of(codes, scales, dtype=torch.bfloat16)
+    rows = Int8Aten(Int8Rows.of(exact.to(torch.bfloat16)))(x.to(torch.bfloat16)).float()
+    half = Q8Halves.of(codes, scales, dtype=torch.bfloat16)
     ours = half(x.to(torch.bfloat16)).float()
     assert (ours - want).abs().mean() < (rows - want).abs().mean() / 2
     assert half.nbytes() <= weights.size * 1.25  # a byte a weight, and bf16 scale and zero per half and block
@@ -313,9 +311,10 @@ def test_the_bundled_gguf_s_output_rows_are_its_q8_0_blocks_and_the_engine_runs_
     blocks (transformers' float head is their dequantisation, in bf16): as they are on our kernel where the CPU has
     AVX-512 BF16 (the same blocks AMX's trees read, one copy), else as two int4 halves kept beside the model cache and
     read back equal; `head="int8"` keeps the int8 rows."""
-    from spd_lsp.engine.fast import kernels
-    from spd_lsp.engine.fast.q8 import Q8Head, Q8Weight, gguf_head_blocks
+    from spd_lsp.engine.fast.layouts.ours import Q8Amx, Q8Matvec
+    from spd_lsp.engine.fast.q8 import gguf_head_blocks
     from spd_lsp.engine.fast.store import gguf_q8_head, q8_file
+    from spd_lsp.engine.kernels import build as kernels
     from spd_lsp.engine.model import bundled_gguf, load_model
 
     codes, scales = gguf_head_blocks(bundled_gguf())
@@ -332,53 +331,52 @@ def test_the_bundled_gguf_s_output_rows_are_its_q8_0_blocks_and_the_engine_runs_
     assert (head(x).float() - x.float() @ dequantised.T).abs().max() < 0.1
     served = load_model(compile=False)  # the default: outputWeights q8
     backend = fast.attached(served.model)
-    if kernels.bf16_matvec():
-        assert "the GGUF's Q8_0 output blocks" in served.fast["weights"], served.fast
-        ours = backend.lm.output.int4
-        assert isinstance(ours, Q8Weight) and torch.equal(ours.blocks.codes, codes)
+    if kernels.bf16_dot():
+        assert served.fast["fastPlan"]["projections"]["head"]["decode"] == "q8_0 on matvec", served.fast
+        backend.prepare()  # the kernels built, the head moved onto its own blocks
+        ours = backend.lm.output.decode
+        assert isinstance(ours, Q8Matvec) and torch.equal(ours.blocks.codes, codes)
         assert torch.equal(ours.blocks.scales, scales.half())
-        backend.prepare()  # the kernels built, the head moved onto its own
-        assert ours.kernel and backend.info["matvec"].endswith("Q8_0 head"), backend.info
-        if backend.lm.output.amx is not None:
-            assert backend.lm.output.amx is ours.blocks  # one copy for decode steps and trees
+        if isinstance(backend.lm.output.batch, Q8Amx):
+            assert backend.lm.output.batch.blocks is ours.blocks  # one copy for decode steps and trees
         got = ours(x).float()
         want = x.float() @ dequantised.T
         assert ((got - want).abs() <= want.abs() * 2**-8 + 1e-3).all()  # the blocks' own numbers, rounded to bf16
     else:
-        assert "the GGUF's Q8_0 output rows" in served.fast["weights"], served.fast
-        assert isinstance(backend.lm.output.int4, Q8Head)
+        assert served.fast["serving"]["head"]["decode"] == "q8_0 (two int4 halves) on aten", served.fast
+        assert isinstance(backend.lm.output.decode, Q8Halves)
     rows = load_model(compile=False, head="int8")
-    assert "int8 output rows" in rows.fast["weights"], rows.fast
+    assert rows.fast["serving"]["head"]["decode"].startswith("int8 rows"), rows.fast
 
 
 def test_the_int8_output_rows_are_kept_beside_the_model_cache_and_read_back_bit_for_bit(tmp_path, caplog) -> None:
     """A later start maps the int8 rows the first one made (0.2-0.3 s of requantising a start on the bundled model);
     what it reads are the same codes and scales; a damaged or mis-shaped copy is made again."""
-    from spd_lsp.engine.fast.int8 import Int8Weight
     from spd_lsp.engine.fast.store import int8_file, int8_head
 
     torch.manual_seed(0)
     weight = torch.randn(300, 64, dtype=torch.bfloat16)
-    want = Int8Weight.of(weight)
+    want = Int8Rows.of(weight)
     made = int8_head(weight, directory=tmp_path)
     path = int8_file(tmp_path, torch.bfloat16)
-    assert path.is_file() and torch.equal(made.weight, want.weight) and torch.equal(made.scales, want.scales)
+    assert path.is_file() and torch.equal(made.codes, want.codes) and torch.equal(made.scales, want.scales)
     kept = int8_head(weight * 0, directory=tmp_path)  # read back, not requantised (all-zero weights would give 0 codes)
-    assert torch.equal(kept.weight, want.weight) and torch.equal(kept.scales, want.scales)
-    assert kept.weight.is_contiguous() and kept.scales.dtype == torch.bfloat16
+    assert torch.equal(kept.codes, want.codes) and torch.equal(kept.scales, want.scales)
+    assert kept.codes.is_contiguous() and kept.scales.dtype == torch.bfloat16
     # Aligned as torch allocates: on safetensors' own (file-offset) memory the int8 kernel crashed from 4 rows up.
-    assert kept.weight.data_ptr() % 64 == 0 and kept.scales.data_ptr() % 64 == 0
+    assert kept.codes.data_ptr() % 64 == 0 and kept.scales.data_ptr() % 64 == 0
     for rows in range(1, 9):
         x = torch.randn(rows, 64, dtype=torch.bfloat16)
-        assert torch.equal(kept(x), want(x))
+        assert torch.equal(Int8Aten(kept)(x), Int8Aten(want)(x))
     other = torch.randn(200, 64, dtype=torch.bfloat16)
-    assert torch.equal(int8_head(other, directory=tmp_path).weight, Int8Weight.of(other).weight)  # another shape
+    assert torch.equal(int8_head(other, directory=tmp_path).codes, Int8Rows.of(other).codes)  # another shape
     path.write_bytes(b"damaged")
-    assert torch.equal(int8_head(weight, directory=tmp_path).weight, want.weight) and "ignoring" in caplog.text
+    assert torch.equal(int8_head(weight, directory=tmp_path).codes, want.codes) and "ignoring" in caplog.text
     loaded = tiny_model("llama")
     backend = fast.build(loaded.model, compile=False, head="int8", cache=tmp_path)
     assert int8_file(tmp_path, loaded.model.get_output_embeddings().weight.dtype).is_file()
-    assert torch.equal(backend.lm.output.int4.weight, Int8Weight.of(loaded.model.get_output_embeddings().weight).weight)
+    assert torch.equal(backend.lm.output.decode.rows.codes,
+                       Int8Rows.of(loaded.model.get_output_embeddings().weight).codes)
 
 
 def test_a_left_padded_batch_step_takes_the_padded_step_and_matches_transformers() -> None:
@@ -482,23 +480,23 @@ def test_the_kept_int4_weights_read_back_aligned_and_equal(tmp_path) -> None:
     64-byte aligned memory (safetensors' own sat at 48 mod 64; the int8 kernel crashed on such memory)."""
     from safetensors.torch import save_file
 
-    from spd_lsp.engine.fast import int4, q4
-    from spd_lsp.engine.fast.store import gguf_int4, packed_file
+    from spd_lsp.engine.fast import q4
+    from spd_lsp.engine.fast.store import gguf_int4, pack, packed_file, packed_state
 
     model = tiny_model("llama").model
     groups = [{name: q4.quantise(getattr(getattr(layer, part), name).weight)
                for part, names in (("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")),
                                    ("mlp", ("gate_proj", "up_proj", "down_proj")))
                for name in names} for layer in model.model.layers]
-    packed = int4.pack(groups, dtype=torch.float32, device=torch.device("cpu"))
-    save_file(int4.packed_state(packed), packed_file(tmp_path, torch.float32, torch.device("cpu")))
+    packed = pack(groups, dtype=torch.float32, device=torch.device("cpu"))
+    save_file(packed_state(packed), packed_file(tmp_path, torch.float32, torch.device("cpu")))
     kept = gguf_int4(tmp_path / "not-read.gguf", model.config, dtype=torch.float32, device=torch.device("cpu"),
                      directory=tmp_path)
     assert kept is not None and len(kept) == len(packed)
     for want_layer, kept_layer in zip(packed, kept):
         for name, want in want_layer.items():
             got = kept_layer[name]
-            assert all(buffer.data_ptr() % 64 == 0 for buffer in got.buffers())
+            assert all(buffer.data_ptr() % 64 == 0 for buffer in got.tensors())
             for rows in (1, 4, 8):
                 x = torch.randn(rows, got.in_features)
                 assert torch.equal(got(x), want(x))
@@ -598,18 +596,21 @@ def test_a_prompt_s_last_block_runs_on_its_tail_and_its_last_logits_stay_the_sam
     that block on its last positions: the same logits, on an empty cache (causal), after cached columns (`Causal`)
     and left-padded (a bool mask), within a matmul's rounding (the bundled model's: bit for bit, `PROMPT_TAIL`); the
     caches bit for bit; a short prompt untouched."""
-    from spd_lsp.engine.fast import model as fast_model, onednn
+    from spd_lsp.engine.fast import model as fast_model
+    from spd_lsp.engine.fast.layouts.dense import PackedDense
+    from spd_lsp.engine.kernels import onednn
 
     model = tiny_model("llama").model.to(torch.float32 if weights == "fp32" else torch.bfloat16)
     lm = FastLM(copy.deepcopy(model))
     if weights == "bf16 packed":
-        if not onednn.wanted(torch.bfloat16, torch.device("cpu")):
-            pytest.skip("oneDNN's packed bf16 weights are not used on this CPU")
-        lm.pack_layers()
+        if not onednn.bf16_available():
+            pytest.skip("oneDNN's bf16 is not in this torch or on this CPU")
+        for projection in lm.projections()[:-1]:
+            projection.decode = projection.batch = projection.prefill = PackedDense(projection.prefill.weight)
     last = lm.blocks[-1]
     rows: list[int] = []
     down = last.down.forward
-    monkeypatch.setattr(last.down, "forward", lambda x, **how: rows.append(x.shape[1]) or down(x, **how))  # its rows
+    monkeypatch.setattr(last.down, "forward", lambda x, tier: rows.append(x.shape[1]) or down(x, tier))  # its rows
     ids = torch.randint(0, 300, (2, 60), generator=torch.Generator().manual_seed(2))
     padding = torch.ones(2, 60, dtype=torch.long)
     padding[1, :9] = 0

@@ -1,5 +1,5 @@
-"""The whole plain decode step in one C++ call (spd_lsp/engine/fast/fused.py, step.cpp): built for real with the
-machine's compiler; its logits and the keys/values it writes are the eager fast path's bit for bit (the same row
+"""The whole plain decode step in one C++ call (spd_lsp/engine/fast/fused.py, engine/kernels/step.cpp): built for
+real with the machine's compiler; its logits and the keys/values it writes are the eager fast path's bit for bit (the same row
 kernels in the same order) for 1 to 8 rows, across attention chunks, with Qwen2's q/k/v biases and a head size of 128,
 with the head as Q8_0 blocks or int8 rows;
 where it serves, the step's graph is not compiled for the shapes it takes; what it cannot serve says why; bad input is
@@ -11,16 +11,19 @@ import sys
 import threading
 import time
 
+from dataclasses import replace
+
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from spd_lsp.engine import fast
 from spd_lsp.engine.decoding.lm import ModelRunner
-from spd_lsp.engine.fast import fused, kernels
+from spd_lsp.engine.fast import fused
+from spd_lsp.engine.kernels import build as kernels
 from tests.tiny_models import tiny_tokenizer
 
-pytestmark = pytest.mark.skipif(not kernels.bf16_matvec(), reason="no AVX-512 BF16 on this CPU")
+pytestmark = pytest.mark.skipif(not kernels.bf16_dot(), reason="no AVX-512 BF16 on this CPU")
 
 SHAPES = {  # head sizes the kernel takes (64, 128); the bundled model's grouping (3 query heads a key/value head)
     "llama-64": dict(hidden_size=192, intermediate_size=256, num_attention_heads=3, num_key_value_heads=1, head_dim=64),
@@ -42,20 +45,23 @@ def _model(shape: str) -> torch.nn.Module:
     return model.eval().to(torch.bfloat16)
 
 
-def _runner(shape: str, *, fused_on: bool, monkeypatch: pytest.MonkeyPatch, head: str = "int8"
-            ) -> tuple[ModelRunner, object]:
+def as_q8(backend: object) -> None:
+    """The backend's plan and sources as if the model's head were a GGUF's Q8_0 blocks (of its own float head)."""
+    from tests.engine.test_matvec import q8_blocks
+
+    blocks = q8_blocks(backend.lm.head)
+    backend.plan = backend.plan.with_facts(head="q8_0")
+    backend.sources = replace(backend.sources, head_blocks=lambda: blocks)
+
+
+def _runner(shape: str, *, fused_on: bool, head: str = "int8") -> tuple[ModelRunner, object]:
     """The tiny model on the fast path with int4 projections and the int8 head (or, `head="q8"`, its weight as Q8_0
     blocks, as a GGUF holds the bundled model's) on our kernels (`prepare`, as the compile thread runs it), the fused
     step made or not."""
-    monkeypatch.setenv(fused.ENV, "1" if fused_on else "0")
     model = _model(shape)
-    backend = fast.build(model, compile=False, quantize="int4", head="int8")
+    backend = fast.build(model, compile=False, quantize="int4", head="int8", left_out=() if fused_on else ("fused-step",))
     if head == "q8":
-        from spd_lsp.engine.fast.q8 import Q8Weight
-        from tests.engine.test_matvec import q8_blocks
-
-        lm = backend.lm
-        lm.output.int4 = Q8Weight(q8_blocks(lm.head), lm.head)
+        as_q8(backend)
     backend.prepare()
     fast.attach(model, backend)
     return ModelRunner(model, torch.device("cpu")), backend
@@ -63,18 +69,18 @@ def _runner(shape: str, *, fused_on: bool, monkeypatch: pytest.MonkeyPatch, head
 
 @pytest.fixture(scope="module")
 def built() -> None:
-    assert kernels.build() and kernels.matvec_ready(), kernels.reason()
+    assert kernels.build() and "bf16-dot" in kernels.features(), kernels.reason()
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("rows, prompt", [(1, 5), (1, 130), (3, 64), (8, 70)])
 @pytest.mark.parametrize("head", ["q8", "int8"])
-def test_the_fused_step_answers_as_the_eager_path_bit_for_bit(built, monkeypatch, shape, rows, prompt, head) -> None:
-    ours, backend = _runner(shape, fused_on=True, monkeypatch=monkeypatch, head=head)
-    eager, plain = _runner(shape, fused_on=False, monkeypatch=monkeypatch, head=head)
-    assert backend.info["matvec"].endswith("Q8_0 head" if head == "q8" else "int8 head"), backend.info
-    assert backend.info["fusedStep"] is True and backend.fused is not None
-    assert plain.info["fusedStep"] == f"{fused.ENV}=0" and plain.fused is None
+def test_the_fused_step_answers_as_the_eager_path_bit_for_bit(built, shape, rows, prompt, head) -> None:
+    ours, backend = _runner(shape, fused_on=True, head=head)
+    eager, plain = _runner(shape, fused_on=False, head=head)
+    assert backend.lm.output.decode.name == ("q8_0 on matvec" if head == "q8" else "int8 rows on matvec")
+    assert backend.plan.step == "fused" and backend.fused is not None
+    assert plain.plan.why["fused-step"] == "left out by the kernels setting" and plain.fused is None
     ids = [3 + (7 * i) % 300 for i in range(prompt)]
     for runner in (ours, eager):
         runner.prefill(ids)
@@ -99,7 +105,6 @@ def test_the_step_graph_is_not_compiled_for_the_shapes_the_fused_step_takes(buil
     """Where the fused step serves, the background compile skips those shapes (no minute of inductor at every start);
     9 rows, beyond the kernel, still compile."""
     monkeypatch.setenv("SPD_LSP_COMPILE", "background")
-    monkeypatch.setenv(fused.ENV, "1")
     model = _model("llama-64")
     backend = fast.build(model, compile=True, quantize="int4", head="int8")
     fast.attach(model, backend)
@@ -108,7 +113,7 @@ def test_the_step_graph_is_not_compiled_for_the_shapes_the_fused_step_takes(buil
     first = runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[5]])))  # eager: prepares in the background
     runner.cache.crop(-1)
     assert backend.step_fn.wait(timeout=300)
-    assert backend.fused is not None and backend.info["fusedStep"] is True
+    assert backend.fused is not None and backend.plan.step == "fused"
     assert len(backend.step_fn.skipped) == 1 and not backend.step_fn.ready
     assert backend.info["notCompiled"].startswith("the fused step serves")
     again = runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[5]]))).float()
@@ -120,44 +125,41 @@ def test_the_step_graph_is_not_compiled_for_the_shapes_the_fused_step_takes(buil
     assert backend.step_fn.wait(timeout=600) and len(backend.step_fn.ready) == 1  # 9 rows: the graph
 
 
-def test_what_the_fused_step_cannot_serve_says_why(built, monkeypatch) -> None:
-    monkeypatch.setenv(fused.ENV, "1")
+def test_what_the_fused_step_cannot_serve_says_why(built) -> None:
     model = _model("llama-64")
     backend = fast.build(model, compile=False, quantize="int4", head="float")
     backend.prepare()
-    assert backend.fused is None and backend.info["fusedStep"] == (
-        "an output head other than the GGUF's Q8_0 blocks or int8 rows on our kernel")
+    assert backend.fused is None and backend.plan.why["fused-step"] == "a head not on the matvec kernel"
     model = _model("llama-64").float()
     backend = fast.build(model, compile=False, quantize="int4", head="int8")
     backend.prepare()
-    assert backend.fused is None and "fusedStep" not in backend.info  # fp32: never asked
-    assert fused.why_not(backend.lm) == "torch.float32 on cpu (it runs bf16 on the CPU)"
+    assert backend.fused is None and backend.plan.why["fused-step"] == "float32 weights (the kernels run bf16)"
     model = _model("llama-64")
     backend = fast.build(model, compile=False, head="int8")  # float projections
     backend.prepare()
-    assert backend.info["fusedStep"] == "projections not on the int4 kernel"
+    assert backend.plan.why["fused-step"] == "projections not on the matvec kernel"
 
 
-def test_bad_input_is_refused_with_its_reason(built, monkeypatch) -> None:
-    _, backend = _runner("llama-64", fused_on=True, monkeypatch=monkeypatch)
+def test_bad_input_is_refused_with_its_reason(built) -> None:
+    _, backend = _runner("llama-64", fused_on=True)
     model, lm = backend.fused, backend.lm
     buffers = [torch.zeros(9, 1, 256, 64, dtype=torch.bfloat16) for _ in range(lm.layers)]
     with pytest.raises(RuntimeError, match="1 to 8 rows"):
-        fused.step(model, torch.zeros(9, 1, 192, dtype=torch.bfloat16), 0, buffers, buffers)
+        fused.run(model, torch.zeros(9, 1, 192, dtype=torch.bfloat16), 0, buffers, buffers)
     one = [b[:1] for b in buffers]
     with pytest.raises(RuntimeError, match=r"x \[M, 1, 192\]"):
-        fused.step(model, torch.zeros(1, 1, 192), 0, one, one)  # fp32
+        fused.run(model, torch.zeros(1, 1, 192), 0, one, one)  # fp32
     with pytest.raises(RuntimeError, match="cache buffer"):
-        fused.step(model, torch.zeros(1, 1, 192, dtype=torch.bfloat16), 256, one, one)  # past the buffer
+        fused.run(model, torch.zeros(1, 1, 192, dtype=torch.bfloat16), 256, one, one)  # past the buffer
     with pytest.raises(RuntimeError, match="one key and one value buffer a layer"):
-        fused.step(model, torch.zeros(1, 1, 192, dtype=torch.bfloat16), 0, one[:1], one[:1])
+        fused.run(model, torch.zeros(1, 1, 192, dtype=torch.bfloat16), 0, one[:1], one[:1])
     with pytest.raises(RuntimeError, match="tensors"):
-        torch.classes.spd_step.Model([], [2, 192, 3, 1, 64, 256], [1e-5, 0.125])
+        torch.classes.spd.StepModel([], [2, 192, 3, 1, 64, 256], [1e-5, 0.125])
 
 
-def test_the_gil_is_free_while_the_fused_step_runs(built, monkeypatch) -> None:
+def test_the_gil_is_free_while_the_fused_step_runs(built) -> None:
     """A server's other threads (its LSP I/O, the next request's parsing) go on while a step runs."""
-    _, backend = _runner("llama-128", fused_on=True, monkeypatch=monkeypatch)
+    _, backend = _runner("llama-128", fused_on=True)
     lm = backend.lm
     buffers = [torch.zeros(8, lm.kv_heads, 4096, 128, dtype=torch.bfloat16) for _ in range(lm.layers)]
     x = torch.randn(8, 1, 256).bfloat16()
@@ -176,7 +178,7 @@ def test_the_gil_is_free_while_the_fused_step_runs(built, monkeypatch) -> None:
         windows = []
         for _ in range(20):  # steps of 8 rows on 4,001 columns; the other thread's clock readings inside one
             started = time.perf_counter()
-            fused.step(backend.fused, x, 4000, buffers, buffers)
+            fused.run(backend.fused, x, 4000, buffers, buffers)
             windows.append((started, time.perf_counter()))
     finally:
         done.set()

@@ -94,7 +94,6 @@ def test_its_forward_without_a_fast_backend_says_so(tmp_path):
 def test_the_bundled_model_gives_transformers_logits_bit_for_bit(monkeypatch):
     from spd_lsp.engine.model import load_model, local_directory, resolve_source
 
-    monkeypatch.setenv("SPD_LSP_PACKED_WEIGHTS", "0")  # its weights stay the model's, for `_runs`' own backend
 
     loaded = load_model(compile=False)
     assert isinstance(loaded.model, light.LightLM)

@@ -1,4 +1,4 @@
-"""The decode step's int4 projections and Q8_0 / int8 head on our CPU kernels (spd_lsp/engine/fast/matvec.py, matvec.cpp):
+"""The decode step's int4 projections and Q8_0 / int8 head on our CPU kernels (spd_lsp/engine/kernels/matvec.py, matvec.cpp):
 built for real with the machine's compiler, checked against the weights' own numbers in fp32, the GGUF's rows taken
 as its blocks are, bad input refused clearly, and a model moved onto them in `prepare` stepping as before, eager and
 compiled as one graph."""
@@ -12,18 +12,19 @@ import torch
 
 from spd_lsp.engine import fast
 from spd_lsp.engine.decoding.lm import ModelRunner
-from spd_lsp.engine.fast import int4, kernels, matvec
-from spd_lsp.engine.fast.int8 import Int8Weight
-from spd_lsp.engine.fast.matvec import Rows
+from spd_lsp.engine.fast import q4
+from spd_lsp.engine.fast.layouts.blocks import Int8Rows, Q8Blocks
+from spd_lsp.engine.kernels import build as kernels
+from spd_lsp.engine.kernels import matvec
 from tests.q4_support import random_rows
 from tests.tiny_models import tiny_model
 
-pytestmark = pytest.mark.skipif(not kernels.bf16_matvec(), reason="no AVX-512 BF16 on this CPU")
+pytestmark = pytest.mark.skipif(not kernels.bf16_dot(), reason="no AVX-512 BF16 on this CPU")
 
 
 @pytest.fixture(scope="module")
 def built() -> None:
-    assert kernels.build() and kernels.matvec_ready(), kernels.reason()
+    assert kernels.build() and "bf16-dot" in kernels.features(), kernels.reason()
 
 
 def _within_output_rounding(got: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> bool:
@@ -38,7 +39,7 @@ def _within_output_rounding(got: torch.Tensor, x: torch.Tensor, weight: torch.Te
 def test_int4_rows_give_the_blocks_own_numbers(built, n, k, m) -> None:
     rows = random_rows(n, k, seed=n + k + m)
     x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).bfloat16()
-    got = matvec.int4(x, rows)
+    got = matvec.int4_matvec(x, *rows)
     assert got.shape == (m, n) and got.dtype == torch.bfloat16
     assert _within_output_rounding(got, x, rows.dequantised())
 
@@ -46,18 +47,17 @@ def test_int4_rows_give_the_blocks_own_numbers(built, n, k, m) -> None:
 @pytest.mark.parametrize("m", [1, 3, 8, 9])
 def test_int8_rows_give_their_scaled_codes(built, m) -> None:
     torch.manual_seed(m)
-    head = Int8Weight.of(torch.randn(1000, 576, dtype=torch.bfloat16))
+    head = Int8Rows.of(torch.randn(1000, 576, dtype=torch.bfloat16))
     x = torch.randn(m, 576).bfloat16()
-    weight = head.weight.float() * head.scales.float()[:, None]
-    assert _within_output_rounding(matvec.int8(x, head.weight, head.scales), x, weight)
+    weight = head.dequantised()
+    assert _within_output_rounding(matvec.int8_matvec(x, head.codes, head.scales), x, weight)
 
 
 def q8_blocks(weight: torch.Tensor):
-    """`weight` [N, K] quantised to Q8_0 as the GGUF's writer does it (gguf.quants): `amx.Q8Blocks`."""
+    """`weight` [N, K] quantised to Q8_0 as the GGUF's writer does it (gguf.quants): `Q8Blocks`."""
     from gguf import GGMLQuantizationType
     from gguf.quants import quantize
 
-    from spd_lsp.engine.fast.amx import Q8Blocks
     from spd_lsp.engine.fast.q8 import unpack_q8_0
 
     codes, scales = unpack_q8_0(quantize(weight.float().numpy(), GGMLQuantizationType.Q8_0))
@@ -73,12 +73,12 @@ def test_q8_rows_give_the_blocks_own_numbers(built, n, k, m) -> None:
     weight = torch.randn(n, k) * torch.rand(n, k).mul(4).add(0.1)  # blocks of different ranges: scales that differ
     blocks = q8_blocks(weight)
     x = torch.randn(m, k).bfloat16()
-    got = matvec.q8(x, blocks.codes, blocks.scales)
+    got = matvec.q8_matvec(x, blocks.codes, blocks.scales)
     assert got.shape == (m, n) and got.dtype == torch.bfloat16
     exact = blocks.dequantised()
     assert _within_output_rounding(got, x, exact)
-    rows = Int8Weight.of(exact.bfloat16())
-    requantised = matvec.int8(x, rows.weight, rows.scales).float()
+    rows = Int8Rows.of(exact.bfloat16())
+    requantised = matvec.int8_matvec(x, rows.codes, rows.scales).float()
     want = x.float() @ exact.T
     assert (got.float() - want).abs().mean() < (requantised - want).abs().mean() / 2
 
@@ -86,23 +86,23 @@ def test_q8_rows_give_the_blocks_own_numbers(built, n, k, m) -> None:
 def test_bad_input_is_refused_with_its_reason(built) -> None:
     rows = random_rows(8, 128, seed=1)
     with pytest.raises(RuntimeError, match="bf16"):
-        matvec.int4(torch.randn(1, 128), rows)
+        matvec.int4_matvec(torch.randn(1, 128), *rows)
     with pytest.raises(RuntimeError, match=r"x \[M, 128\]"):
-        matvec.int4(torch.randn(1, 64).bfloat16(), rows)
+        matvec.int4_matvec(torch.randn(1, 64).bfloat16(), *rows)
     with pytest.raises(RuntimeError, match="fp16"):
-        matvec.int4(torch.randn(1, 128).bfloat16(), Rows(rows.codes, rows.scales.float(), rows.mins))
+        matvec.int4_matvec(torch.randn(1, 128).bfloat16(), rows.codes, rows.scales.float(), rows.mins)
     with pytest.raises(RuntimeError, match="multiple of 64"):
         odd = random_rows(8, 96, seed=2)
-        matvec.int4(torch.randn(1, 96).bfloat16(), odd)
-    assert not matvec.takes(96) and matvec.takes(576)
-    head = Int8Weight.of(torch.randn(16, 64))
+        matvec.int4_matvec(torch.randn(1, 96).bfloat16(), *odd)
+    assert not matvec.takes_int4(96) and matvec.takes_int4(576)
+    head = Int8Rows.of(torch.randn(16, 64))
     with pytest.raises(RuntimeError, match="bf16"):
-        matvec.int8(torch.randn(1, 64).bfloat16(), head.weight, head.scales)  # fp32 scales
+        matvec.int8_matvec(torch.randn(1, 64).bfloat16(), head.codes, head.scales)  # fp32 scales
     blocks = q8_blocks(torch.randn(16, 64))
     with pytest.raises(RuntimeError, match=r"scales \[N, K / 32\] fp16"):
-        matvec.q8(torch.randn(1, 64).bfloat16(), blocks.codes, blocks.scales.float())
+        matvec.q8_matvec(torch.randn(1, 64).bfloat16(), blocks.codes, blocks.scales.float())
     with pytest.raises(RuntimeError, match=r"x \[M, 64\]"):
-        matvec.q8(torch.randn(1, 96).bfloat16(), blocks.codes, blocks.scales)
+        matvec.q8_matvec(torch.randn(1, 96).bfloat16(), blocks.codes, blocks.scales)
 
 
 def test_the_gguf_s_rows_are_its_q4_1_blocks(tmp_path) -> None:
@@ -121,31 +121,33 @@ def test_the_gguf_s_rows_are_its_q4_1_blocks(tmp_path) -> None:
     assert all(torch.equal(a, b) for x, y in zip(rows, kept) for name in x for a, b in zip(x[name], y[name]))
     assert len(rows) == len(groups) == config.num_hidden_layers
     for layer in (0, len(rows) - 1):
-        fused = int4.fused(groups[layer])
-        assert set(rows[layer]) == set(fused) == set(int4.FUSED)
+        fused = q4.fused(groups[layer])
+        assert set(rows[layer]) == set(fused) == set(q4.FUSED)
         for name, joined in fused.items():
             assert torch.equal(rows[layer][name].dequantised(), joined.dequantised())
 
 
-def _tiny_bf16(*, matvec_on: bool, monkeypatch) -> tuple[ModelRunner, object]:
-    monkeypatch.setenv(matvec.ENV, "1" if matvec_on else "0")
+def _tiny_bf16(*, matvec_on: bool) -> tuple[ModelRunner, object]:
     loaded = tiny_model("llama")
     loaded.model.to(torch.bfloat16)
-    backend = fast.build(loaded.model, compile=False, quantize="int4", head="int8")
+    backend = fast.build(loaded.model, compile=False, quantize="int4", head="int8",
+                         left_out=() if matvec_on else ("matvec",))
     backend.prepare()  # what the compile thread does before the step's first compile
     fast.attach(loaded.model, backend)
     return ModelRunner(loaded.model, loaded.device), backend
 
 
-def test_prepare_moves_a_bf16_model_onto_the_kernels_and_its_steps_answer_as_before(built, monkeypatch) -> None:
-    ours, backend = _tiny_bf16(matvec_on=True, monkeypatch=monkeypatch)
-    aten, plain = _tiny_bf16(matvec_on=False, monkeypatch=monkeypatch)
-    assert backend.info["matvec"] == "int4 projections, int8 head" and "matvec kernels" in backend.info["weights"]
-    assert plain.info["matvec"] == f"{matvec.ENV}=0" and "matvec" not in plain.info["weights"]
-    weights = [p.int4 for b in backend.lm.blocks for p in (b.qkv, b.out, b.gate_up, b.down)]
-    assert all(w.rows is not None and w.weight is None for w in weights)  # ATen's copy dropped
-    assert backend.lm.output.int4.kernel and not plain.lm.output.int4.kernel
-    assert backend.lm.weight_bytes(int4=True) == plain.lm.weight_bytes(int4=True)  # the rows as big as ATen's copy
+def test_prepare_moves_a_bf16_model_onto_the_kernels_and_its_steps_answer_as_before(built) -> None:
+    ours, backend = _tiny_bf16(matvec_on=True)
+    aten, plain = _tiny_bf16(matvec_on=False)
+    assert backend.info["serving"]["qkv"]["decode"] == "q4_1 on matvec"
+    assert backend.info["serving"]["head"]["decode"] == "int8 rows on matvec"
+    assert plain.info["serving"]["qkv"]["decode"] == "int4 (ATen-packed) on aten"
+    assert plain.info["serving"]["head"]["decode"] == "int8 rows on aten"
+    assert plain.plan.why["matvec"] == "left out by the kernels setting"
+    projections = backend.lm.projections()
+    assert all(p.decode.kernel == "matvec" for p in projections)  # ATen's copy dropped: no Linear holds it
+    assert backend.lm.weight_bytes("decode") == plain.lm.weight_bytes("decode")  # the rows as big as ATen's copy
     for runner in (ours, aten):
         runner.prefill(list(range(3, 30)))
     for token in (5, 6, 7):
@@ -155,10 +157,9 @@ def test_prepare_moves_a_bf16_model_onto_the_kernels_and_its_steps_answer_as_bef
         assert torch.equal(got.argmax(-1), want.argmax(-1))
 
 
-def test_moving_onto_the_kernels_while_another_thread_steps_loses_no_step(built, monkeypatch) -> None:
-    """`use_matvec` in the compile thread while the serving thread steps: every step finds its weights (ATen's packed
+def test_moving_onto_the_kernels_while_another_thread_steps_loses_no_step(built) -> None:
+    """`prepare` in the compile thread while the serving thread steps: every step finds its weights (ATen's packed
     copy or the rows)."""
-    monkeypatch.setenv(matvec.ENV, "1")
     loaded = tiny_model("llama")
     loaded.model.to(torch.bfloat16)
     backend = fast.build(loaded.model, compile=False, quantize="int4", head="int8")
@@ -177,14 +178,13 @@ def test_moving_onto_the_kernels_while_another_thread_steps_loses_no_step(built,
         assert (out - want).abs().max() <= 0.02 * want.abs().max()  # either copy: the same weights
         steps += 1
     mover.join()
-    assert backend.info["matvec"] == "int4 projections, int8 head"
+    assert backend.info["serving"]["qkv"]["decode"] == "q4_1 on matvec"
 
 
 def test_the_step_on_the_kernels_compiles_as_one_graph(built, monkeypatch) -> None:
     from torch._dynamo.utils import counters
 
     monkeypatch.setenv("SPD_LSP_COMPILE", "1")
-    monkeypatch.setenv(matvec.ENV, "1")
     torch._dynamo.reset()
     counters.clear()
     loaded, eager_loaded = tiny_model("llama"), tiny_model("llama")
@@ -201,6 +201,6 @@ def test_the_step_on_the_kernels_compiles_as_one_graph(built, monkeypatch) -> No
         assert (got - want).abs().max() <= 0.02 * want.abs().max()
     backend = fast.attached(loaded.model)
     assert backend.info["compiled"], backend.info["compileReason"]  # fullgraph: a graph break would have failed it
-    assert backend.info["matvec"] == "int4 projections, int8 head"
+    assert backend.info["serving"]["qkv"]["decode"] == "q4_1 on matvec"
     assert counters["stats"]["unique_graphs"] == 1
     torch._dynamo.reset()

@@ -1,7 +1,9 @@
-"""The light model's float weights handed over to oneDNN's blocked layout (`engine/fast/onednn.py`): the same numbers
-bit for bit, in eager forwards and in a compiled graph, the plain weights gone, and a second build refused clearly."""
+"""The light model's float weights handed over to oneDNN's blocked layout (`engine/kernels/onednn.py`,
+`layouts/dense.py`): the same numbers bit for bit, in eager forwards and in a compiled graph, the plain weights gone, and a second build refused clearly."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 import torch
@@ -11,7 +13,11 @@ from transformers import AutoModelForCausalLM
 from spd_lsp.engine import fast
 from spd_lsp.engine.decoding import verify
 from spd_lsp.engine.decoding.lm import ModelRunner
-from spd_lsp.engine.fast import light, onednn
+from spd_lsp.engine.cpu import PROFILES
+from spd_lsp.engine.fast import light
+from spd_lsp.engine.fast.layouts.dense import PackedDense
+from spd_lsp.engine.fast.plan import resolve
+from spd_lsp.engine.kernels import onednn
 from tests.engine.test_fast import MODELS
 from tests.engine.test_light import _saved
 
@@ -20,18 +26,35 @@ pytestmark = pytest.mark.skipif(
     reason="no oneDNN bf16 on this CPU")
 
 
-def test_where_it_packs(monkeypatch) -> None:
-    cpu = torch.device("cpu")
-    monkeypatch.setenv("SPD_LSP_PACKED_WEIGHTS", "1")
-    assert onednn.wanted(torch.bfloat16, cpu) and not onednn.wanted(torch.float32, cpu)
-    assert not onednn.wanted(torch.bfloat16, torch.device("meta"))
-    monkeypatch.setenv("SPD_LSP_PACKED_WEIGHTS", "0")
-    assert not onednn.wanted(torch.bfloat16, cpu)
-    monkeypatch.delenv("SPD_LSP_PACKED_WEIGHTS")
-    assert onednn.wanted(torch.bfloat16, cpu) == (not torch.cpu._is_amx_tile_supported())  # round 8 / round 10
+def _packing(backend: object) -> object:
+    """`backend` with the plan it has on a CPU without AMX (where the packed weights serve; with AMX they are left to
+    AMX's own bf16 matmuls): the tests pack on any CPU with oneDNN's bf16."""
+    if not onednn.bf16_available():
+        pytest.skip("oneDNN's bf16 is not in this torch or on this CPU")
+    plan = backend.plan
+    if plan.target.cpu is not None and plan.target.cpu.amx:
+        backend.plan = resolve(plan.facts, replace(plan.target, cpu=PROFILES["avx512-bf16"]), left_out=plan.left_out,
+                               compile=plan.compile)
+    return backend
 
 
-@pytest.mark.parametrize("rows", [1, 8, 20, 64, 300])
+def test_where_it_packs() -> None:
+    """bf16 on a CPU without AMX, where the float weights are the fast path's alone (not transformers' model's)."""
+    from spd_lsp.engine.fast.plan import ModelFacts, Target
+
+    facts = ModelFacts("llama", 64, {r: "float" for r in ("qkv", "out", "gate_up", "down")}, "float")
+    for profile, packs in (("avx512-bf16", True), ("avx2", True), ("amx", False)):
+        plan = resolve(facts, Target("cpu", "bfloat16", PROFILES[profile]))
+        assert (plan.role("qkv").prefill.kernel == "onednn") == packs, profile
+    assert resolve(facts, Target("cpu", "float32", PROFILES["avx2"])).role("qkv").prefill.kernel == "torch"
+    assert resolve(facts, Target("cpu", "bfloat16", PROFILES["avx2"], onednn_bf16=False)).why["packed-weights"]
+    shared = replace(facts, shared_float_weights=True)
+    assert resolve(shared, Target("cpu", "bfloat16", PROFILES["avx2"])).role("qkv").prefill.kernel == "torch"
+    left = resolve(facts, Target("cpu", "bfloat16", PROFILES["avx2"]), left_out=("packed-weights",))
+    assert left.role("qkv").prefill.kernel == "torch"
+
+
+@pytest.mark.parametrize("rows", [1, 8, 24, 500])
 def test_a_packed_weight_gives_f_linear_bit_for_bit(rows) -> None:
     torch.manual_seed(rows)
     weight = torch.randn(96, 64, dtype=torch.bfloat16)
@@ -56,23 +79,23 @@ def test_a_compiled_graph_calls_it_as_one_graph() -> None:
     torch._dynamo.reset()
 
 
-def test_the_light_model_hands_its_float_weights_over_and_answers_the_same(monkeypatch, tmp_path) -> None:
-    """Prefill, decode steps and a verification tree wider than INT4_MAX_TOKENS (the float weights' paths) of a bf16
+def test_the_light_model_hands_its_float_weights_over_and_answers_the_same(tmp_path) -> None:
+    """Prefill, decode steps and a verification tree wider than the decode tier (the float weights' paths) of a bf16
     light model with its weights packed (by `prepare`, off the load) equal transformers' model's on plain weights; the
     light model's own weights are emptied (no second copy in memory) and building on it again says why it cannot."""
-    monkeypatch.setenv("SPD_LSP_PACKED_WEIGHTS", "1")
     directory = _saved(MODELS["llama"](), tmp_path)
     reference = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16).eval()
     made = light.load(directory, torch.bfloat16)
-    backend = fast.build(made, compile=False)
-    plain = fast.build(reference, compile=False)
-    assert backend.pack and not plain.pack and "oneDNN" not in backend.info["weights"]
+    backend = _packing(fast.build(made, compile=False))
+    plain = _packing(fast.build(reference, compile=False))
+    assert backend.plan.role("qkv").prefill.kernel == "onednn" and plain.plan.role("qkv").prefill.kernel == "torch"
+    assert backend.info["serving"]["qkv"]["prefill"] == "bfloat16 on torch"
     backend.prepare()  # what the compile thread does before the step's first compile
     plain.prepare()
-    assert "oneDNN" in backend.info["weights"] and "oneDNN" not in plain.info["weights"]
+    assert backend.info["serving"]["qkv"]["prefill"] == "bfloat16 (oneDNN-blocked) on onednn"
+    assert plain.info["serving"]["qkv"]["prefill"] == "bfloat16 on torch"
     assert backend.info["weightMegabytes"] == plain.info["weightMegabytes"]
-    assert all(p.weight is None and p.packed is not None
-               for b in backend.lm.blocks for p in (b.qkv, b.out, b.gate_up, b.down))
+    assert all(isinstance(linear, PackedDense) for p in backend.lm.projections()[:-1] for linear in p.linears())
     assert made.model.layers[0].self_attn.q_proj.weight.numel() == 0
     with pytest.raises(ValueError, match="took over"):
         fast.build(made, compile=False)
@@ -89,14 +112,13 @@ def test_the_light_model_hands_its_float_weights_over_and_answers_the_same(monke
     assert got[1] == want[1] and all(torch.equal(a, b) for a, b in zip(got[0], want[0]))
 
 
-def test_packing_while_another_thread_runs_forwards_loses_no_forward(monkeypatch, tmp_path) -> None:
-    """`pack_layers` in the compile thread while the serving thread prefills: every forward finds a weight (the packed
+def test_packing_while_another_thread_runs_forwards_loses_no_forward(tmp_path) -> None:
+    """`prepare` in the compile thread while the serving thread prefills: every forward finds a weight (the packed
     one or the plain one) and answers the same."""
     import threading
 
-    monkeypatch.setenv("SPD_LSP_PACKED_WEIGHTS", "1")
     made = light.load(_saved(MODELS["llama"](), tmp_path), torch.bfloat16)
-    backend = fast.build(made, compile=False)
+    backend = _packing(fast.build(made, compile=False))
     fast.attach(made, backend)
     runner = ModelRunner(made, torch.device("cpu"))
     prompt = list(range(3, 40))
@@ -108,4 +130,4 @@ def test_packing_while_another_thread_runs_forwards_loses_no_forward(monkeypatch
         runner.rewind(0)
         got.append(runner.prefill(prompt)[0])
     packer.join()
-    assert all(torch.equal(g, want) for g in got) and not backend.pack
+    assert all(torch.equal(g, want) for g in got) and backend.applied

@@ -1,4 +1,4 @@
-"""The eager forward's fused pointwise ops (spd_lsp/engine/fast/pointwise.cpp): built for real with the machine's
+"""The eager forward's fused pointwise ops (spd_lsp/engine/kernels/pointwise.cpp): built for real with the machine's
 compiler, each equal to the tensor ops it replaces (FastLM's norm, rotary, SiLU and residual sums in bf16) through
 strided views, broadcasts and widths that are no multiple of a vector; bad input refused clearly; a bf16 model's
 prefill and decode answering as on the tensor ops; and never inside a compiled graph."""
@@ -14,11 +14,11 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from spd_lsp.engine import fast
 from spd_lsp.engine.decoding.lm import ModelRunner
-from spd_lsp.engine.fast import attention, kernels
+from spd_lsp.engine.kernels import build as kernels
 from tests.tiny_models import bf16_fast_llama
 
 EPS = 1e-5
-ops = torch.ops.spd_pointwise
+ops = torch.ops.spd
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def test_the_ops_say_what_is_wrong_with_their_inputs(built) -> None:
 
 def _bf16_backend(*, pointwise: bool) -> tuple[Any, Any]:
     model, backend = bf16_fast_llama(pointwise=pointwise)
-    assert backend.info["pointwiseKernels"] is True
+    assert backend.info["fastPlan"]["pointwise"] == "ours"
     return model, backend
 
 
@@ -151,7 +151,7 @@ def test_a_compiled_graph_keeps_the_tensor_ops(built) -> None:
     with torch.inference_mode():
         got = compiled(x)
         want = lm.forward(x, positions, None, lambda i, k, v: (k, v))
-    assert seen and not [target for target in seen if "spd_pointwise" in target]
+    assert seen and not [target for target in seen if "spd." in target and target.split(".")[-2] in ("rms_norm", "add_rms_norm", "silu_mul", "rotary")]
     assert torch.equal(got.argmax(-1), want.argmax(-1))
     traced = len(seen)
     lm.pointwise = False  # the graph never read it, so it has no guard on it: turning it off recompiles nothing
@@ -161,10 +161,9 @@ def test_a_compiled_graph_keeps_the_tensor_ops(built) -> None:
     torch._dynamo.reset()
 
 
-def test_the_pointwise_ops_can_be_turned_off(built, monkeypatch) -> None:
-    monkeypatch.setenv(attention.PROMPT_ENV, "0")
+def test_the_pointwise_ops_can_be_left_out(built) -> None:
     config = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
                          num_attention_heads=4, num_key_value_heads=2)
-    backend = fast.build(LlamaForCausalLM(config).eval().to(torch.bfloat16), compile=False)
-    backend.use_kernel()
-    assert backend.kernel and backend.info["pointwiseKernels"] is False and not backend.lm.pointwise
+    backend = fast.build(LlamaForCausalLM(config).eval().to(torch.bfloat16), compile=False, left_out=("pointwise",))
+    backend.prepare()
+    assert backend.kernel and backend.info["fastPlan"]["pointwise"] == "torch" and not backend.lm.pointwise

@@ -1,4 +1,4 @@
-"""A prompt's causal attention on our CPU kernel (spd_lsp/engine/fast/prefill.cpp, attention.causal_attention): built
+"""A prompt's causal attention on our CPU kernel (spd_lsp/engine/kernels/prompt.cpp, prompt.causal_attention): built
 for real with the machine's compiler, checked against fp32 attention over the columns each query may see, bad input
 refused clearly, and a bf16 model's prefill on it answering as on SDPA, in one forward and in chunks on a cache."""
 
@@ -11,16 +11,17 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from spd_lsp.engine import fast
 from spd_lsp.engine.decoding.lm import ModelRunner
-from spd_lsp.engine.fast import attention, kernels
-from spd_lsp.engine.fast.attention import Causal
+from spd_lsp.engine.fast.masks import Causal
+from spd_lsp.engine.kernels import build as kernels
+from spd_lsp.engine.kernels import prompt as attention
 from tests.tiny_models import bf16_fast_llama
 
-pytestmark = pytest.mark.skipif(not kernels.bf16_matvec(), reason="no AVX-512 BF16 on this CPU")
+pytestmark = pytest.mark.skipif(not kernels.bf16_dot(), reason="no AVX-512 BF16 on this CPU")
 
 
 @pytest.fixture(scope="module")
 def built() -> None:
-    assert kernels.build() and kernels.matvec_ready(), kernels.reason()
+    assert kernels.build() and "bf16-dot" in kernels.features(), kernels.reason()
 
 
 def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offset: int,
@@ -128,7 +129,7 @@ def test_the_kernel_says_what_is_wrong_with_its_inputs(built) -> None:
 def _bf16_runner(*, kernel: bool) -> ModelRunner:
     """`bf16_fast_llama`'s model, its prompts' attention on the kernel or on SDPA."""
     model, backend = bf16_fast_llama(prompt_kernel=kernel)
-    assert backend.info["promptKernel"] is True
+    assert backend.info["fastPlan"]["attention"]["prompt"].startswith("ours")
     return ModelRunner(model, torch.device("cpu"))
 
 
@@ -161,11 +162,10 @@ def _plain_llama() -> LlamaForCausalLM:
     return LlamaForCausalLM(config).eval()
 
 
-def test_the_prompt_kernel_can_be_turned_off(built, monkeypatch) -> None:
-    monkeypatch.setenv(attention.PROMPT_ENV, "0")
-    backend = fast.build(_plain_llama().to(torch.bfloat16), compile=False)
-    backend.use_kernel()
-    assert backend.kernel and backend.info["promptKernel"] is False and not backend.lm.prompt_kernel
+def test_the_prompt_kernel_can_be_left_out(built) -> None:
+    backend = fast.build(_plain_llama().to(torch.bfloat16), compile=False, left_out=("prompt-attention",))
+    backend.prepare()
+    assert backend.kernel and backend.info["fastPlan"]["attention"]["prompt"] == "sdpa" and backend.lm.prompt_kernel is None
 
 
 def test_a_verification_tree_on_the_kernel_scores_its_nodes_as_on_sdpa(built) -> None:

@@ -1,4 +1,4 @@
-"""Verification's per-token figures (spd_lsp/engine/decoding/verdicts.py): the C++ kernel (engine/fast/verdict.cpp,
+"""Verification's per-token figures (spd_lsp/engine/decoding/verdicts.py): the C++ kernel (engine/kernels/verdict.cpp,
 built for real) gives the tensor ops' figures, from bf16 and fp32 logits, with banned tokens, ties and a banned draft
 token, and the module falls back to them; bad input is refused with its reason."""
 
@@ -8,13 +8,14 @@ import pytest
 import torch
 
 from spd_lsp.engine.decoding import verdicts
-from spd_lsp.engine.fast import kernels
+from spd_lsp.engine.kernels import build as kernels
+from spd_lsp.engine.kernels import verdict
 
 
 @pytest.fixture(scope="module")
 def built() -> None:
     assert kernels.build(), kernels.reason()
-    assert verdicts._kernel()
+    assert verdict.available()
 
 
 def _tensor_ops(logits: torch.Tensor, tokens: torch.Tensor, banned: torch.Tensor):
@@ -35,7 +36,7 @@ def test_the_kernel_gives_the_tensor_ops_figures(built, dtype) -> None:
     logits[4, 5] = 1e4  # a banned token's huge logit changes nothing
     tokens = torch.randint(0, vocab, (12,), generator=generator)
     tokens[7] = 5  # a banned draft token: -inf, every allowed token above it
-    got = torch.ops.spd_verdict.token_verdicts(logits, tokens, banned)
+    got = torch.ops.spd.token_verdicts(logits, tokens, banned)
     want = _tensor_ops(logits, tokens, banned)
     torch.testing.assert_close(got[0], want[0], rtol=0, atol=2e-6)  # log p: summed in another order
     torch.testing.assert_close(got[1], want[1], rtol=0, atol=2e-6)
@@ -47,15 +48,15 @@ def test_the_kernel_gives_the_tensor_ops_figures(built, dtype) -> None:
 def test_bad_input_is_refused_with_its_reason(built) -> None:
     banned = torch.tensor([0, 3])
     with pytest.raises(RuntimeError, match=r"token 10 not in 0..9"):
-        torch.ops.spd_verdict.token_verdicts(torch.zeros(1, 10), torch.tensor([10]), banned)
+        torch.ops.spd.token_verdicts(torch.zeros(1, 10), torch.tensor([10]), banned)
     with pytest.raises(RuntimeError, match=r"banned token 12 not in 0..9"):
-        torch.ops.spd_verdict.token_verdicts(torch.zeros(1, 10), torch.tensor([1]), torch.tensor([12]))
+        torch.ops.spd.token_verdicts(torch.zeros(1, 10), torch.tensor([1]), torch.tensor([12]))
     with pytest.raises(RuntimeError, match="bf16 or fp32"):
-        torch.ops.spd_verdict.token_verdicts(torch.zeros(1, 10, dtype=torch.float64), torch.tensor([1]), banned)
+        torch.ops.spd.token_verdicts(torch.zeros(1, 10, dtype=torch.float64), torch.tensor([1]), banned)
 
 
 def test_without_the_kernel_the_tensor_ops_give_them(monkeypatch) -> None:
-    monkeypatch.setattr(verdicts, "_kernel", lambda: False)
+    monkeypatch.setattr(verdict, "available", lambda: False)
     logits = torch.randn(4, 300, generator=torch.Generator().manual_seed(1)).bfloat16()
     tokens, banned = torch.tensor([1, 2, 3, 0]), torch.tensor([0, 7])
     for got, want in zip(verdicts.token_verdicts(logits, tokens, banned), _tensor_ops(logits, tokens, banned)):

@@ -37,7 +37,7 @@ class ProgressClient:
 
 
 def compiling_info() -> dict[str, Any]:
-    return {"name": "fake", "fastPath": True, "compiled": False, "compileSeconds": None,
+    return {"name": "fake", "fastPath": True, "compiled": False, "compileSeconds": None, "compileState": "background",
             "compileReason": "compiling in the background: 1 row, 256 positions"}
 
 
@@ -51,7 +51,8 @@ def test_a_loaded_model_compiling_in_the_background_shows_progress_until_compile
         time.sleep(0.01)
     assert client.log[:2] == [("begin", TITLE), ("report", "compiling in the background: 1 row, 256 positions")]
     assert not client.ended.is_set()
-    info.update(compiled=True, compileReason=None, compileSeconds=73.4)  # as the compile thread reports it
+    info.update(compiled=True, compileState="compiled", compileReason=None, compileSeconds=73.4)  # as the compile
+    # thread reports it
     assert client.ended.wait(5)
     assert client.log[-1] == ("end", "compiled in 73.4 s: decode steps run it now")
     session.close()
@@ -62,7 +63,7 @@ def test_a_failed_compile_ends_the_progress_with_its_reason_and_a_replaced_model
     client = ProgressClient()
     loaded = Loaded(FakeEngine(["a"]), info, "cpu")
     watch_compile(client, loaded, current=lambda: True, poll_s=0.01)
-    info.update(compileReason="compile failed: BackendCompilerFailed: no compiler")
+    info.update(compileState="eager", compileReason="compile failed: BackendCompilerFailed: no compiler")
     assert client.ended.wait(5)
     assert client.log[-1] == ("end", "decode steps run eager: compile failed: BackendCompilerFailed: no compiler")
     other = ProgressClient()
@@ -75,7 +76,7 @@ def test_a_failed_compile_ends_the_progress_with_its_reason_and_a_replaced_model
 def test_nothing_is_shown_where_nothing_compiles_in_the_background() -> None:
     client = ProgressClient()
     for info in ({"name": "fake"}, {"compiled": True, "compileReason": None, "compileSeconds": 2.0},
-                 {"compiled": False, "compileReason": "compile off"},
+                 {"compiled": False, "compileState": "eager", "compileReason": "compile off"},
                  {"fastPath": False, "compiled": False, "compileReason": "transformers' forward: int8"}):
         assert watch_compile(client, Loaded(FakeEngine(["a"]), info, "cpu"), current=lambda: True) is None
     assert client.log == []

@@ -12,20 +12,25 @@ padded up to one of `TREE_WIDTHS`. Anything else (prefill chunks) runs `FastLM` 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 from transformers import DynamicCache
 
-from spd_lsp.engine.fast import amx, attention, fused, kernels, matvec
+from spd_lsp.engine.fast import fused
 from spd_lsp.engine.fast.cache import BucketLayer, bucket_cache, bucketed
 from spd_lsp.engine.fast.compile import Compiled, mark_dynamic
-from spd_lsp.engine.fast.matvec import Rows
-from spd_lsp.engine.fast.amx import AMX_MIN_TOKENS
-from spd_lsp.engine.fast.model import INT4_MAX_TOKENS, FastLM, Write
+from spd_lsp.engine.fast.layouts import Linear
+from spd_lsp.engine.fast.layouts.blocks import Int8Rows, Q4Rows, Q8Blocks
+from spd_lsp.engine.fast.layouts.dense import Dense, PackedDense
+from spd_lsp.engine.fast.layouts.ours import Int8Matvec, Q4Amx, Q4Matvec, Q8Amx, Q8Matvec
+from spd_lsp.engine.fast.masks import Upto
+from spd_lsp.engine.fast.model import FastLM, Projection, Write
+from spd_lsp.engine.fast.plan import Choice, FastPlan
+from spd_lsp.engine.kernels import build as kernel_library
 
 log = logging.getLogger(__name__)
 
@@ -60,113 +65,153 @@ def written_at(columns: torch.Tensor, keys: list[torch.Tensor], values: list[tor
     return write
 
 
+@dataclass
+class Sources:
+    """Where the full plan's weights come from, read when it is applied (in the compile thread): the projections'
+    Q4_1 rows (per layer, by fused name), the head's Q8_0 blocks, the head's int8 rows; None where the model has none."""
+
+    rows: Callable[[], list[dict[str, Q4Rows]] | None] | None = None
+    head_blocks: Callable[[], Q8Blocks | None] | None = None
+    int8_rows: Callable[[], Int8Rows | None] | None = None
+
+
 class FastBackend:
-    def __init__(self, lm: FastLM, *, compile: bool = True, weights: str = "float", pack: bool = False,
-                 rows: Callable[[], list[dict[str, Rows]] | None] | None = None, rows_exact: bool = False,
-                 head_blocks: Callable[[], amx.Q8Blocks | None] | None = None) -> None:
+    def __init__(self, lm: FastLM, *, plan: FastPlan, sources: Sources | None = None) -> None:
         self.lm = lm
-        # `prepare` moves the decode step's int4 projections (on `rows()`: the same weights as Q4_1 rows) and int8 head
-        # onto our matvec kernels, where they are built (`matvec.py`); `rows` None: the int8 head only.
-        self.rows = rows
-        # The rows hold the float weights' own numbers (the GGUF's blocks, which the float weights were dequantised
-        # from), so forwards that would run the float weights may run the rows instead (`use_amx`); not so for int4
-        # quantised from float weights (an approximation, chosen for decode steps only).
-        self.rows_exact = rows_exact
-        self.head_blocks = head_blocks  # the output projection as the GGUF's Q8_0 blocks (its own numbers), for AMX
-        self.matvec_pending = lm.device.type == "cpu" and lm.dtype == torch.bfloat16
-        # `prepare` packs the float layers (`FastLM.pack_layers`) where this is set, once: before the first compile of
-        # any of the three graphs (each compiles in a thread of its own), so that none is traced on the plain weights.
-        self.pack = pack
-        self._preparing = threading.Lock()
-        # The plain step attends on the CPU kernel (`attention.py`) once it is built, which its compile does first
-        # (CPU, bf16/fp32); bench_step's `sdpa-attention` variant sets this False: SDPA always.
-        self.wants_kernel = lm.device.type == "cpu" and lm.dtype in (torch.bfloat16, torch.float32)
-        # Read by `step_tensors` (a guard of its graph): set once, by `use_kernel`, before the step's first compile.
-        self.kernel = False
+        self.plan = plan
+        self.sources = sources or Sources()
         self.device = lm.device
-        self.weights = weights
-        # What `spd.status` shows of it: one dict, kept current as the step compiles or falls back to eager.
-        self.info: dict[str, Any] = {"fastPath": True, "weights": weights,
-                                     "weightMegabytes": {"decode": round(lm.weight_bytes(int4=True) / 1e6, 1),
-                                                         "float": round(lm.weight_bytes(int4=False) / 1e6, 1)}}
-        # The plain step's weights and kernels in one C++ call (`fused.py`), made by `prepare` where it can serve:
-        # then its graph is not compiled for the shapes it takes (at most INT4_MAX_TOKENS rows).
+        self._preparing = threading.Lock()
+        self.applied = False  # `prepare` ran (the plan, or the plan without the library, serves)
         self.fused: torch.ScriptObject | None = None
-        self.wants_fused = self.wants_kernel and lm.dtype == torch.bfloat16
-        self.step_fn = Compiled(self.step_tensors, lm.device, enabled=compile, status=self.info, inductor=CPU_INDUCTOR,
-                                before_compile=self.prepare, served_otherwise=self.fused_serves)
+        # What `spd.status` shows of it: one dict, kept current as the plan is applied and the step compiles.
+        self.info: dict[str, Any] = {"fastPath": True}
+        self.serving = plan.without_library("not loaded yet")
+        # "pending" (the kernel library loads before the first compile), "applied", or "without the kernel library:
+        # <why>" (it could not be built: torch's kernels serve)
+        self.state = "pending" if plan.library else "applied"
+        self._report()
+        graphs = plan.compile and "compile" not in plan.left_out
+        self.step_fn = Compiled(self.step_tensors, lm.device, enabled=graphs, status=self.info,
+                                inductor=CPU_INDUCTOR, before_compile=self.prepare, served_otherwise=self.fused_serves)
         # The engine batch's left-padded rows (positions and padding per row): a graph of their own.
         self.info["paddedStep"] = {}
-        self.padded_fn = Compiled(self.padded_step_tensors, lm.device, enabled=compile, status=self.info["paddedStep"],
-                                  inductor=CPU_INDUCTOR, before_compile=self.prepare)
+        self.padded_fn = Compiled(self.padded_step_tensors, lm.device, enabled=graphs,
+                                  status=self.info["paddedStep"], inductor=CPU_INDUCTOR, before_compile=self.prepare)
         self.info["treeStep"] = {}
         # Verification's trees at their own width on the CPU (`tree`); padded to TREE_WIDTHS where graphs are recorded.
         self.exact_width = lm.device.type == "cpu"
-        self.tree_fn = Compiled(self.tree_tensors, lm.device, enabled=compile, status=self.info["treeStep"],
+        self.tree_fn = Compiled(self.tree_tensors, lm.device, enabled=graphs, status=self.info["treeStep"],
                                 inductor=CPU_INDUCTOR, before_compile=self.prepare)
         self.steps = 0
         self.trees = 0  # verification trees run through `tree`
+        if plan.library and "compile" in plan.left_out:
+            # No compile thread to apply the plan before its first graph: a thread of its own does, off the load.
+            threading.Thread(target=self.prepare, name="spd-prepare", daemon=True).start()
+
+    @property
+    def weights(self) -> str:
+        """One line of what serves decode steps now (the log's)."""
+        lm = self.lm
+        return ", ".join(f"{role} {projection.decode.name}" for role, projection in
+                         zip(("qkv", "out", "gate_up", "down", "head"), (*lm.projections()[:4], lm.output)))
+
+    def _report(self) -> None:
+        lm = self.lm
+        self.info.update(
+            fastPlan=self.plan.status(),
+            # what serves now: the plan once its kernels are loaded, else the plan without them (and why)
+            fastPlanState=self.state,
+            serving={role: {tier: projection.linear(tier).name for tier in ("decode", "batch", "prefill")}
+                     for role, projection in zip(("qkv", "out", "gate_up", "down", "head"),
+                                                 (*lm.projections()[:4], lm.output))},
+            weightMegabytes={tier: round(lm.weight_bytes(tier) / 1e6, 1) for tier in ("decode", "batch", "prefill")},
+            residentWeightMegabytes=round(lm.resident_bytes() / 1e6, 1))
 
     def prepare(self) -> None:
-        """Before a graph's compile, in the thread that compiles it: the float layers packed (where `pack` is set; once,
-        the other graphs' threads waiting) and the attention kernel built (`use_kernel`). A backend that never compiles
-        stays as it was built."""
+        """Before a graph's compile, in the thread that compiles it (or once by the engine's warm-up where nothing
+        compiles), once: the kernel library built (or loaded) where the plan uses it, then the plan applied (`apply`)
+        — or the plan without the library, where it could not be built. A graph is never traced before this."""
         with self._preparing:
-            if self.pack:
-                started = time.perf_counter()
-                self.lm.pack_layers()
-                self.pack = False
-                self.info["weights"] += ", float layers in oneDNN's blocked layout (prefill, trees)"
-                log.info("the float layers packed in oneDNN's layout in %.1f s", time.perf_counter() - started)
-            self.use_kernel()
-            self.use_matvec()
-            self.use_amx()
-            self.use_fused()
+            if self.applied:
+                return
+            plan = self.plan
+            if plan.library and not kernel_library.build():
+                plan = plan.without_library(kernel_library.reason() or "not built")
+                self.state = f"without the kernel library: {kernel_library.reason()}"
+            else:
+                self.state = "applied"
+            self.apply(plan)
+            self.applied = True
+            self._report()
 
-    def use_amx(self) -> None:
-        """After `use_matvec`, once: forwards of a few dozen rows (verification's trees, batches) on the GGUF's blocks
-        on AMX (`amx.py`) where the CPU has AMX's tiles: the int4 projections, and the head where its Q8_0 blocks are
-        given; `spd.status`: `amx` says what moved, or why nothing did."""
-        if "amx" in self.info or self.lm.device.type != "cpu" or self.lm.dtype != torch.bfloat16:
-            return
-        if os.environ.get(amx.ENV, "1") == "0":
-            self.info["amx"] = f"{amx.ENV}=0"
-        elif not self.rows_exact:
-            self.info["amx"] = "int4 rows not the float weights' own numbers (quantised from them)"
-        elif not kernels.amx_ready():
-            self.info["amx"] = kernels.reason() or "this CPU has no AMX tiles"
-        else:
-            head = self.head_blocks() if self.head_blocks is not None else None
-            moved = self.lm.use_amx(head)
-            self.info["amx"] = (f"{' and '.join(moved)} for {amx.AMX_MIN_TOKENS}-{amx.AMX_MAX_TOKENS} rows" if moved
-                                else "no weights the kernels take")
-            if moved:
-                self.info["weights"] += f", {self.info['amx']} on AMX"
-        self.head_blocks = None
+    def apply(self, plan: FastPlan) -> None:
+        """Every projection's tiers onto `plan`'s layouts and kernels, the tiers' bounds, the attention and pointwise
+        kernels, the fused step. Safe while forwards run in another thread: each projection's tier is replaced by one
+        assignment, the float weights dropped only after every tier left them."""
+        started = time.perf_counter()
+        lm = self.lm
+        rows = self.sources.rows() if self.sources.rows is not None and any(
+            r.decode == Choice("q4_1", "matvec") or r.batch.kernel == "amx" for r in plan.roles[:-1]) else None
+        head_blocks = self.sources.head_blocks() if self.sources.head_blocks is not None else None
+        for index, block in enumerate(lm.blocks):
+            for role, projection in (("qkv", block.qkv), ("out", block.out), ("gate_up", block.gate_up),
+                                     ("down", block.down)):
+                self._place(projection, plan.role(role), rows[index][role] if rows is not None else None, None)
+        self._place(lm.output, plan.role("head"), None, head_blocks)
+        if all(not isinstance(linear, Dense) for p in lm.projections()[:-1] for linear in p.linears()):
+            lm.release_float_weights()
+        lm.tiers = plan.tiers
+        lm.prompt_kernel = plan.prompt_attention if plan.prompt_attention != "sdpa" else None
+        lm.pointwise = plan.pointwise == "ours"
+        if plan.step == "fused":
+            self.fused = fused.build(lm)
+        self.serving = plan
+        self.sources = Sources()  # read once
+        log.info("fast plan applied in %.2f s: %s", time.perf_counter() - started, self.weights)
 
-    def use_fused(self) -> None:
-        """After `use_matvec`, once: the fused step (`fused.py`) where it can serve this model; `spd.status`:
-        `fusedStep` is True, or says why not."""
-        if not self.wants_fused:
-            return
-        self.wants_fused = False
-        reason = fused.why_not(self.lm)
-        if reason is None:
-            try:
-                self.fused = fused.build(self.lm)
-            except Exception as exc:  # noqa: BLE001 - a refused model: the compiled step serves
-                reason = f"{type(exc).__name__}: {str(exc)[:200]}"
-        self.info["fusedStep"] = True if reason is None else reason
-        if reason is None:
-            log.info("plain decode steps of up to %d rows run the fused step", self.fused_rows)
-        else:
-            log.info("plain decode steps run the compiled graph (no fused step: %s)", reason)
+    def _place(self, projection: Projection, role: Any, rows: Q4Rows | None, blocks: Q8Blocks | None) -> None:
+        """One projection's tiers as `role` (a `RolePlan`) says, from the weights given (`rows`, `blocks`)."""
+        made: dict[Choice, Linear] = {}
+
+        def linear(choice: Choice, current: Linear) -> Linear:
+            if current.layout == choice.layout and current.kernel == choice.kernel:
+                return current
+            if choice not in made:
+                made[choice] = self._linear(choice, projection, rows, blocks, current)
+            return made[choice]
+
+        projection.decode = linear(role.decode, projection.decode)
+        projection.batch = linear(role.batch, projection.batch)
+        projection.prefill = linear(role.prefill, projection.prefill)
+
+    def _linear(self, choice: Choice, projection: Projection, rows: Q4Rows | None, blocks: Q8Blocks | None,
+                current: Linear) -> Linear:
+        dense = next((l for l in projection.linears() if isinstance(l, Dense)), None)
+        packed = next((l for l in projection.linears() if isinstance(l, PackedDense)), None)
+        if choice == Choice("q4_1", "matvec") and rows is not None:
+            return Q4Matvec(rows)
+        if choice == Choice("q4_1", "amx") and rows is not None:
+            return Q4Amx(rows)
+        if choice == Choice("q8_0", "matvec") and blocks is not None:
+            return Q8Matvec(blocks)
+        if choice == Choice("q8_0", "amx") and blocks is not None:
+            return Q8Amx(blocks)
+        if choice == Choice("int8 rows", "matvec"):
+            held = getattr(current, "rows", None)
+            int8 = held if isinstance(held, Int8Rows) else self.sources.int8_rows() if self.sources.int8_rows else None
+            if int8 is not None:
+                return Int8Matvec(int8)
+        if choice.kernel == "onednn" and dense is not None:
+            return packed or PackedDense(dense.weight)
+        if choice.kernel == "torch" and dense is not None:
+            return dense
+        raise ValueError(f"the plan asks for {choice} and the model has no weights for it")
 
     @property
     def fused_rows(self) -> int:
-        """The most rows a plain step the fused step takes: those the int4 matvec kernel serves best (where AMX is on,
-        more rows run its int4 projections in the graph)."""
-        return AMX_MIN_TOKENS - 1 if self.lm.blocks[0].qkv.amx is not None else INT4_MAX_TOKENS
+        """The most rows a plain step the fused step takes."""
+        return self.serving.fused_rows if self.fused is not None else 0
 
     def fused_serves(self, args: tuple[Any, ...]) -> str | None:
         """`step_fn`'s `served_otherwise`: why a plain step shaped as `args` needs no graph (the fused step takes it)."""
@@ -174,40 +219,11 @@ class FastBackend:
             return f"the fused step serves plain steps of up to {self.fused_rows} rows"
         return None
 
-    def use_kernel(self) -> None:
-        """Before the step compiles: build (or load) the attention kernels; the step attends on it from then on, eager
-        steps included, and a bf16 prompt's causal attention where the CPU has AVX-512 BF16 (`promptKernel`), and the bf16
-        eager forward's norms, rotary and SiLU on pointwise.cpp (`pointwiseKernels`; neither with
-        `SPD_LSP_PREFILL_KERNEL=0`). Where they cannot be built, SDPA (`spd.status`: `attentionKernel` says why)."""
-        if self.wants_kernel and not self.kernel:
-            self.kernel = kernels.build()
-            self.info["attentionKernel"] = True if self.kernel else kernels.reason()
-            self.lm.prompt_kernel = (self.lm.dtype == torch.bfloat16 and kernels.matvec_ready()
-                                     and os.environ.get(attention.PROMPT_ENV, "1") != "0")
-            self.info["promptKernel"] = self.lm.prompt_kernel
-            self.lm.pointwise = (self.lm.dtype == torch.bfloat16 and self.kernel
-                                 and os.environ.get(attention.PROMPT_ENV, "1") != "0")
-            self.info["pointwiseKernels"] = self.lm.pointwise
-
-    def use_matvec(self) -> None:
-        """After `use_kernel`, once: the decode step's int4 projections and int8 head onto our kernels (`matvec.py`)
-        where they are built (AVX-512 BF16) and not turned off (`SPD_LSP_MATVEC=0`); `spd.status`: `matvec` says
-        what moved, or why nothing did."""
-        if not self.matvec_pending:
-            return
-        self.matvec_pending = False
-        if os.environ.get(matvec.ENV, "1") == "0":
-            self.info["matvec"] = f"{matvec.ENV}=0"
-        elif not kernels.matvec_ready():
-            self.info["matvec"] = kernels.reason() or "this CPU has no AVX-512 BF16"
-        else:
-            started = time.perf_counter()
-            moved = self.lm.use_matvec(self.rows() if self.rows is not None else None)
-            self.rows = None
-            self.info["matvec"] = ", ".join(moved) or "nothing to move"
-            if moved:
-                self.info["weights"] += f", {' and '.join(moved)} on our matvec kernels (decode)"
-            log.info("decode steps' %s on our matvec kernels in %.2f s", ", ".join(moved), time.perf_counter() - started)
+    @property
+    def kernel(self) -> bool:
+        """Decode steps attend on our kernel (`Upto` masks): read by `step_tensors`, a guard of its graph, so set
+        before the step's first compile (`prepare`)."""
+        return self.serving.attention == "ours"
 
     def new_cache(self) -> DynamicCache:
         return bucket_cache(self.lm.layers)
@@ -220,7 +236,7 @@ class FastBackend:
         """Logits [B, 1, V] of inputs x [B, 1, H] at position `column` [1] of every row, written there into `keys`/`values`
         (per layer [B, kv heads, bucket, D]); what it attends to: the columns up to `column`."""
         if self.kernel:  # the kernel reads columns 0..column only: no mask
-            return self._step(x, column, keys, values, column.expand(x.shape[0], 1), attention.Upto(column))
+            return self._step(x, column, keys, values, column.expand(x.shape[0], 1), Upto(column))
         visible = torch.arange(keys[0].shape[2], device=x.device) <= column
         return self._step(x, column, keys, values, column.expand(x.shape[0], 1), visible[None, None, None, :])
 
@@ -254,10 +270,10 @@ class FastBackend:
         seeing what it sees of the prompt. None where this is not one (the caller runs `lm`)."""
         batch, n = ids.shape
         width = next((w for w in TREE_WIDTHS if w >= n), None)
-        # A tree of at most INT4_MAX_TOKENS tokens runs eager, where its projections (and the int8 head) take the
+        # A tree of the decode tier runs eager, where its projections (and the int8 head) take the
         # decode weights: padded, it would take the float ones, and answer otherwise than an engine batch's eager
         # verification of the same drafts (the Ray replicas' scores differed by 2.7e-4 from a local engine's).
-        if width is None or batch * n <= INT4_MAX_TOKENS or not bucketed(cache):
+        if width is None or batch * n <= self.lm.tiers.decode_rows or not bucketed(cache):
             return None
         if self.exact_width:
             width = n
@@ -293,7 +309,7 @@ class FastBackend:
         return logits[:, :n]
 
     def _step(self, x: torch.Tensor, column: torch.Tensor, keys: list[torch.Tensor], values: list[torch.Tensor],
-              positions: torch.Tensor, mask: torch.Tensor | attention.Upto) -> torch.Tensor:
+              positions: torch.Tensor, mask: torch.Tensor | Upto) -> torch.Tensor:
         return self.lm.forward(x, positions, mask, written_at(column, keys, values), last_only=True)
 
     def _graph_step(self, embeds: torch.Tensor, length: int, keys: list[torch.Tensor], values: list[torch.Tensor],
@@ -330,7 +346,7 @@ class FastBackend:
             if length + 1 > layers[0].key_buffer.shape[2]:  # every layer's buffers are grown alike
                 for layer in layers:
                     layer.reserve(length + 1)
-            logits = fused.step(self.fused, embeds.contiguous(), length, [l.key_buffer for l in layers],
+            logits = fused.run(self.fused, embeds.contiguous(), length, [l.key_buffer for l in layers],
                                 [l.value_buffer for l in layers])
         else:
             for layer in layers:

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from spd_lsp.engine.fast import compile_cache_dir, compile_cache_problem, use_compile_cache
+from spd_lsp.engine.fast.compile_cache import compile_cache_dir, compile_cache_problem, use_compile_cache
 
 log = logging.getLogger(__name__)
 
@@ -276,7 +276,11 @@ class Compiled:
         if background and not self.ready:
             reason = f"compiling in the background: {self.compiling}" if self.compiling else \
                 "compiles in the background on the first step"
-        self.status.update(compiled=self.active if not background else bool(self.ready), compileReason=reason,
+        compiled = self.active if not background else bool(self.ready)
+        # "compiled" (a graph serves, or will on its first call), "background" (being or to be compiled in the
+        # background: steps run eager meanwhile), "eager" (no graph: `compileReason` says why)
+        state = "compiled" if compiled else "background" if background else "eager"
+        self.status.update(compiled=compiled, compileState=state, compileReason=reason,
                            compileSeconds=None if self.compile_s is None else round(self.compile_s, 1))
         if background:
             self.status["compiledShapes"] = len(self.ready)

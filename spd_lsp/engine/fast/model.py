@@ -1,14 +1,14 @@
 """Our own forward of a Llama-family decoder (Llama/SmolLM2, Qwen2), in the manner of gpt-fast's model.py.
 
 The weights are the transformers model's own (its q/k/v and gate/up weights become views of
-one fused weight each, so the float copy costs nothing extra); rotary cos/sin are tabled once;
-short inputs (decode steps, verification) go through int4 projections where there are some,
-long ones (prefill) through the float weights (AMX's bf16 matmuls win there).
+one fused weight each, so the float copy costs nothing extra); rotary cos/sin are tabled once.
+Each projection holds one `Linear` (`layouts/`) per tier of forward size (`plan.Tiers`): decode steps
+on the GGUF's blocks, verification's trees on AMX's tiles where there are some, prefill on float weights.
 
 `forward(x, positions, mask, write)` is one pass over every layer: `write(layer, keys, values)`
 stores a layer's new keys/values and returns those it attends to. The eager path (`FastLM.__call__`,
 with transformers' calling convention) writes into any transformers cache; the compiled step
-(`step.py`) writes into fixed buffers with `index_copy_`, so nothing in here syncs with the host.
+(`backend.py`) writes into fixed buffers with `index_copy_`, so nothing in here syncs with the host.
 """
 
 from __future__ import annotations
@@ -21,25 +21,18 @@ import torch.nn.functional as F
 
 from spd_lsp.engine.decoding.grouped import MAX_QUERY, grouped_attention
 from spd_lsp.engine.decoding.interrupt import checkpoint
-from spd_lsp.engine.fast import amx, matvec
-from spd_lsp.engine.fast.amx import AMX_MAX_TOKENS, AMX_MIN_TOKENS, Q8Blocks
-from spd_lsp.engine.fast.attention import Causal, Upto, causal_attention, decode_attention
-from spd_lsp.engine.fast.int4 import Int4Weight, Packed
-from spd_lsp.engine.fast.int8 import Int8Weight
-from spd_lsp.engine.fast.matvec import Rows
-from spd_lsp.engine.fast.onednn import PackedWeight
-from spd_lsp.engine.fast.q8 import Q8Head, Q8Weight
+from spd_lsp.engine.fast.layouts import Linear, unique_bytes
+from spd_lsp.engine.fast.layouts.dense import Dense
+from spd_lsp.engine.fast.masks import Causal, Upto
+from spd_lsp.engine.fast.plan import Tiers
+from spd_lsp.engine.kernels import pointwise, prompt
+from spd_lsp.engine.kernels.attention import decode_attention
 
 FAMILIES = ("llama", "qwen2")
-# Rows x tokens up to which a projection runs its int4 weight where it has one: decode steps of up to 8 rows;
-# verification's trees (~25 tokens) and prefill chunks run the float weights (bf16 with AMX here). Measured on
-# the bundled model (docs/performance-step.md): one row's step 19 ms int4 against 41 ms bf16 compiled, 8 rows
-# 44 against 53; a 96-token prefill chunk 3.0 s int4 against 0.35 s bf16 (min of 4).
-INT4_MAX_TOKENS = 8
 # A prompt's last block past its keys and values runs on its last this many positions (its logits: the last one's).
 # Not 1: oneDNN's packed bf16 weights gave one row another rounding than the same row among 500 (1 of 12 prompts
 # off by a bf16 step); at 16 rows, 12 of 12 prompts' logits were the whole forward's, bit for bit. Above
-# INT4_MAX_TOKENS, so the rows stay on the float weights the rest of the prompt ran on.
+# the decode tier, so the rows stay on the weights the rest of the prompt ran on.
 PROMPT_TAIL = 16
 
 Write = Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -60,42 +53,30 @@ def unsupported(config: Any) -> str | None:
     return None
 
 
-class Projection(torch.nn.Module):
-    """x @ weight.T (+ bias); through `int4` (an int4 or int8 weight) instead for at most `INT4_MAX_TOKENS` rows
-    where it is set, and where `amx` is set (`FastLM.use_amx`), through its Q4_1 rows on AMX for `AMX_MIN_TOKENS` to
-    `AMX_MAX_TOKENS` rows. `pack()` moves the float weight into oneDNN's blocked layout (`onednn.py`): `weight` is
-    None from then on."""
+class Projection:
+    """One projection (a layer's qkv, out, gate_up or down, or the output head): x @ W.T (+ bias), W held as one
+    `Linear` per tier of forward size (`plan.Tiers`: decode, batch, prefill). All three start as the float weight
+    (or what the loader gives for decode); the backend replaces them with the plan's as its kernels load, each by one
+    assignment, so a forward in another thread finds the old or the new one."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, int4: Int4Weight | Int8Weight | Q8Head | Q8Weight | None) -> None:
-        super().__init__()
-        self.weight, self.bias, self.int4 = weight, bias, int4
-        self.packed: PackedWeight | None = None
-        self.amx: Rows | Q8Blocks | None = None  # the GGUF's blocks of `weight`, run on AMX (`FastLM.use_amx`)
+    def __init__(self, dense: Linear, bias: torch.Tensor | None, *, decode: Linear | None = None) -> None:
+        self.decode: Linear = decode if decode is not None else dense
+        self.batch: Linear = dense
+        self.prefill: Linear = dense
+        self.bias = bias
 
-    def pack(self) -> None:
-        """The packed weight first, then the plain one dropped: a forward in another thread reads them in the other
-        order (`forward`), so it finds one of the two."""
-        if self.packed is None:
-            self.packed = PackedWeight(self.weight)
-            self.weight = None
+    def linear(self, tier: str) -> Linear:
+        return self.decode if tier == "decode" else self.batch if tier == "batch" else self.prefill
 
-    def float_bytes(self) -> int:
-        weight, packed = self.weight, self.packed
-        return packed.nbytes() if packed is not None else weight.numel() * weight.element_size()
-
-    def forward(self, x: torch.Tensor, *, width: int | None = None) -> torch.Tensor:
-        """`width`: the rows x tokens of the forward this is part of (default: x's), which picks the weights, so
-        that a prompt's last rows (`PROMPT_TAIL`) take the weights its other rows took."""
-        tokens = width if width is not None else x.numel() // x.shape[-1]
-        blocks = self.amx
-        if blocks is not None and AMX_MIN_TOKENS <= tokens <= AMX_MAX_TOKENS:
-            out = amx.linear(x.reshape(-1, x.shape[-1]), blocks).view(*x.shape[:-1], -1)
-        elif self.int4 is not None and tokens <= INT4_MAX_TOKENS:
-            out = self.int4(x)
-        else:
-            weight, packed = self.weight, self.packed  # this order: `pack` may run meanwhile
-            out = packed(x) if packed is not None else F.linear(x, weight)
+    def forward(self, x: torch.Tensor, tier: str) -> torch.Tensor:
+        out = self.linear(tier)(x)
         return out if self.bias is None else out + self.bias
+
+    def __call__(self, x: torch.Tensor, tier: str) -> torch.Tensor:
+        return self.forward(x, tier)
+
+    def linears(self) -> tuple[Linear, ...]:
+        return (self.decode, self.batch, self.prefill)
 
 
 def _fused(modules: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -134,11 +115,13 @@ class CausalOutput:
 
 
 class FastLM(torch.nn.Module):
-    """The decoder of a transformers Llama/Qwen2 causal LM, on its weights; `int4`: per layer, its fused projections
-    packed as int4 (`int4.pack`), or None (float weights only); `head`: the output projection in 8 bits for decode
-    steps (`q8.py`: the GGUF's Q8_0 blocks; `int8.py`: int8 rows), or None (its float weight)."""
+    """The decoder of a transformers Llama/Qwen2 causal LM, on its weights. `decode`: per layer, the `Linear` of each
+    fused projection (by name: qkv, out, gate_up, down) for decode-tier forwards where the loader has one (int4 from
+    the GGUF's blocks or quantised, on torch's kernels until ours load), else the float weight; `head`: likewise for
+    the output projection. `tiers`: which forward sizes take which of each projection's `Linear`s."""
 
-    def __init__(self, model: Any, int4: Packed | None = None, *, head: Int8Weight | Q8Head | Q8Weight | None = None) -> None:
+    def __init__(self, model: Any, decode: list[dict[str, Linear]] | None = None, *, head: Linear | None = None
+                 ) -> None:
         super().__init__()
         config = model.config
         reason = unsupported(config)
@@ -152,26 +135,24 @@ class FastLM(torch.nn.Module):
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.eps = config.rms_norm_eps
         self.vocab = config.vocab_size
+        self.tiers = Tiers()
         self.blocks: list[Block] = []
         for index, layer in enumerate(model.model.layers):
             attn, mlp = layer.self_attn, layer.mlp
-            packed = int4[index] if int4 else {}
+            given = decode[index] if decode else {}
             qkv, qkv_bias = _fused([attn.q_proj, attn.k_proj, attn.v_proj])
             gate_up, _ = _fused([mlp.gate_proj, mlp.up_proj])
             self.blocks.append(Block(
                 attn_norm=layer.input_layernorm.weight.detach(),
-                qkv=Projection(qkv, qkv_bias, packed.get("qkv")),
-                out=Projection(attn.o_proj.weight.detach(), _bias(attn.o_proj), packed.get("out")),  # Llama's attention_bias
+                qkv=Projection(Dense(qkv), qkv_bias, decode=given.get("qkv")),
+                out=Projection(Dense(attn.o_proj.weight.detach()), _bias(attn.o_proj), decode=given.get("out")),
                 mlp_norm=layer.post_attention_layernorm.weight.detach(),
-                gate_up=Projection(gate_up, None, packed.get("gate_up")),
-                down=Projection(mlp.down_proj.weight.detach(), None, packed.get("down")),
+                gate_up=Projection(Dense(gate_up), None, decode=given.get("gate_up")),
+                down=Projection(Dense(mlp.down_proj.weight.detach()), None, decode=given.get("down")),
             ))
-        self.int4_modules = torch.nn.ModuleList(
-            [p.int4 for b in self.blocks for p in (b.qkv, b.out, b.gate_up, b.down) if p.int4 is not None]
-            + ([head] if head is not None else []))
         self.norm = model.model.norm.weight.detach()
         self.head = model.get_output_embeddings().weight.detach()
-        self.output = Projection(self.head, None, head)
+        self.output = Projection(Dense(self.head), None, decode=head)
         rotary = model.model.rotary_emb
         length = max(getattr(config, "max_position_embeddings", 0) or 0, 8192)
         freqs = torch.outer(torch.arange(length, dtype=torch.float32, device=self.device),
@@ -179,61 +160,20 @@ class FastLM(torch.nn.Module):
         table = torch.cat([freqs, freqs], dim=-1)
         scaling = getattr(rotary, "attention_scaling", 1.0)
         self.cos, self.sin = table.cos() * scaling, table.sin() * scaling  # fp32, as transformers computes them
-        # A prompt's causal attention on our kernel (attention.py: `causal_attention`), once the backend built it.
-        self.prompt_kernel = False
-        # The eager forward's norms, rotary and SiLU fused (pointwise.cpp), once the backend built them: bf16 on the
-        # CPU only, and never in a traced graph (inductor fuses those itself).
+        # The plan's attention and pointwise kernels, once the backend loaded them: `decode_kernel` (a decode step's
+        # attention, `Upto` masks), `prompt_kernel` ("ours" or "ours with amx": a prompt's and a tree's causal
+        # attention), `pointwise` (the eager forward's norms, rotary and SiLU in bf16 on the CPU, never in a traced
+        # graph: inductor fuses those itself).
+        self.prompt_kernel: str | None = None
         self.pointwise = False
 
-    def use_matvec(self, rows: list[dict[str, Rows]] | None) -> list[str]:
-        """Decode steps on our CPU kernels (`matvec.py`, built): the int4 projections on `rows` (per layer, by fused
-        name: the same weights as Q4_1 rows; ATen's packed copy is dropped), the int8 head on its rows as they are, the
-        Q8_0 head on its blocks.
-        Safe while forwards run in another thread. Returns what moved."""
-        moved, projections = [], 0
-        if rows is not None and len(rows) == len(self.blocks):
-            for block, layer in zip(self.blocks, rows):
-                for name, projection in (("qkv", block.qkv), ("out", block.out), ("gate_up", block.gate_up),
-                                         ("down", block.down)):
-                    weight = projection.int4
-                    if isinstance(weight, Int4Weight) and name in layer and matvec.takes(weight.in_features):
-                        weight.use_rows(layer[name])
-                        projections += 1
-        if projections:
-            moved.append("int4 projections")
-        head = self.output.int4
-        if isinstance(head, Int8Weight) and head.scales.dtype == torch.bfloat16 and head.in_features % 16 == 0:
-            head.kernel = True
-            moved.append("int8 head")
-        elif isinstance(head, Q8Weight):  # whole blocks of 32 by construction
-            head.kernel = True
-            moved.append("Q8_0 head")
-        return moved
+    def projections(self) -> list[Projection]:
+        """Every layer's projections, then the head."""
+        return [p for block in self.blocks for p in (block.qkv, block.out, block.gate_up, block.down)] + [self.output]
 
-    def use_amx(self, head: Q8Blocks | None = None) -> list[str]:
-        """Forwards of AMX_MIN_TOKENS to AMX_MAX_TOKENS rows x tokens on the GGUF's blocks on AMX (`amx.py`): the
-        projections on their Q4_1 rows (`use_matvec`) where every one is such that the kernel takes, the output
-        projection on `head` (its Q8_0 blocks) where given. Safe while forwards run in another thread. Returns what
-        moved."""
-        moved = []
-        projections = [p for block in self.blocks for p in (block.qkv, block.out, block.gate_up, block.down)]
-        if all(isinstance(p.int4, Int4Weight) and p.int4.rows is not None and amx.takes(p.int4.rows)
-               for p in projections):
-            for projection in projections:
-                projection.amx = projection.int4.rows
-            moved.append("int4 projections")
-        if head is not None and tuple(head.codes.shape) == tuple(self.head.shape) and amx.takes(head):
-            self.output.amx = head
-            moved.append("Q8_0 head")
-        return moved
-
-    def pack_layers(self) -> None:
-        """The layers' float weights into oneDNN's blocked layout (`onednn.py`), safe while forwards run in another
-        thread; the transformers/light model's own are emptied after (its forward cannot run from then on, and
-        `fast.build` refuses it). ~0.6 s for the bundled model, so it runs off the load (`FastBackend.prepare`)."""
-        for block in self.blocks:
-            for projection in (block.qkv, block.out, block.gate_up, block.down):
-                projection.pack()
+    def release_float_weights(self) -> None:
+        """After every layer's tiers left their float weights (`Dense`) for other layouts: the transformers/light
+        model's own are emptied (its forward cannot run from then on, and `fast.build` refuses it)."""
         model = self.hf[0]
         for layer in model.model.layers:  # their weights are views of the plain ones: dropped with them
             for module in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj,
@@ -245,16 +185,14 @@ class FastLM(torch.nn.Module):
     def layers(self) -> int:
         return len(self.blocks)
 
-    @property
-    def quantised(self) -> bool:
-        return len(self.int4_modules) > 0
+    def weight_bytes(self, tier: str) -> int:
+        """Bytes of weights one forward of `tier` reads (the projections' and the head's)."""
+        return sum(p.linear(tier).nbytes() for p in self.projections())
 
-    def weight_bytes(self, *, int4: bool) -> int:
-        """Bytes of weights one decode step reads: the int4 projections where `int4` (and there are some), the head."""
-        total = 0
-        for p in [p for block in self.blocks for p in (block.qkv, block.out, block.gate_up, block.down)] + [self.output]:
-            total += p.int4.nbytes() if int4 and p.int4 is not None else p.float_bytes()
-        return total
+    def resident_bytes(self) -> int:
+        """Bytes every projection's `Linear`s hold, shared tensors counted once."""
+        return unique_bytes(t for p in self.projections() for linear in p.linears() for t in linear.tensors()) + sum(
+            linear.nbytes() for p in self.projections() for linear in set(p.linears()) if not linear.tensors())
 
     def _fused(self, x: torch.Tensor) -> bool:
         """Whether x's pointwise work runs on pointwise.cpp's ops: built, bf16 on the CPU, eager. Tracing is asked first,
@@ -265,7 +203,7 @@ class FastLM(torch.nn.Module):
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """transformers' LlamaRMSNorm: in float32, cast back before the weight."""
         if self._fused(x):
-            return torch.ops.spd_pointwise.rms_norm(x, weight, self.eps)
+            return pointwise.rms_norm(x, weight, self.eps)
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return weight * h.to(x.dtype)
@@ -273,13 +211,13 @@ class FastLM(torch.nn.Module):
     def _add_norm(self, x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(x + y, its norm): a residual's sum and the next block's input, in one pass where fused."""
         if self._fused(x):
-            return torch.ops.spd_pointwise.add_rms_norm(x, y, weight, self.eps)
+            return pointwise.add_rms_norm(x, y, weight, self.eps)
         x = x + y
         return x, self._norm(x, weight)
 
     def _silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
         if self._fused(gate_up):
-            return torch.ops.spd_pointwise.silu_mul(gate_up)
+            return pointwise.silu_mul(gate_up)
         gate, up = gate_up.chunk(2, dim=-1)
         return F.silu(gate) * up
 
@@ -288,7 +226,7 @@ class FastLM(torch.nn.Module):
         batch, tokens, _ = x.shape
         if self._fused(x):
             cos, sin = cos.expand(batch, tokens, -1), sin.expand(batch, tokens, -1)  # positions [1, T] broadcast
-            return torch.ops.spd_pointwise.rotary(x, cos, sin, heads).transpose(1, 2)
+            return pointwise.rotary(x, cos, sin, heads).transpose(1, 2)
         x = x.view(batch, tokens, heads, self.head_dim).transpose(1, 2)
         cos, sin = cos[:, None], sin[:, None]
         half = x.shape[-1] // 2
@@ -307,15 +245,16 @@ class FastLM(torch.nn.Module):
         if isinstance(mask, Upto):  # a decode step's columns 0..column, on the CPU kernel (attention.py)
             stacked = q.view(batch, self.kv_heads, heads // self.kv_heads, dim)
             return decode_attention(stacked, k, v, mask.column, dim ** -0.5).reshape(batch, 1, heads * dim)
-        kernel = self.prompt_kernel and q.dtype == torch.bfloat16 and q.device.type == "cpu" and dim in (64, 128)
+        kernel = self.prompt_kernel is not None and q.dtype == torch.bfloat16 and q.device.type == "cpu" and dim in (64, 128)
+        amx = self.prompt_kernel == "ours with amx"
         if kernel and tokens > 1 and isinstance(mask, torch.Tensor) and mask.dtype == torch.bool:
             # The queries are the last T columns, each seeing none after its own (a verification tree's nodes come
             # after their ancestors; a padded prompt's rows are causal): the kernel's causal reach, then the mask.
-            return causal_attention(q, k, v, k.shape[2] - tokens, dim ** -0.5, mask)
+            return prompt.causal_attention(q, k, v, k.shape[2] - tokens, dim ** -0.5, mask, amx=amx)
         if mask is None or isinstance(mask, Causal):
             offset = 0 if mask is None else mask.offset
             if kernel:
-                return causal_attention(q, k, v, offset, dim ** -0.5)
+                return prompt.causal_attention(q, k, v, offset, dim ** -0.5, amx=amx)
             if mask is None:
                 out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
                 return out.transpose(1, 2).reshape(batch, tokens, heads * dim)
@@ -337,7 +276,7 @@ class FastLM(torch.nn.Module):
         input (a cancelled prefill resumed); `before_layer(index, input)` runs before each block (eager only: a
         cancelled prefill stops there, `engine/decoding/interrupt.py`)."""
         batch, tokens, _ = x.shape
-        width = batch * tokens  # the projections' weights are picked by it (the last block's tail keeps them)
+        tier = self.tiers.of(batch * tokens)  # picks the projections' weights (the last block's tail keeps them)
         cos = self.cos[positions].to(x.dtype)
         sin = self.sin[positions].to(x.dtype)
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
@@ -348,7 +287,7 @@ class FastLM(torch.nn.Module):
                 before_layer(index, x)
             if h is None:
                 h = self._norm(x, block.attn_norm)
-            q, k, v = block.qkv(h, width=width).split([q_size, kv_size, kv_size], dim=-1)
+            q, k, v = block.qkv(h, tier).split([q_size, kv_size, kv_size], dim=-1)
             q = self._rotate(q, self.heads, cos, sin)
             k = self._rotate(k, self.kv_heads, cos, sin)
             v = v.view(batch, tokens, self.kv_heads, self.head_dim).transpose(1, 2)
@@ -357,8 +296,8 @@ class FastLM(torch.nn.Module):
                 # Only the last position's logits are read: once the last block's keys and values are written, the
                 # rest of it runs on the prompt's last PROMPT_TAIL positions alone.
                 q, x, mask = q[:, :, -PROMPT_TAIL:], x[:, -PROMPT_TAIL:], last_rows(mask, tokens, PROMPT_TAIL)
-            x, h = self._add_norm(x, block.out(self._attend(q, keys, values, mask), width=width), block.mlp_norm)
-            mlp = block.down(self._silu_mul(block.gate_up(h, width=width)), width=width)
+            x, h = self._add_norm(x, block.out(self._attend(q, keys, values, mask), tier), block.mlp_norm)
+            mlp = block.down(self._silu_mul(block.gate_up(h, tier)), tier)
             if index + 1 < len(self.blocks):
                 x, h = self._add_norm(x, mlp, self.blocks[index + 1].attn_norm)
             else:
@@ -367,7 +306,7 @@ class FastLM(torch.nn.Module):
             return x.new_empty(batch, 0, self.head.shape[0])
         if last_only:
             x = x[:, -1:]
-        return self.output(self._norm(x, self.norm))
+        return self.output(self._norm(x, self.norm), self.tiers.of(x.shape[0] * x.shape[1]))
 
     # -- transformers' calling convention, over any of its caches (eager) ---------------------------------
     @torch.inference_mode()

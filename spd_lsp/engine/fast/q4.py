@@ -30,6 +30,9 @@ class Groups:
     scales: torch.Tensor  # [N, K / BLOCK] float32
     zeros: torch.Tensor  # [N, K / BLOCK] float32
 
+    def codes_scales_zeros(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.codes, self.scales, self.zeros
+
     def dequantised(self) -> torch.Tensor:
         n, k = self.codes.shape
         grouped = (self.codes.view(n, k // BLOCK, BLOCK).float() - 8) * self.scales[..., None] + self.zeros[..., None]
@@ -89,6 +92,17 @@ def q4_1_layers(path: Path, config: object) -> list[dict[str, Groups]] | None:
     layers = q4_1_blocks(path, config)
     return None if layers is None else [{name: unpack_q4_1(blocks) for name, blocks in layer.items()}
                                         for layer in layers]
+
+
+# The fast path's fused projections and the transformers projections each is made of.
+FUSED: dict[str, tuple[str, ...]] = {"qkv": ("q_proj", "k_proj", "v_proj"), "out": ("o_proj",),
+                                     "gate_up": ("gate_proj", "up_proj"), "down": ("down_proj",)}
+
+
+def fused(groups: dict[str, Groups]) -> dict[str, Groups]:
+    """One layer's projections (by transformers name) joined as the fast path's fused ones (`FUSED`)."""
+    return {name: Groups(*(torch.cat([getattr(groups[p], f) for p in parts]) for f in ("codes", "scales", "zeros")))
+            for name, parts in FUSED.items()}
 
 
 def quantise(weight: torch.Tensor) -> Groups:

@@ -1,7 +1,7 @@
 // A few dozen rows through a projection held as the GGUF's blocks, on AMX:
-//   spd_amx::int4_linear(x, codes, scales, mins): W [N, K] as Q4_1 blocks of 32 along K (matvec.cpp's layout: codes
+//   spd::amx_int4_linear(x, codes, scales, mins): W [N, K] as Q4_1 blocks of 32 along K (matvec.cpp's layout: codes
 //     [N, K / 2] uint8, byte j of a block holding element j low and j + 16 high; scales, minima [N, K / 32] fp16);
-//   spd_amx::q8_linear(x, codes, scales): W [N, K] as Q8_0 blocks (codes [N, K] int8, scales [N, K / 32] fp16): the
+//   spd::amx_q8_linear(x, codes, scales): W [N, K] as Q8_0 blocks (codes [N, K] int8, scales [N, K / 32] fp16): the
 //     output head.
 // x [M, K] bf16 @ W.T; out [M, N] bf16.
 //
@@ -232,7 +232,7 @@ void blocks(const Weights& w, int64_t K, int64_t N, int64_t M, int64_t m0, const
 // out [M, N] = x [M, K] @ W.T for `w` (N outputs): passes of 32 rows, output block pairs over the threads.
 template <typename Weights>
 at::Tensor linear(const at::Tensor& x, const Weights& w, int64_t N, int64_t K) {
-  TORCH_CHECK(tiles_allowed(), "spd_amx: Linux refused this process AMX's tile state");
+  TORCH_CHECK(tiles_allowed(), "spd::amx: Linux refused this process AMX's tile state");
   const int64_t M = x.size(0);
   at::Tensor out = at::empty({M, N}, x.options());
   if (M == 0 || N == 0) return out;
@@ -296,14 +296,14 @@ bool built_with_amx() {
 
 }  // namespace
 
-TORCH_LIBRARY(spd_amx, m) {
-  m.def("int4_linear(Tensor x, Tensor codes, Tensor scales, Tensor mins) -> Tensor");
-  m.def("q8_linear(Tensor x, Tensor codes, Tensor scales) -> Tensor");
-  m.def("built() -> bool");
+TORCH_LIBRARY_FRAGMENT(spd, m) {
+  m.def("amx_int4_linear(Tensor x, Tensor codes, Tensor scales, Tensor mins) -> Tensor");
+  m.def("amx_q8_linear(Tensor x, Tensor codes, Tensor scales) -> Tensor");
+  m.def("amx_built() -> bool");
 }
 
-TORCH_LIBRARY_IMPL(spd_amx, CPU, m) {
-  m.impl("int4_linear", &int4_linear);
-  m.impl("q8_linear", &q8_linear);
+TORCH_LIBRARY_IMPL(spd, CPU, m) {
+  m.impl("amx_int4_linear", &int4_linear);
+  m.impl("amx_q8_linear", &q8_linear);
 }
-TORCH_LIBRARY_IMPL(spd_amx, CatchAll, m) { m.impl("built", &built_with_amx); }
+TORCH_LIBRARY_IMPL(spd, CatchAll, m) { m.impl("amx_built", &built_with_amx); }

@@ -1,6 +1,6 @@
 // A whole decode step of a Llama-family decoder in one call on the CPU:
-//   spd_step::decode(model, x, column, keys, values) -> logits
-// model: a `spd_step.Model` holding the weights (the int4 projections as the GGUF's Q4_1 rows, the head as the GGUF's
+//   spd::decode_step(model, x, column, keys, values) -> logits
+// model: a `spd.StepModel` holding the weights (the int4 projections as the GGUF's Q4_1 rows, the head as the GGUF's
 // Q8_0 blocks or int8 rows, the norms, the rotary tables as bf16); x [M, 1, H] bf16 (one input embedding a row,
 // M <= 8, superposed or not), every row at position `column`; keys, values: per layer the cache's buffers
 // [M, kv heads, S, D] bf16, whose column `column` the step writes and whose columns 0..column it attends to.
@@ -75,14 +75,14 @@ class Model : public torch::CustomClassHolder {
   // hidden, heads, kv heads, head dim, intermediate]; numbers: [eps, attention scale].
   Model(std::vector<at::Tensor> tensors, std::vector<int64_t> sizes, std::vector<double> numbers)
       : tensors_(std::move(tensors)) {
-    TORCH_CHECK(sizes.size() == 6 && numbers.size() == 2, "spd_step.Model: 6 sizes and 2 numbers");
+    TORCH_CHECK(sizes.size() == 6 && numbers.size() == 2, "spd.StepModel: 6 sizes and 2 numbers");
     layers_ = sizes[0], hidden_ = sizes[1], heads_ = sizes[2], kv_heads_ = sizes[3], dim_ = sizes[4];
     intermediate_ = sizes[5];
     eps_ = static_cast<float>(numbers[0]), scale_ = static_cast<float>(numbers[1]);
-    TORCH_CHECK(static_cast<int64_t>(tensors_.size()) == layers_ * PER_LAYER + 5, "spd_step.Model: ",
+    TORCH_CHECK(static_cast<int64_t>(tensors_.size()) == layers_ * PER_LAYER + 5, "spd.StepModel: ",
                 layers_ * PER_LAYER + 5, " tensors, not ", tensors_.size());
-    TORCH_CHECK(heads_ > 0 && kv_heads_ > 0 && heads_ % kv_heads_ == 0, "spd_step.Model: heads a multiple of kv heads");
-    TORCH_CHECK(dim_ == 64 || dim_ == 128, "spd_step.Model: a head dim of 64 or 128, not ", dim_);
+    TORCH_CHECK(heads_ > 0 && kv_heads_ > 0 && heads_ % kv_heads_ == 0, "spd.StepModel: heads a multiple of kv heads");
+    TORCH_CHECK(dim_ == 64 || dim_ == 128, "spd.StepModel: a head dim of 64 or 128, not ", dim_);
     const int64_t qkv = (heads_ + 2 * kv_heads_) * dim_;
     for (int64_t l = 0; l < layers_; ++l) {
       const at::Tensor* t = tensors_.data() + l * PER_LAYER;
@@ -99,23 +99,23 @@ class Model : public torch::CustomClassHolder {
     const at::Tensor* t = tensors_.data() + layers_ * PER_LAYER;
     final_norm_ = vector_of(t[0], hidden_, "final norm");
     TORCH_CHECK(t[1].scalar_type() == at::kChar && t[1].dim() == 2 && t[1].size(1) == hidden_ && t[1].is_contiguous(),
-                "spd_step.Model: head codes [V, ", hidden_, "] int8");
+                "spd.StepModel: head codes [V, ", hidden_, "] int8");
     vocab_ = t[1].size(0);
     head_codes_ = t[1].const_data_ptr<int8_t>();
     if (t[2].scalar_type() == at::kHalf) {  // the GGUF's Q8_0 blocks: a scale per 32 codes
       TORCH_CHECK(t[2].numel() == vocab_ * (hidden_ / BLOCK) && t[2].is_contiguous() && hidden_ % BLOCK == 0,
-                  "spd_step.Model: head block scales [", vocab_, ", ", hidden_ / BLOCK, "] fp16");
+                  "spd.StepModel: head block scales [", vocab_, ", ", hidden_ / BLOCK, "] fp16");
       head_blocks_ = t[2].const_data_ptr<c10::Half>();
     } else {
       head_scales_ = vector_of(t[2], vocab_, "head scales");
     }
     for (int i = 3; i < 5; ++i)
       TORCH_CHECK(t[i].scalar_type() == at::kBFloat16 && t[i].dim() == 2 && t[i].size(1) == dim_ && t[i].is_contiguous(),
-                  "spd_step.Model: rotary tables [P, ", dim_, "] bf16");
+                  "spd.StepModel: rotary tables [P, ", dim_, "] bf16");
     positions_ = t[3].size(0);
     cos_ = t[3].const_data_ptr<bf16>(), sin_ = t[4].const_data_ptr<bf16>();
 #ifndef SPD_MATVEC
-    TORCH_CHECK(false, "spd_step.Model: built without AVX-512 BF16");
+    TORCH_CHECK(false, "spd.StepModel: built without AVX-512 BF16");
 #endif
   }
 
@@ -124,18 +124,18 @@ class Model : public torch::CustomClassHolder {
   at::Tensor step(const at::Tensor& x, int64_t column, at::TensorList keys, at::TensorList values) const {
     TORCH_CHECK(x.dim() == 3 && x.size(1) == 1 && x.size(2) == hidden_ && x.scalar_type() == at::kBFloat16 &&
                     x.is_contiguous() && x.device().is_cpu(),
-                "spd_step.decode: x [M, 1, ", hidden_, "] contiguous bf16 on the CPU, not ", x.sizes());
+                "spd::decode_step: x [M, 1, ", hidden_, "] contiguous bf16 on the CPU, not ", x.sizes());
     const int64_t M = x.size(0);
-    TORCH_CHECK(M >= 1 && M <= MAX_ROWS, "spd_step.decode: 1 to ", MAX_ROWS, " rows, not ", M);
+    TORCH_CHECK(M >= 1 && M <= MAX_ROWS, "spd::decode_step: 1 to ", MAX_ROWS, " rows, not ", M);
     TORCH_CHECK(static_cast<int64_t>(keys.size()) == layers_ && static_cast<int64_t>(values.size()) == layers_,
-                "spd_step.decode: one key and one value buffer a layer");
-    TORCH_CHECK(column >= 0 && column < positions_, "spd_step.decode: column ", column, " past the rotary tables");
+                "spd::decode_step: one key and one value buffer a layer");
+    TORCH_CHECK(column >= 0 && column < positions_, "spd::decode_step: column ", column, " past the rotary tables");
     for (int64_t l = 0; l < layers_; ++l)
       for (const at::Tensor& buffer : {keys[l], values[l]})
         TORCH_CHECK(buffer.dim() == 4 && buffer.size(0) == M && buffer.size(1) == kv_heads_ && buffer.size(3) == dim_ &&
                         buffer.stride(3) == 1 && buffer.scalar_type() == at::kBFloat16 && buffer.device().is_cpu() &&
                         column < buffer.size(2),
-                    "spd_step.decode: layer ", l, "'s cache buffer [", M, ", ", kv_heads_, ", > ", column, ", ", dim_,
+                    "spd::decode_step: layer ", l, "'s cache buffer [", M, ", ", kv_heads_, ", > ", column, ", ", dim_,
                     "] bf16, not ", buffer.sizes());
     at::Tensor logits = at::empty({M, 1, vocab_}, x.options());
 #ifdef SPD_MATVEC
@@ -146,18 +146,18 @@ class Model : public torch::CustomClassHolder {
 
  private:
   static const bf16* vector_of(const at::Tensor& t, int64_t n, const char* what) {
-    TORCH_CHECK(t.scalar_type() == at::kBFloat16 && t.numel() == n && t.is_contiguous(), "spd_step.Model: ", what,
+    TORCH_CHECK(t.scalar_type() == at::kBFloat16 && t.numel() == n && t.is_contiguous(), "spd.StepModel: ", what,
                 " [", n, "] bf16");
     return t.const_data_ptr<bf16>();
   }
 
   static Projection projection(const at::Tensor* t, int64_t N, int64_t K, const char* what) {
-    TORCH_CHECK(K % (2 * BLOCK) == 0 && K / BLOCK <= 512, "spd_step.Model: ", what, "'s K a multiple of 64");
+    TORCH_CHECK(K % (2 * BLOCK) == 0 && K / BLOCK <= 512, "spd.StepModel: ", what, "'s K a multiple of 64");
     TORCH_CHECK(t[0].scalar_type() == at::kByte && t[0].is_contiguous() && t[0].numel() == N * K / 2,
-                "spd_step.Model: ", what, " codes [", N, ", ", K / 2, "] uint8");
+                "spd.StepModel: ", what, " codes [", N, ", ", K / 2, "] uint8");
     for (int i = 1; i < 3; ++i)
       TORCH_CHECK(t[i].scalar_type() == at::kHalf && t[i].is_contiguous() && t[i].numel() == N * (K / BLOCK),
-                  "spd_step.Model: ", what, " scales and minima [", N, ", ", K / BLOCK, "] fp16");
+                  "spd.StepModel: ", what, " scales and minima [", N, ", ", K / BLOCK, "] fp16");
     Projection p;
     p.codes = t[0].const_data_ptr<uint8_t>();
     p.scales = t[1].const_data_ptr<c10::Half>();
@@ -310,12 +310,12 @@ at::Tensor decode(const c10::intrusive_ptr<Model>& model, const at::Tensor& x, i
 
 }  // namespace
 
-TORCH_LIBRARY(spd_step, m) {
-  m.class_<Model>("Model")
+TORCH_LIBRARY_FRAGMENT(spd, m) {
+  m.class_<Model>("StepModel")
       .def(torch::init<std::vector<at::Tensor>, std::vector<int64_t>, std::vector<double>>())
       .def("vocab", &Model::vocab);
-  m.def("decode(__torch__.torch.classes.spd_step.Model model, Tensor x, int column, Tensor[] keys, Tensor[] values) -> "
+  m.def("decode_step(__torch__.torch.classes.spd.StepModel model, Tensor x, int column, Tensor[] keys, Tensor[] values) -> "
         "Tensor");
 }
 
-TORCH_LIBRARY_IMPL(spd_step, CPU, m) { m.impl("decode", &decode); }
+TORCH_LIBRARY_IMPL(spd, CPU, m) { m.impl("decode_step", &decode); }

@@ -105,6 +105,6 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k, const at::
 
 }  // namespace
 
-TORCH_LIBRARY(spd, m) { m.def("decode_attention(Tensor q, Tensor k, Tensor v, Tensor column, float scale) -> Tensor"); }
+TORCH_LIBRARY_FRAGMENT(spd, m) { m.def("decode_attention(Tensor q, Tensor k, Tensor v, Tensor column, float scale) -> Tensor"); }
 
 TORCH_LIBRARY_IMPL(spd, CPU, m) { m.impl("decode_attention", &decode_attention); }

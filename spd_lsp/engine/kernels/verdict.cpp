@@ -1,5 +1,5 @@
 // What the model says of each token of a draft, in one pass over each position's logits:
-//   spd_verdict::token_verdicts(logits [P, V] bf16/fp32, tokens [P] int64, banned [B] int64)
+//   spd::token_verdicts(logits [P, V] bf16/fp32, tokens [P] int64, banned [B] int64)
 //     -> (logp [P] fp32, best [P] fp32, choice [P] int64, rank [P] int64)
 // with logp = log_softmax over the tokens but the banned ones (at -inf), as verification's `_verdict` computes them
 // with tensor ops: the token's log-probability, the best one's, its id (the first of equal maxima), and how many
@@ -104,8 +104,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> token_verdicts(const 
 
 }  // namespace
 
-TORCH_LIBRARY(spd_verdict, m) {
+TORCH_LIBRARY_FRAGMENT(spd, m) {
   m.def("token_verdicts(Tensor logits, Tensor tokens, Tensor banned) -> (Tensor, Tensor, Tensor, Tensor)");
 }
 
-TORCH_LIBRARY_IMPL(spd_verdict, CPU, m) { m.impl("token_verdicts", &token_verdicts); }
+TORCH_LIBRARY_IMPL(spd, CPU, m) { m.impl("token_verdicts", &token_verdicts); }

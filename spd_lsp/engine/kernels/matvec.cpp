@@ -118,13 +118,13 @@ at::Tensor q8_matvec(const at::Tensor& x, const at::Tensor& codes, const at::Ten
 
 }  // namespace
 
-TORCH_LIBRARY(spd_matvec, m) {
+TORCH_LIBRARY_FRAGMENT(spd, m) {
   m.def("int4_matvec(Tensor x, Tensor codes, Tensor scales, Tensor mins) -> Tensor");
   m.def("int8_matvec(Tensor x, Tensor codes, Tensor scales) -> Tensor");
   m.def("q8_matvec(Tensor x, Tensor codes, Tensor scales) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(spd_matvec, CPU, m) {
+TORCH_LIBRARY_IMPL(spd, CPU, m) {
   m.impl("int4_matvec", &int4_matvec);
   m.impl("int8_matvec", &int8_matvec);
   m.impl("q8_matvec", &q8_matvec);

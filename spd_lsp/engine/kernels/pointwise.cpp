@@ -1,4 +1,4 @@
-// The eager forward's pointwise work in bf16, fused: spd_pointwise::{rms_norm, add_rms_norm, silu_mul, rotary}.
+// The eager forward's pointwise work in bf16, fused: spd::{rms_norm, add_rms_norm, silu_mul, rotary}.
 //
 // Why: a 512-token prefill ran ~270 small ATen ops a pass for its norms, rotary, SiLU and residuals (each reading and
 // writing its tensor, the norms through fp32 copies): ~80 ms of a ~490 ms prefill on 2 threads, a sixth of it, where
@@ -142,14 +142,14 @@ at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& 
 
 }  // namespace
 
-TORCH_LIBRARY(spd_pointwise, m) {
+TORCH_LIBRARY_FRAGMENT(spd, m) {
   m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
   m.def("add_rms_norm(Tensor x, Tensor y, Tensor weight, float eps) -> (Tensor, Tensor)");
   m.def("silu_mul(Tensor gate_up) -> Tensor");
   m.def("rotary(Tensor x, Tensor cos, Tensor sin, int heads) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(spd_pointwise, CPU, m) {
+TORCH_LIBRARY_IMPL(spd, CPU, m) {
   m.impl("rms_norm", &rms_norm);
   m.impl("add_rms_norm", &add_rms_norm);
   m.impl("silu_mul", &silu_mul);

@@ -1,4 +1,4 @@
-// A prompt's causal attention on the CPU: spd_prefill::causal_attention(q, k, v, offset, scale, visible).
+// A prompt's causal attention on the CPU: spd::causal_attention(q, k, v, offset, scale, visible, amx).
 //
 // q [B, H * G, T, D] bf16 (G query heads share a key/value head), k, v [B, H, S, D] bf16 (the cache's keys and values,
 // any strides but the head dim's); query t sits at position offset + t and attends to key columns 0..offset + t, and
@@ -45,16 +45,6 @@ namespace {
 
 constexpr int64_t KEYS = 16;  // keys per block: one zmm of fp32 scores
 
-#ifdef SPD_PREFILL_AMX
-// Where the CPU has AMX, a head of 64 dims runs on its tiles (`tile_amx`) unless SPD_LSP_AMX=0 (read once).
-bool amx_wanted() {
-  static const bool wanted = [] {
-    const char* setting = std::getenv("SPD_LSP_AMX");
-    return setting == nullptr || std::string(setting) != "0";
-  }();
-  return wanted;
-}
-#endif
 constexpr int SPAN = 4;  // blocks per softmax step
 constexpr int64_t PACK_BLOCKS = 8;  // blocks a packing task takes (128 keys)
 // Query rows per tile: as many as registers hold (their accumulators, scores and the shared load: 31 of 32 zmm).
@@ -309,13 +299,14 @@ void tile_amx(const c10::BFloat16* const* queries, const int64_t* reach, const b
 #endif  // SPD_PREFILL_AMX
 
 template <int ND>
-void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t offset, float scale,
+// `use_amx`: a head of 64 dims on AMX's tiles (`tile_amx`) where the library has them and Linux allows them.
+void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t offset, float scale, bool use_amx,
             const c10::optional<at::Tensor>& visible, at::Tensor& out) {
   constexpr int64_t D = 16 * ND;
   const int64_t B = q.size(0), HQ = q.size(1), T = q.size(2), H = k.size(1), G = HQ / H;
   const int64_t S = offset + T;  // the keys any query reaches
 #ifdef SPD_PREFILL_AMX
-  const bool amx = ND == 4 && amx_wanted() && tiles_allowed();
+  const bool amx = ND == 4 && use_amx && tiles_allowed();
 #else
   const bool amx = false;
 #endif
@@ -377,7 +368,7 @@ void attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64
 #endif  // SPD_PREFILL
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t offset, double scale,
-                            const c10::optional<at::Tensor>& visible) {
+                            const c10::optional<at::Tensor>& visible, bool amx) {
 #ifdef SPD_PREFILL
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "causal_attention: q [B, H * G, T, D], k and v [B, H, S, D]");
   TORCH_CHECK(k.sizes() == v.sizes() && k.size(0) == q.size(0) && k.size(3) == q.size(3) && k.size(1) > 0 &&
@@ -400,8 +391,8 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   at::Tensor out = at::empty({q.size(0), q.size(2), q.size(1) * D}, q.options());
   if (q.numel() == 0) return out;
   switch (D) {
-    case 64: attend<4>(q, k, v, offset, static_cast<float>(scale), visible, out); break;
-    case 128: attend<8>(q, k, v, offset, static_cast<float>(scale), visible, out); break;
+    case 64: attend<4>(q, k, v, offset, static_cast<float>(scale), amx, visible, out); break;
+    case 128: attend<8>(q, k, v, offset, static_cast<float>(scale), amx, visible, out); break;
     default: TORCH_CHECK(false, "causal_attention: head size 64 or 128, not ", D);
   }
   return out;
@@ -412,6 +403,6 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 
 }  // namespace
 
-TORCH_LIBRARY(spd_prefill, m) { m.def("causal_attention(Tensor q, Tensor k, Tensor v, SymInt offset, float scale, Tensor? visible=None) -> Tensor"); }
+TORCH_LIBRARY_FRAGMENT(spd, m) { m.def("causal_attention(Tensor q, Tensor k, Tensor v, SymInt offset, float scale, Tensor? visible=None, bool amx=True) -> Tensor"); }
 
-TORCH_LIBRARY_IMPL(spd_prefill, CPU, m) { m.impl("causal_attention", &causal_attention); }
+TORCH_LIBRARY_IMPL(spd, CPU, m) { m.impl("causal_attention", &causal_attention); }

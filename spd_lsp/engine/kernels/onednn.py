@@ -7,14 +7,13 @@ with the same numbers bit for bit (`bench/bench_packed.py`; docs/performance-ste
 round 8 found no gain in requests and different numbers at 512-1,024 rows, so there the weights stay plain. The
 packed weight replaces the plain one (no more memory); the compile thread packs them (`FastBackend.prepare`).
 
-Compiled graphs call it through the custom op `spd_onednn::linear` (inductor has no lowering for an opaque oneDNN
+Compiled graphs call it through the custom op `spd::onednn_linear` (inductor has no lowering for an opaque oneDNN
 tensor): the op takes the weight's index in this module's registry.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import weakref
 
 import torch
@@ -23,18 +22,12 @@ _WEIGHTS: weakref.WeakValueDictionary[int, PackedWeight] = weakref.WeakValueDict
 _INDICES = itertools.count()
 
 
-def wanted(dtype: torch.dtype, device: torch.device) -> bool:
-    """Pack here? bf16 on a CPU with oneDNN's bf16 and without AMX; SPD_LSP_PACKED_WEIGHTS=1 / 0 forces it on / off."""
-    switch = os.environ.get("SPD_LSP_PACKED_WEIGHTS", "")
-    if switch == "0" or device.type != "cpu" or dtype != torch.bfloat16 or not torch.backends.mkldnn.is_available():
-        return False
-    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        return False
-    amx = getattr(torch.cpu, "_is_amx_tile_supported", None)  # private: where a torch lacks it, AMX is assumed
-    return switch == "1" or (amx is not None and not amx())
+def bf16_available() -> bool:
+    """oneDNN with bf16 matmuls is in this torch, on this CPU."""
+    return torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
-@torch.library.custom_op("spd_onednn::linear", mutates_args=())
+@torch.library.custom_op("spd::onednn_linear", mutates_args=())
 def linear(x: torch.Tensor, index: int) -> torch.Tensor:
     """x @ weight.T of the packed weight at `index` of the registry."""
     return torch.ops.mkldnn._linear_pointwise(x, _WEIGHTS[index].packed, None, "none", [], "")

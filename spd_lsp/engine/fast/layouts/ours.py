@@ -1,0 +1,67 @@
+"""The GGUF's blocks (`blocks.py`) on our kernels (`engine/kernels`): the decode step's matvec ops (`Q4Matvec`,
+`Q8Matvec`, `Int8Matvec`: a few rows, the weights streamed once) and AMX's tiles for a few dozen rows (`Q4Amx`,
+`Q8Amx`). The same numbers as the blocks (the int8 rows' own)."""
+
+from __future__ import annotations
+
+import torch
+
+from spd_lsp.engine.fast.layouts import Linear
+from spd_lsp.engine.fast.layouts.blocks import Int8Rows, Q4Rows, Q8Blocks
+from spd_lsp.engine.kernels import amx, matvec
+
+
+class Q4Matvec(Linear):
+    layout, kernel = "q4_1", "matvec"
+
+    def __init__(self, rows: Q4Rows) -> None:
+        self.rows = rows
+        self.out_features, self.in_features = rows.codes.shape[0], rows.codes.shape[1] * 2
+
+    def mm(self, x: torch.Tensor) -> torch.Tensor:
+        return matvec.int4_matvec(x, *self.rows)
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return tuple(self.rows)
+
+
+class Q4Amx(Q4Matvec):
+    kernel = "amx"
+
+    def mm(self, x: torch.Tensor) -> torch.Tensor:
+        return amx.int4_linear(x, *self.rows)
+
+
+class Q8Matvec(Linear):
+    layout, kernel = "q8_0", "matvec"
+
+    def __init__(self, blocks: Q8Blocks) -> None:
+        self.blocks = blocks
+        self.out_features, self.in_features = blocks.codes.shape
+
+    def mm(self, x: torch.Tensor) -> torch.Tensor:
+        return matvec.q8_matvec(x, *self.blocks)
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return tuple(self.blocks)
+
+
+class Q8Amx(Q8Matvec):
+    kernel = "amx"
+
+    def mm(self, x: torch.Tensor) -> torch.Tensor:
+        return amx.q8_linear(x, *self.blocks)
+
+
+class Int8Matvec(Linear):
+    layout, kernel = "int8 rows", "matvec"
+
+    def __init__(self, rows: Int8Rows) -> None:
+        self.rows = rows
+        self.out_features, self.in_features = rows.codes.shape
+
+    def mm(self, x: torch.Tensor) -> torch.Tensor:
+        return matvec.int8_matvec(x, *self.rows)
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return tuple(self.rows)

@@ -1,0 +1,22 @@
+"""The whole plain decode step of a Llama-family decoder in one call (`step.cpp`): `spd.StepModel` holds views of the
+weights, `decode_step` runs a step on it. Assembled from a model by `engine/fast/fused.py`."""
+
+from __future__ import annotations
+
+import torch
+
+
+def step_model(tensors: list[torch.Tensor], sizes: list[int], numbers: list[float]) -> torch.ScriptObject:
+    return torch.classes.spd.StepModel(tensors, sizes, numbers)
+
+
+def decode_step(model: torch.ScriptObject, x: torch.Tensor, column: int, keys: list[torch.Tensor],
+                values: list[torch.Tensor]) -> torch.Tensor:
+    """Logits [B, 1, V] of x [B, 1, H] at position `column` of every row, its keys/values written there."""
+    # the overload itself: the packet's call first looks through every argument for fake script objects (~65 checks
+    # a step here)
+    return torch.ops.spd.decode_step.default(model, x, column, keys, values)
+
+
+def register_fakes() -> None:
+    """None: the step is never traced (it replaces the traced graph)."""

@@ -1,0 +1,101 @@
+"""The fast path's plan (spd_lsp/engine/fast/plan.py), resolved for every CPU profile users run and for CUDA without that
+hardware: which layout and kernel serve each projection's tiers, which engine runs each forward, and why what is not
+used is not; the `kernels` setting's names; the plan without the kernel library (before it loads, or where it cannot
+be built)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spd_lsp.engine.cpu import PROFILES, CpuProfile, cpu_flags
+from spd_lsp.engine.fast.plan import AMX_LAST_ROWS, DECODE_ROWS, KERNELS, Choice, ModelFacts, Target, left_out_of, resolve
+
+# The bundled model as the loader sees it: the GGUF's Q4_1 projections and Q8_0 head, head size 64.
+BUNDLED = ModelFacts("llama", 64, {r: "q4_1" for r in ("qkv", "out", "gate_up", "down")}, "q8_0")
+
+
+def _cpu(profile: str, dtype: str = "bfloat16") -> Target:
+    return Target("cpu", dtype, PROFILES[profile])
+
+
+def test_amx_runs_decode_on_matvec_and_trees_on_tiles() -> None:
+    plan = resolve(BUNDLED, _cpu("amx"))
+    assert plan.role("qkv").decode == Choice("q4_1", "matvec") and plan.role("qkv").batch == Choice("q4_1", "amx")
+    assert plan.role("head").decode == Choice("q8_0", "matvec") and plan.role("head").batch == Choice("q8_0", "amx")
+    assert plan.role("qkv").prefill == Choice("bfloat16", "torch")  # AMX's own bf16 matmuls: nothing packed
+    assert (plan.tiers.decode_rows, plan.tiers.batch_rows) == (2, AMX_LAST_ROWS)
+    assert plan.step == "fused" and plan.prompt_attention == "ours with amx" and plan.library
+
+
+def test_avx512_bf16_without_amx_packs_the_float_weights_for_trees_and_prefill() -> None:
+    plan = resolve(BUNDLED, _cpu("avx512-bf16"))
+    assert plan.role("down").decode == Choice("q4_1", "matvec")
+    assert plan.role("down").batch == plan.role("down").prefill == Choice("bfloat16", "onednn")
+    assert (plan.tiers.decode_rows, plan.tiers.batch_rows) == (DECODE_ROWS, DECODE_ROWS)
+    assert plan.step == "fused" and plan.prompt_attention == "ours" and plan.why["amx"].startswith("no AMX tiles")
+
+
+@pytest.mark.parametrize("profile", ["avx2", "arm64"])
+def test_without_avx512_bf16_torch_s_int4_kernels_serve_and_the_step_is_a_graph(profile: str) -> None:
+    plan = resolve(BUNDLED, _cpu(profile))
+    assert plan.role("qkv").decode == Choice("int4 (ATen-packed)", "aten")
+    assert plan.role("head").decode == Choice("q8_0 (two int4 halves)", "aten")
+    assert plan.step == "compiled" and plan.attention == "ours" and plan.prompt_attention == "sdpa"
+    assert plan.why["matvec"].startswith("no AVX-512 BF16") and plan.why["fused-step"]
+
+
+def test_cuda_runs_tinygemm_and_torch_s_attention() -> None:
+    facts = ModelFacts("llama", 64, {r: "q4_1" for r in ("qkv", "out", "gate_up", "down")}, "float")
+    plan = resolve(facts, Target("cuda", "bfloat16"))
+    assert plan.role("qkv").decode == Choice("int4 (ATen-packed)", "tinygemm")
+    assert plan.role("head").decode == Choice("bfloat16", "torch")
+    assert plan.attention == "sdpa" and plan.pointwise == "torch" and not plan.library
+    assert plan.step == "compiled" and plan.why["matvec"] == "a CPU kernel (cuda runs torch's)"
+
+
+def test_fp32_keeps_the_float_weights_and_says_why() -> None:
+    plan = resolve(BUNDLED, _cpu("avx512-bf16", "float32"))
+    assert plan.role("qkv").decode == Choice("int4 (ATen-packed)", "aten")
+    assert plan.attention == "ours" and plan.pointwise == "torch"
+    assert plan.why["fused-step"] == "float32 weights (the kernels run bf16)"
+
+
+def test_the_kernels_setting_leaves_out_what_it_names_and_refuses_unknown_names() -> None:
+    assert left_out_of("auto") == () and left_out_of(None) == ()
+    assert left_out_of(["amx", "matvec", "amx"]) == ("amx", "matvec")
+    with pytest.raises(ValueError, match="unknown 'avx'"):
+        left_out_of(["avx"])
+    plan = resolve(BUNDLED, _cpu("amx"), left_out=("amx", "fused-step", "compile"))
+    assert plan.role("qkv").batch.kernel != "amx" and plan.step == "eager" and plan.prompt_attention == "ours"
+    assert all(plan.why[name] == "left out by the kernels setting" for name in ("amx", "fused-step", "compile"))
+    everything = resolve(BUNDLED, _cpu("amx"), left_out=tuple(KERNELS))
+    assert not everything.library and everything.step == "eager"
+
+
+def test_the_plan_without_the_library_is_what_serves_until_it_loads() -> None:
+    plan = resolve(BUNDLED, _cpu("amx"))
+    waiting = plan.without_library("not loaded yet")
+    assert waiting.role("qkv").decode == Choice("int4 (ATen-packed)", "aten")
+    assert waiting.role("qkv").batch == Choice("bfloat16", "torch") and waiting.step == "compiled"
+    assert waiting.attention == "sdpa" and waiting.why["matvec"] == "kernel library not loaded: not loaded yet"
+    assert not waiting.library and waiting.without_library("again") is waiting
+
+
+def test_the_status_is_structured() -> None:
+    status = resolve(BUNDLED, _cpu("avx512-bf16")).status()
+    assert status["isa"] == "avx512-bf16" and status["engines"]["step"] == "fused"
+    assert status["projections"]["head"] == {"decode": "q8_0 on matvec", "batch": "bfloat16 on torch",
+                                             "prefill": "bfloat16 on torch"}
+    assert status["tiers"] == {"decode": [1, 8], "batch": None, "prefill": [9, None]}
+
+
+def test_the_cpu_profile_follows_torch_s_capability(tmp_path) -> None:
+    flags = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"})
+    assert CpuProfile("x86_64", "AVX512", flags).isa == "amx"
+    assert CpuProfile("x86_64", "AVX2", flags).isa == "avx2"  # ATEN_CPU_CAPABILITY=avx2 on an AVX-512 CPU
+    assert CpuProfile("x86_64", "AVX512", frozenset({"avx512f"})).isa == "avx512"
+    assert CpuProfile("aarch64", "DEFAULT", frozenset({"asimd"})).isa == "neon"
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor : 0\nflags : fpu avx2\n\nprocessor : 1\nflags : fpu avx2\n")
+    assert cpu_flags(cpuinfo) == {"fpu", "avx2"}
+    assert CpuProfile.detect().isa in ("amx", "avx512-bf16", "avx512", "avx2", "neon", "scalar")
