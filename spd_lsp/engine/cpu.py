@@ -1,7 +1,7 @@
 """What the engine knows of the CPU: its feature flags, and the vector level the kernels build for (`CpuProfile`).
 
 The profile follows torch's own CPU capability (`torch.backends.cpu.get_cpu_capability()`, which `ATEN_CPU_CAPABILITY`
-can lower): ATen, inductor and our kernels then agree on one ISA. `PROFILES` are named profiles of the CPUs users run
+can lower: `engine/kernels/build.py`'s `profile()`): ATen, inductor and our kernels then agree on one ISA. `PROFILES` are named profiles of the CPUs users run
 (tests resolve plans for each without that hardware).
 """
 
@@ -51,10 +51,10 @@ class CpuProfile:
         return self.isa == "amx"
 
     @classmethod
-    def detect(cls) -> "CpuProfile":
-        import torch
-
-        return cls(arch=platform.machine(), capability=torch.backends.cpu.get_cpu_capability(), flags=cpu_flags())
+    def of(cls, capability: str) -> "CpuProfile":
+        """This machine's, where torch runs `capability` (`torch.backends.cpu.get_cpu_capability()`: the caller's, so
+        that this module never imports torch: the front end's settings read it)."""
+        return cls(arch=platform.machine(), capability=capability, flags=cpu_flags())
 
 
 _X86 = frozenset({"avx", "avx2", "fma", "f16c"})

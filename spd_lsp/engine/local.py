@@ -33,7 +33,7 @@ class LocalEngine:
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
         self.runner = ModelRunner(loaded.model, loaded.device)
-        vocab_size = loaded.model.get_input_embeddings().weight.shape[0]
+        vocab_size = loaded.model.get_input_embeddings().num_embeddings
         self.table = TokenTable(self.tokenizer, vocab_size)
         self.stop_ids = frozenset(_eos_ids(loaded))
         self._formats: dict[str, tuple[PromptFormat, frozenset[int]]] = {}  # per promptFormat setting

@@ -226,8 +226,17 @@ def pick_dtype(device: Any, dtype: str = "auto", *, quantize: str | None = None)
 
 
 def load_tokenizer(spec: str | None = None) -> Any:
-    """The model's fast tokenizer alone (no weights): for indexing n-grams."""
+    """The model's fast tokenizer alone (no weights): for indexing n-grams. A GGUF's from its metadata (kept in the
+    model's cache: `engine/gguf/tokenizer.py`)."""
     source = resolve_source(spec)
+    if source.gguf_file is not None:
+        from spd_lsp.engine.gguf.tokenizer import gguf_tokenizer
+
+        try:
+            return gguf_tokenizer(source.path, _cache_dir(source))
+        except Exception as exc:  # noqa: BLE001 - any failure is one clear error for the user
+            raise ModelLoadError(f"cannot make the tokenizer of {spec or 'the default model'} from {source.path}: "
+                                 f"{exc}") from exc
     directory = local_directory(source)
     try:
         if directory is None:  # no cache: the GGUF's own
@@ -320,9 +329,19 @@ def load_model(
     or "float". `kernels`: what of the fast path's kernels to leave out (`engine/fast/plan.py`: `KERNELS`)."""
     started = time.perf_counter()
     source = resolve_source(spec)
-    directory = local_directory(source)
     torch_device = pick_device(device)
     torch_dtype = pick_dtype(torch_device, dtype, quantize=quantize)
+    # A GGUF the fast path reads from its blocks (its families and weight types, on the CPU): no dequantised copy.
+    if (fast and source.gguf_file and quantize in (None, "none") and attention == "sdpa" and small_query is None
+            and torch_device.type == "cpu"):
+        from spd_lsp.engine.fast import gguf_model
+
+        reason = gguf_model.covers(source.path)
+        if reason is None:
+            return _from_blocks(source, torch_device, torch_dtype, started, compile=compile, kernels=kernels)
+        log.info("the fast path does not read %s from its blocks (%s): transformers dequantises it", source.path.name,
+                 reason)
+    directory = local_directory(source)
     # transformers' model classes cost ~2 s of imports a start and the fast path runs none of their code: on the CPU
     # it gets the same weights without them (`fast/light.py`), unless the call asks for transformers' own forward.
     light = (fast and quantize in (None, "none", "int4") and attention == "sdpa" and small_query is None
@@ -370,6 +389,23 @@ def load_model(
     )
 
 
+def _from_blocks(source: ModelSource, device: Any, dtype: Any, started: float, *, compile: bool,
+                 kernels: tuple[str, ...]) -> LoadedModel:
+    """The GGUF at `source` read from its blocks (`engine/fast/gguf_model.py`), its fast backend attached."""
+    from spd_lsp.engine.fast import gguf_model
+
+    with load_threads(device):
+        try:
+            model, tokenizer = gguf_model.load(source.path, dtype, tokenizer_cache=_cache_dir(source))
+        except Exception as exc:  # noqa: BLE001 - one clear error naming the file
+            raise ModelLoadError(f"cannot load model {source.path}: {exc}") from exc
+        fast_info = _attach_fast(model, source, None, cache=None, compile=compile, head="q8", kernels=kernels)
+    if not fast_info["fastPath"]:  # not expected (covers() said it does)
+        raise ModelLoadError(f"the fast path did not take {source.path.name}: {fast_info['reason']}")
+    return LoadedModel(model=model, tokenizer=tokenizer, device=device, dtype=dtype, name=source.path.name,
+                       source=str(source.path), load_s=time.perf_counter() - started, fast=fast_info)
+
+
 def _light_model(directory: Path, dtype: Any) -> Any:
     """The fast path's model without transformers' model classes (`fast/light.py`), or None where it does not cover it."""
     from spd_lsp.engine.fast import light
@@ -405,6 +441,7 @@ def _attach_fast(model: Any, source: ModelSource, quantize: str | None, *, cache
         log.info("transformers' forward: the fast path does not cover %s", exc)
         return {"fastPath": False, "reason": str(exc)}
     fast.attach(model, backend)
+    backend.start()
     log.info("fast path: decode on %s; plan: step %s, trees %s (%s)", backend.weights, backend.plan.step,
              backend.plan.tree_step, "the kernels load off the load" if backend.plan.library else "no kernel library")
     return backend.info

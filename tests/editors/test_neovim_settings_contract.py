@@ -31,6 +31,7 @@ NEOVIM_OPTIONS = {
     "quantize": "int8",
     "fast_path": False,
     "output_weights": "float",
+    "kernels": ["amx", "compile"],
     "max_prefix_tokens": 256,
     "multiline": True,
     "verify": "continue",

@@ -46,7 +46,38 @@ def _llama_with_biases() -> torch.nn.Module:
     return model
 
 
-MODELS = {"llama": lambda: tiny_model("llama").model, "qwen2": _qwen2, "llama-biases": _llama_with_biases}
+def _qwen3() -> torch.nn.Module:
+    """Qwen3: q and k normed per head before the rotation (random norm weights, so that they count)."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+    model = Qwen3ForCausalLM(config).eval()
+    for layer in model.model.layers:
+        for norm in (layer.self_attn.q_norm, layer.self_attn.k_norm):
+            torch.nn.init.normal_(norm.weight, mean=1.0, std=0.3)
+    return model
+
+
+def _gemma3(window: int = 512) -> torch.nn.Module:
+    """Gemma-3: GeGLU, norms on each block's outputs, q/k norms, a scaled embedding, one sliding and one global layer
+    (their own rotary bases), norms as 1 + weight (random, so that they count)."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=window,
+                              layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=24)
+    model = Gemma3ForCausalLM(config).eval()
+    for name, parameter in model.named_parameters():
+        if "norm" in name:
+            torch.nn.init.normal_(parameter, std=0.3)
+    return model
+
+
+MODELS = {"llama": lambda: tiny_model("llama").model, "qwen2": _qwen2, "llama-biases": _llama_with_biases,
+          "qwen3": _qwen3, "gemma3": _gemma3}
 
 
 @pytest.mark.parametrize("family", MODELS)
@@ -56,7 +87,7 @@ def test_forward_equals_transformers_on_prefill_steps_padding_and_tree_masks(fam
     ids = torch.randint(0, 300, (2, 9), generator=torch.Generator().manual_seed(1))
     theirs_cache, ours_cache = DynamicCache(config=model.config), bucket_cache(model.config.num_hidden_layers)
     want = model(input_ids=ids[:, :7], past_key_values=theirs_cache).logits
-    lm = FastLM(copy.deepcopy(model))
+    lm = FastLM.of_module(copy.deepcopy(model))
     torch.testing.assert_close(lm(input_ids=ids[:, :7], past_key_values=ours_cache).logits, want, atol=1e-5, rtol=1e-4)
     embeds = model.get_input_embeddings()(ids[:, 7:8])  # a step on embeddings, as superposed decoding feeds
     want = model(inputs_embeds=embeds, past_key_values=theirs_cache).logits
@@ -72,6 +103,22 @@ def test_forward_equals_transformers_on_prefill_steps_padding_and_tree_masks(fam
     want = model(input_ids=ids[:1, :3], attention_mask=tree, position_ids=positions).logits
     got = lm(input_ids=ids[:1, :3], attention_mask=tree, position_ids=positions).logits
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+
+
+@torch.inference_mode()
+def test_gemma3_s_sliding_layers_see_only_their_window_as_transformers_does() -> None:
+    """A window of 4 on prompts of 9: the sliding layer's queries reach back 4 positions, the global one's all; in one
+    forward, in chunks on a cache, and in decode steps (the step's column given)."""
+    model = _gemma3(window=4)
+    ids = torch.randint(0, 300, (1, 12), generator=torch.Generator().manual_seed(3))
+    want = model(input_ids=ids).logits
+    lm = FastLM.of_module(copy.deepcopy(model))
+    torch.testing.assert_close(lm(input_ids=ids).logits, want, atol=1e-5, rtol=1e-4)
+    cache = bucket_cache(2)
+    got = [lm(input_ids=ids[:, :6], past_key_values=cache).logits]
+    for column in range(6, 12):
+        got.append(lm(inputs_embeds=lm.embedding(ids[:, column:column + 1]), past_key_values=cache).logits)
+    torch.testing.assert_close(torch.cat(got, dim=1), want, atol=1e-5, rtol=1e-4)
 
 
 def test_bucket_layers_crop_copy_reorder_and_grow_as_plain_layers() -> None:
@@ -310,7 +357,7 @@ def test_the_bundled_gguf_s_output_rows_are_its_q8_0_blocks_and_the_engine_runs_
     """The bundled model's tied output projection is Q8_0 in its GGUF: the default (`outputWeights: "q8"`) runs those
     blocks (transformers' float head is their dequantisation, in bf16): as they are on our kernel where the CPU has
     AVX-512 BF16 (the same blocks AMX's trees read, one copy), else as two int4 halves kept beside the model cache and
-    read back equal; `head="int8"` keeps the int8 rows."""
+    read back equal; the GGUF read from its blocks runs them whatever `outputWeights` says."""
     from spd_lsp.engine.fast.layouts.ours import Q8Amx, Q8Matvec
     from spd_lsp.engine.fast.q8 import gguf_head_blocks
     from spd_lsp.engine.fast.store import gguf_q8_head, q8_file
@@ -329,24 +376,22 @@ def test_the_bundled_gguf_s_output_rows_are_its_q8_0_blocks_and_the_engine_runs_
     x = torch.randn(2, weight.shape[1], dtype=torch.bfloat16)
     assert torch.equal(head(x), kept(x))
     assert (head(x).float() - x.float() @ dequantised.T).abs().max() < 0.1
-    served = load_model(compile=False)  # the default: outputWeights q8
+    served = load_model(compile=False)  # read from the GGUF's blocks: its own Q8_0 head
     backend = fast.attached(served.model)
+    assert served.fast["fastPlan"]["projections"]["head"]["decode"] == "q8_0 on matvec", served.fast
+    backend.prepare()  # the kernels loaded (where they are built, the load did it)
+    ours = backend.lm.output.decode
+    held = ours.blocks if isinstance(ours, Q8Matvec) else ours.weights.parts  # the tuned kernel's, or the portable one's
+    assert torch.equal(held[0], codes) and torch.equal(held[1], scales.half())
     if kernels.bf16_dot():
-        assert served.fast["fastPlan"]["projections"]["head"]["decode"] == "q8_0 on matvec", served.fast
-        backend.prepare()  # the kernels built, the head moved onto its own blocks
-        ours = backend.lm.output.decode
-        assert isinstance(ours, Q8Matvec) and torch.equal(ours.blocks.codes, codes)
-        assert torch.equal(ours.blocks.scales, scales.half())
+        assert isinstance(ours, Q8Matvec)
         if isinstance(backend.lm.output.batch, Q8Amx):
             assert backend.lm.output.batch.blocks is ours.blocks  # one copy for decode steps and trees
-        got = ours(x).float()
-        want = x.float() @ dequantised.T
-        assert ((got - want).abs() <= want.abs() * 2**-8 + 1e-3).all()  # the blocks' own numbers, rounded to bf16
-    else:
-        assert served.fast["serving"]["head"]["decode"] == "q8_0 (two int4 halves) on aten", served.fast
-        assert isinstance(backend.lm.output.decode, Q8Halves)
-    rows = load_model(compile=False, head="int8")
-    assert rows.fast["serving"]["head"]["decode"].startswith("int8 rows"), rows.fast
+    got = ours(x).float()
+    want = x.float() @ dequantised.T
+    assert ((got - want).abs() <= want.abs() * 2**-8 + 1e-3).all()  # the blocks' own numbers, rounded to bf16
+    rows = load_model(compile=False, head="int8")  # outputWeights is for models transformers loads
+    assert rows.fast["serving"]["head"]["decode"] == "q8_0 on matvec", rows.fast
 
 
 def test_the_int8_output_rows_are_kept_beside_the_model_cache_and_read_back_bit_for_bit(tmp_path, caplog) -> None:
@@ -481,7 +526,7 @@ def test_the_kept_int4_weights_read_back_aligned_and_equal(tmp_path) -> None:
     from safetensors.torch import save_file
 
     from spd_lsp.engine.fast import q4
-    from spd_lsp.engine.fast.store import gguf_int4, pack, packed_file, packed_state
+    from spd_lsp.engine.fast.store import gguf_int4, pack, packed_file, packed_state, witness
 
     model = tiny_model("llama").model
     groups = [{name: q4.quantise(getattr(getattr(layer, part), name).weight)
@@ -489,7 +534,8 @@ def test_the_kept_int4_weights_read_back_aligned_and_equal(tmp_path) -> None:
                                    ("mlp", ("gate_proj", "up_proj", "down_proj")))
                for name in names} for layer in model.model.layers]
     packed = pack(groups, dtype=torch.float32, device=torch.device("cpu"))
-    save_file(packed_state(packed), packed_file(tmp_path, torch.float32, torch.device("cpu")))
+    save_file({**packed_state(packed), "witness": witness(groups)}, packed_file(tmp_path, torch.float32,
+                                                                               torch.device("cpu")))
     kept = gguf_int4(tmp_path / "not-read.gguf", model.config, dtype=torch.float32, device=torch.device("cpu"),
                      directory=tmp_path)
     assert kept is not None and len(kept) == len(packed)
@@ -601,7 +647,7 @@ def test_a_prompt_s_last_block_runs_on_its_tail_and_its_last_logits_stay_the_sam
     from spd_lsp.engine.kernels import onednn
 
     model = tiny_model("llama").model.to(torch.float32 if weights == "fp32" else torch.bfloat16)
-    lm = FastLM(copy.deepcopy(model))
+    lm = FastLM.of_module(copy.deepcopy(model))
     if weights == "bf16 packed":
         if not onednn.bf16_available():
             pytest.skip("oneDNN's bf16 is not in this torch or on this CPU")

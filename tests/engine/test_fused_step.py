@@ -129,7 +129,7 @@ def test_what_the_fused_step_cannot_serve_says_why(built) -> None:
     model = _model("llama-64")
     backend = fast.build(model, compile=False, quantize="int4", head="float")
     backend.prepare()
-    assert backend.fused is None and backend.plan.why["fused-step"] == "a head not on the matvec kernel"
+    assert backend.fused is None and backend.plan.why["fused-step"].startswith("a head not in Q8_0")
     model = _model("llama-64").float()
     backend = fast.build(model, compile=False, quantize="int4", head="int8")
     backend.prepare()
@@ -137,7 +137,7 @@ def test_what_the_fused_step_cannot_serve_says_why(built) -> None:
     model = _model("llama-64")
     backend = fast.build(model, compile=False, head="int8")  # float projections
     backend.prepare()
-    assert backend.plan.why["fused-step"] == "projections not on the matvec kernel"
+    assert backend.plan.why["fused-step"].startswith("projections not in Q4_0/Q4_1")
 
 
 def test_bad_input_is_refused_with_its_reason(built) -> None:

@@ -1,4 +1,5 @@
-"""The real bundled model: loading, its dequantised cache, and `spd-lsp complete`."""
+"""The real bundled model: loading (from the GGUF's blocks, its tokenizer kept in the model's cache), and
+`spd-lsp complete`."""
 
 from __future__ import annotations
 
@@ -56,19 +57,21 @@ def test_complete_reads_the_prefix_at_a_file_position() -> None:
     assert result["drafts"] and result["drafts"][0]["text"].strip()
 
 
-def test_second_start_uses_the_dequantised_cache(tmp_path: Path) -> None:
+def test_the_gguf_is_the_model_no_dequantised_copy_and_a_second_start_reads_the_kept_tokenizer(tmp_path: Path
+                                                                                                   ) -> None:
     env = {**os.environ, "SPD_LSP_MODEL_CACHE": str(tmp_path)}
     first = complete("--prefix", "def add(a, b):\n    return", "--decoding", "greedy", env=env)
-    cached = list(tmp_path.glob("models/*/model.safetensors"))
-    assert len(cached) == 1
+    assert not list(tmp_path.glob("models/*/*.safetensors"))  # no weights written
+    assert len(list(tmp_path.glob("models/*/tokenizer/tokenizer.json"))) == 1
     second = complete("--prefix", "def add(a, b):\n    return", "--decoding", "greedy", env=env)
-    assert second["load_s"] < first["load_s"] / 2
     assert second["drafts"][0]["text"] == first["drafts"][0]["text"]
 
 
-def test_cached_directory_loads_as_a_hugging_face_model() -> None:
+def test_a_dequantised_directory_loads_as_a_hugging_face_model() -> None:
+    from spd_lsp.engine.model import local_directory
+
     loaded = load_model(None)
-    hf_dir = Path(loaded.tokenizer.name_or_path)  # the dequantised cache: a plain HF directory
+    hf_dir = local_directory(resolve_source(None))  # transformers' dequantisation of the GGUF: a plain HF directory
     assert hf_dir.is_dir()
     again = load_model(str(hf_dir))
     assert again.model.config.vocab_size == loaded.model.config.vocab_size

@@ -28,8 +28,12 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
     """
     import torch
 
-    from spd_lsp.engine.cpu import CpuProfile
+    from spd_lsp.engine.kernels import build as kernel_library
     from spd_lsp.engine.fast import q4
+    from spd_lsp.engine.fast.gguf_model import GGUFLM
+
+    if isinstance(model, GGUFLM):
+        return build_gguf(model, compile=compile, left_out=left_out)
     from spd_lsp.engine.fast.backend import FastBackend, Sources
     from spd_lsp.engine.fast.layouts.aten import Int8Aten
     from spd_lsp.engine.fast.layouts.blocks import Q4Rows
@@ -85,7 +89,7 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
                                               for l in model.model.layers),
                        shared_float_weights=not isinstance(model, LightLM))
     target = Target(device.type, str(dtype).removeprefix("torch."),
-                    CpuProfile.detect() if device.type == "cpu" else None, onednn_bf16=onednn.bf16_available())
+                    kernel_library.profile() if device.type == "cpu" else None, onednn_bf16=onednn.bf16_available())
     plan = resolve(facts, target, left_out=left_out, compile=compile)
     now = plan.without_library("not loaded yet")
 
@@ -104,7 +108,7 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
         int8_rows = int8_head(model.get_output_embeddings().weight, directory=cache)
         head_linear = Int8Aten(int8_rows)
     with torch.no_grad():  # not inference tensors: transformers' own forward still runs on the shared weights
-        lm = FastLM(model, decode, head=head_linear)
+        lm = FastLM.of_module(model, decode, head=head_linear)
 
     def rows() -> list[dict[str, Q4Rows]] | None:
         if gguf is not None and layout == "q4_1":
@@ -115,3 +119,26 @@ def build(model: Any, *, gguf: Path | None = None, quantize: str | None = None, 
                       int8_rows=(lambda: int8_rows or int8_head(model.get_output_embeddings().weight,
                                                                   directory=cache)) if head_layout == "int8" else None)
     return FastBackend(lm, plan=plan, sources=sources)
+
+
+def build_gguf(model: Any, *, compile: bool = True, left_out: tuple[str, ...] = ()) -> Any:
+    """A `FastBackend` on a model read from a GGUF's blocks (`gguf_model.GGUFLM`): its plan from the file's weight
+    types; every tier computes from the blocks (no float copy)."""
+    from spd_lsp.engine.kernels import build as kernel_library
+    from spd_lsp.engine.fast.backend import FastBackend
+    from spd_lsp.engine.fast.plan import ModelFacts, Target, resolve
+    from spd_lsp.engine.kernels import onednn
+
+    lm = model.lm
+
+    def layout(role: str) -> str:
+        kinds = sorted({kind.lower() for joined in model.types[role] for kind in joined.split("+")})
+        return "+".join(kinds)
+
+    facts = ModelFacts(family=lm.arch.family, head_dim=lm.arch.head_dim,
+                       layouts={role: layout(role) for role in ("qkv", "out", "gate_up", "down")}, head=layout("head"),
+                       blocks_exact=True, biases_outside_qkv=any(b.out.bias is not None for b in lm.blocks),
+                       from_blocks=True)
+    target = Target(lm.device.type, str(lm.dtype).removeprefix("torch."),
+                    kernel_library.profile() if lm.device.type == "cpu" else None, onednn_bf16=onednn.bf16_available())
+    return FastBackend(lm, plan=resolve(facts, target, left_out=left_out, compile=compile))

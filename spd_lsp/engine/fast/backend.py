@@ -24,9 +24,11 @@ from spd_lsp.engine.fast import fused
 from spd_lsp.engine.fast.cache import BucketLayer, bucket_cache, bucketed
 from spd_lsp.engine.fast.compile import Compiled, mark_dynamic
 from spd_lsp.engine.fast.layouts import Linear
-from spd_lsp.engine.fast.layouts.blocks import Int8Rows, Q4Rows, Q8Blocks
-from spd_lsp.engine.fast.layouts.dense import Dense, PackedDense
-from spd_lsp.engine.fast.layouts.ours import Int8Matvec, Q4Amx, Q4Matvec, Q8Amx, Q8Matvec
+from spd_lsp.engine.fast.gguf_model import BlockEmbedding, Joined
+from spd_lsp.engine.fast.layouts.blocks import Blocks, Int8Rows, Q4Rows, Q8Blocks, blocks_of_q4, blocks_of_q8
+from spd_lsp.engine.fast.layouts.dense import BlocksTorch, Dense, PackedDense, float_copy_bytes
+from spd_lsp.engine.fast.layouts.ours import (BlocksMatvec, BlocksTiles, Int8Matvec, Q4Amx, Q4Matvec, Q8Amx,
+                                              Q8Matvec)
 from spd_lsp.engine.fast.masks import Upto
 from spd_lsp.engine.fast.model import FastLM, Projection, Write
 from spd_lsp.engine.fast.plan import Choice, FastPlan
@@ -63,6 +65,44 @@ def written_at(columns: torch.Tensor, keys: list[torch.Tensor], values: list[tor
         return keys[index], values[index]
 
     return write
+
+
+def held_blocks(linear: Linear) -> Blocks | list | None:
+    """The GGUF's blocks a `Linear` computes from (a list for `Joined` parts), or None (float weights)."""
+    if isinstance(linear, Joined):
+        parts = [held_blocks(part) for part in linear.parts]
+        return None if any(part is None for part in parts) else parts
+    weights = getattr(linear, "weights", None)
+    if isinstance(weights, Blocks):
+        return weights
+    if isinstance(linear, (Q4Matvec, Q4Amx)):
+        return blocks_of_q4(linear.rows)
+    if isinstance(linear, (Q8Matvec, Q8Amx)):
+        return blocks_of_q8(linear.blocks)
+    return None
+
+
+def on_blocks(held: Blocks | list, choice: Choice, *, bf16_dot: bool) -> Linear:
+    """The `Linear` computing `held` (blocks, or a `Joined` projection's parts) as `choice` says: the tuned AVX-512
+    BF16 kernels where they take the layout, the portable ones otherwise."""
+    if isinstance(held, list):
+        return Joined([on_blocks(part, choice, bf16_dot=bf16_dot) for part in held])
+    tuned_q8 = held.kind == "q8" and held.group == 32 and len(held.parts) == 2
+    if choice.kernel == "matvec":
+        if bf16_dot and held.kind == "q4":
+            return Q4Matvec(Q4Rows(*held.parts))
+        if bf16_dot and tuned_q8:
+            return Q8Matvec(Q8Blocks(*held.parts))
+        return BlocksMatvec(held)
+    if choice.kernel == "amx" and held.kind == "q4":
+        return Q4Amx(Q4Rows(*held.parts))
+    if choice.kernel == "amx" and tuned_q8:
+        return Q8Amx(Q8Blocks(*held.parts))
+    if choice.kernel == "tiles":
+        return BlocksTiles(held)
+    if choice.kernel == "torch":
+        return BlocksTorch(held)
+    raise ValueError(f"the plan asks for {choice} of {held.layout} blocks")
 
 
 @dataclass
@@ -105,9 +145,6 @@ class FastBackend:
                                 inductor=CPU_INDUCTOR, before_compile=self.prepare)
         self.steps = 0
         self.trees = 0  # verification trees run through `tree`
-        if plan.library and "compile" in plan.left_out:
-            # No compile thread to apply the plan before its first graph: a thread of its own does, off the load.
-            threading.Thread(target=self.prepare, name="spd-prepare", daemon=True).start()
 
     @property
     def weights(self) -> str:
@@ -126,7 +163,17 @@ class FastBackend:
                      for role, projection in zip(("qkv", "out", "gate_up", "down", "head"),
                                                  (*lm.projections()[:4], lm.output))},
             weightMegabytes={tier: round(lm.weight_bytes(tier) / 1e6, 1) for tier in ("decode", "batch", "prefill")},
+            floatCopyMegabytes=round(float_copy_bytes() / 1e6, 1),
             residentWeightMegabytes=round(lm.resident_bytes() / 1e6, 1))
+
+    def start(self) -> None:
+        """After the load: the plan applied now where our kernel library is built already (loading it takes ~1 s), else
+        in a thread of its own while it builds (minutes on a first start; requests run the plan without it meanwhile).
+        A compile waits for it either way (`prepare`)."""
+        if self.plan.library and not kernel_library.built():
+            threading.Thread(target=self.prepare, name="spd-prepare", daemon=True).start()
+        else:
+            self.prepare()
 
     def prepare(self) -> None:
         """Before a graph's compile, in the thread that compiles it (or once by the engine's warm-up where nothing
@@ -162,6 +209,8 @@ class FastBackend:
         if all(not isinstance(linear, Dense) for p in lm.projections()[:-1] for linear in p.linears()):
             lm.release_float_weights()
         lm.tiers = plan.tiers
+        if isinstance(lm.embedding, BlockEmbedding):
+            lm.embedding.kernel = plan.library  # its rows looked up on our kernel
         lm.prompt_kernel = plan.prompt_attention if plan.prompt_attention != "sdpa" else None
         lm.pointwise = plan.pointwise == "ours"
         if plan.step == "fused":
@@ -171,14 +220,17 @@ class FastBackend:
         log.info("fast plan applied in %.2f s: %s", time.perf_counter() - started, self.weights)
 
     def _place(self, projection: Projection, role: Any, rows: Q4Rows | None, blocks: Q8Blocks | None) -> None:
-        """One projection's tiers as `role` (a `RolePlan`) says, from the weights given (`rows`, `blocks`)."""
+        """One projection's tiers as `role` (a `RolePlan`) says, from the weights given (`rows`, `blocks`) or the
+        GGUF's blocks it holds (a model read from them)."""
         made: dict[Choice, Linear] = {}
+        held = held_blocks(projection.prefill)
 
         def linear(choice: Choice, current: Linear) -> Linear:
             if current.layout == choice.layout and current.kernel == choice.kernel:
                 return current
             if choice not in made:
-                made[choice] = self._linear(choice, projection, rows, blocks, current)
+                made[choice] = (on_blocks(held, choice, bf16_dot=self._bf16_dot) if held is not None else
+                                self._linear(choice, projection, rows, blocks, current))
             return made[choice]
 
         projection.decode = linear(role.decode, projection.decode)
@@ -207,6 +259,11 @@ class FastBackend:
         if choice.kernel == "torch" and dense is not None:
             return dense
         raise ValueError(f"the plan asks for {choice} and the model has no weights for it")
+
+    @property
+    def _bf16_dot(self) -> bool:
+        cpu = self.plan.target.cpu
+        return cpu is not None and cpu.bf16_dot and self.lm.dtype == torch.bfloat16
 
     @property
     def fused_rows(self) -> int:
@@ -259,7 +316,7 @@ class FastBackend:
             key, value = write(index, k, v)
             return key[:, :, :span], value[:, :, :span]
 
-        return self.lm.forward(x, positions, visible, live)
+        return self.lm.forward(x, positions, visible, live, columns=columns)
 
     @torch.inference_mode()
     def tree(self, cache: Any, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
@@ -310,7 +367,7 @@ class FastBackend:
 
     def _step(self, x: torch.Tensor, column: torch.Tensor, keys: list[torch.Tensor], values: list[torch.Tensor],
               positions: torch.Tensor, mask: torch.Tensor | Upto) -> torch.Tensor:
-        return self.lm.forward(x, positions, mask, written_at(column, keys, values), last_only=True)
+        return self.lm.forward(x, positions, mask, written_at(column, keys, values), last_only=True, columns=column)
 
     def _graph_step(self, embeds: torch.Tensor, length: int, keys: list[torch.Tensor], values: list[torch.Tensor],
                     attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None) -> torch.Tensor:

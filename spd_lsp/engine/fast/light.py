@@ -136,6 +136,8 @@ def uncovered(saved: dict[str, Any], files: list[str]) -> str | None:
     reason = unsupported(PretrainedConfig.from_dict(saved))
     if reason:
         return reason
+    if saved.get("model_type") not in ("llama", "qwen2"):
+        return f"the {saved.get('model_type')} family (it holds Llama's and Qwen2's modules)"
     # As saved, not as transformers' own config classes standardise it: a config of transformers 4 keeps
     # `rope_theta` and `rope_scaling` at its top level, which only those classes turn into `rope_parameters`.
     rope = saved.get("rope_parameters")

@@ -21,6 +21,8 @@ import torch.nn.functional as F
 
 from spd_lsp.engine.decoding.grouped import MAX_QUERY, grouped_attention
 from spd_lsp.engine.decoding.interrupt import checkpoint
+from spd_lsp.engine.fast.arch import Arch, arch_of
+from spd_lsp.engine.fast.arch import unsupported as unsupported  # noqa: PLC0414  (re-exported: the loader's check)
 from spd_lsp.engine.fast.layouts import Linear, unique_bytes
 from spd_lsp.engine.fast.layouts.dense import Dense
 from spd_lsp.engine.fast.masks import Causal, Upto
@@ -28,7 +30,6 @@ from spd_lsp.engine.fast.plan import Tiers
 from spd_lsp.engine.kernels import pointwise, prompt
 from spd_lsp.engine.kernels.attention import decode_attention
 
-FAMILIES = ("llama", "qwen2")
 # A prompt's last block past its keys and values runs on its last this many positions (its logits: the last one's).
 # Not 1: oneDNN's packed bf16 weights gave one row another rounding than the same row among 500 (1 of 12 prompts
 # off by a bf16 step); at 16 rows, 12 of 12 prompts' logits were the whole forward's, bit for bit. Above
@@ -36,21 +37,6 @@ FAMILIES = ("llama", "qwen2")
 PROMPT_TAIL = 16
 
 Write = Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
-
-
-def unsupported(config: Any) -> str | None:
-    """Why a model of this (transformers) config cannot run here (None: it can)."""
-    family = getattr(config, "model_type", None)
-    if family not in FAMILIES:
-        return f"model family {family!r} (the fast path covers {', '.join(FAMILIES)})"
-    rope = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
-    if rope not in ("default", "linear", "llama3"):
-        return f"rotary type {rope!r} (its frequencies change with the length)"
-    if getattr(config, "mlp_bias", False) or getattr(config, "hidden_act", "silu") != "silu":
-        return "an MLP other than a biasless SiLU-gated one"
-    if family == "qwen2" and getattr(config, "use_sliding_window", False):
-        return "sliding-window attention"
-    return None
 
 
 class Projection:
@@ -99,6 +85,28 @@ def _bias(module: torch.nn.Module) -> torch.Tensor | None:
     return None if bias is None else bias.detach()
 
 
+def _norm_weight(module: torch.nn.Module, *, gemma: bool) -> torch.Tensor:
+    """A norm's weight as the forward multiplies by it: Llama's as it is; Gemma's 1 + weight in fp32 (as transformers'
+    Gemma norm computes it, and as a GGUF holds it)."""
+    weight = module.weight.detach()
+    return 1.0 + weight.float() if gemma else weight
+
+
+# Positions the rotary tables hold at most (a longer prompt than the prefix budget allows never reaches them).
+MAX_POSITIONS = 32768
+
+
+def rotary_table(theta: float, factor: float, dim: int, length: int, device: torch.device
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [length, dim] (fp32) of transformers' default (or linearly scaled) rotary frequencies."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.int64).to(device=device, dtype=torch.float) / dim))
+    if factor != 1.0:
+        inv_freq = inv_freq / factor  # transformers' linear scaling
+    freqs = torch.outer(torch.arange(length, dtype=torch.float32, device=device), inv_freq)
+    table = torch.cat([freqs, freqs], dim=-1)
+    return table.cos(), table.sin()
+
+
 @dataclass
 class Block:
     attn_norm: torch.Tensor
@@ -107,6 +115,10 @@ class Block:
     mlp_norm: torch.Tensor
     gate_up: Projection
     down: Projection
+    q_norm: torch.Tensor | None = None  # per head, before the rotation (Qwen3, Gemma-3)
+    k_norm: torch.Tensor | None = None
+    post_attn_norm: torch.Tensor | None = None  # on the attention's output, before the residual sum (Gemma-3)
+    post_mlp_norm: torch.Tensor | None = None  # on the MLP's output, before the residual sum (Gemma-3)
 
 
 @dataclass
@@ -115,57 +127,67 @@ class CausalOutput:
 
 
 class FastLM(torch.nn.Module):
-    """The decoder of a transformers Llama/Qwen2 causal LM, on its weights. `decode`: per layer, the `Linear` of each
-    fused projection (by name: qkv, out, gate_up, down) for decode-tier forwards where the loader has one (int4 from
-    the GGUF's blocks or quantised, on torch's kernels until ours load), else the float weight; `head`: likewise for
-    the output projection. `tiers`: which forward sizes take which of each projection's `Linear`s."""
+    """The decoder of a causal LM of a family `arch.py` covers, on its weights (`Block`s of `Projection`s); built from a
+    transformers (or light) model by `of_module`, or from a GGUF's blocks by `engine/fast/gguf_model.py`. `tiers`:
+    which forward sizes take which of each projection's `Linear`s."""
 
-    def __init__(self, model: Any, decode: list[dict[str, Linear]] | None = None, *, head: Linear | None = None
-                 ) -> None:
+    def __init__(self, arch: Arch, blocks: list[Block], *, norm: torch.Tensor, output: Projection,
+                 embedding: torch.nn.Module, dtype: torch.dtype, device: torch.device, hf: Any = None) -> None:
         super().__init__()
-        config = model.config
-        reason = unsupported(config)
-        if reason:
-            raise ValueError(f"the fast path does not run {reason}")
-        weight = model.get_input_embeddings().weight
-        self.dtype, self.device = weight.dtype, weight.device
-        self.hf = [model]  # not a submodule: its weights are ours
-        self.embedding = model.get_input_embeddings()
-        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
-        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
-        self.eps = config.rms_norm_eps
-        self.vocab = config.vocab_size
+        self.arch = arch
+        self.dtype, self.device = dtype, device
+        self.hf = [hf]  # not a submodule: the model whose weights these are (transformers' or the light one)
+        self.embedding = embedding
+        self.heads, self.kv_heads, self.head_dim = arch.heads, arch.kv_heads, arch.head_dim
+        self.eps, self.vocab, self.scale = arch.eps, arch.vocab, arch.scale
         self.tiers = Tiers()
-        self.blocks: list[Block] = []
+        self.blocks = blocks
+        self.norm = norm
+        self.output = output
+        self.head = output.prefill.weight if isinstance(output.prefill, Dense) else None  # the float head, if any
+        # Rotary tables as transformers computes them (fp32), kept in the model's dtype: the forward casts them to it
+        # anyway (and a Gemma-3 table of 32,768 positions x 256 dims is 32 MB in fp32).
+        length = min(arch.max_positions, MAX_POSITIONS)
+        tables = [rotary_table(rope.theta, rope.factor, arch.head_dim, length, device) for rope in arch.ropes]
+        self.tables = [(cos.to(dtype), sin.to(dtype)) for cos, sin in tables]
+        self.cos, self.sin = self.tables[0]
+        # The plan's attention and pointwise kernels, once the backend loaded them: `prompt_kernel` ("ours" or "ours
+        # with amx": a prompt's and a tree's causal attention), `pointwise` (the eager forward's norms, rotary and
+        # SiLU in bf16 on the CPU, never in a traced graph: inductor fuses those itself).
+        self.prompt_kernel: str | None = None
+        self.pointwise = False
+
+    @classmethod
+    def of_module(cls, model: Any, decode: list[dict[str, Linear]] | None = None, *, head: Linear | None = None
+                  ) -> "FastLM":
+        """On a transformers (or light) model's weights: its q/k/v and gate/up weights become views of one fused
+        weight each (no copy); `decode`: per layer, the `Linear` of each fused projection for decode-tier forwards
+        where the loader has one; `head`: likewise for the output projection."""
+        arch = arch_of(model.config)
+        weight = model.get_input_embeddings().weight
+        blocks = []
         for index, layer in enumerate(model.model.layers):
             attn, mlp = layer.self_attn, layer.mlp
             given = decode[index] if decode else {}
             qkv, qkv_bias = _fused([attn.q_proj, attn.k_proj, attn.v_proj])
             gate_up, _ = _fused([mlp.gate_proj, mlp.up_proj])
-            self.blocks.append(Block(
-                attn_norm=layer.input_layernorm.weight.detach(),
+            gemma = arch.gemma_norms
+            blocks.append(Block(
+                attn_norm=_norm_weight(layer.input_layernorm, gemma=gemma),
                 qkv=Projection(Dense(qkv), qkv_bias, decode=given.get("qkv")),
                 out=Projection(Dense(attn.o_proj.weight.detach()), _bias(attn.o_proj), decode=given.get("out")),
-                mlp_norm=layer.post_attention_layernorm.weight.detach(),
+                mlp_norm=_norm_weight(layer.pre_feedforward_layernorm if arch.sandwich else
+                                      layer.post_attention_layernorm, gemma=gemma),
                 gate_up=Projection(Dense(gate_up), None, decode=given.get("gate_up")),
                 down=Projection(Dense(mlp.down_proj.weight.detach()), None, decode=given.get("down")),
+                q_norm=_norm_weight(attn.q_norm, gemma=gemma) if arch.qk_norm else None,
+                k_norm=_norm_weight(attn.k_norm, gemma=gemma) if arch.qk_norm else None,
+                post_attn_norm=_norm_weight(layer.post_attention_layernorm, gemma=gemma) if arch.sandwich else None,
+                post_mlp_norm=_norm_weight(layer.post_feedforward_layernorm, gemma=gemma) if arch.sandwich else None,
             ))
-        self.norm = model.model.norm.weight.detach()
-        self.head = model.get_output_embeddings().weight.detach()
-        self.output = Projection(Dense(self.head), None, decode=head)
-        rotary = model.model.rotary_emb
-        length = max(getattr(config, "max_position_embeddings", 0) or 0, 8192)
-        freqs = torch.outer(torch.arange(length, dtype=torch.float32, device=self.device),
-                            rotary.inv_freq.float().to(self.device))
-        table = torch.cat([freqs, freqs], dim=-1)
-        scaling = getattr(rotary, "attention_scaling", 1.0)
-        self.cos, self.sin = table.cos() * scaling, table.sin() * scaling  # fp32, as transformers computes them
-        # The plan's attention and pointwise kernels, once the backend loaded them: `decode_kernel` (a decode step's
-        # attention, `Upto` masks), `prompt_kernel` ("ours" or "ours with amx": a prompt's and a tree's causal
-        # attention), `pointwise` (the eager forward's norms, rotary and SiLU in bf16 on the CPU, never in a traced
-        # graph: inductor fuses those itself).
-        self.prompt_kernel: str | None = None
-        self.pointwise = False
+        output = Projection(Dense(model.get_output_embeddings().weight.detach()), None, decode=head)
+        return cls(arch, blocks, norm=_norm_weight(model.model.norm, gemma=arch.gemma_norms), output=output,
+                   embedding=model.get_input_embeddings(), dtype=weight.dtype, device=weight.device, hf=model)
 
     def projections(self) -> list[Projection]:
         """Every layer's projections, then the head."""
@@ -175,10 +197,12 @@ class FastLM(torch.nn.Module):
         """After every layer's tiers left their float weights (`Dense`) for other layouts: the transformers/light
         model's own are emptied (its forward cannot run from then on, and `fast.build` refuses it)."""
         model = self.hf[0]
+        if model is None:
+            return
         for layer in model.model.layers:  # their weights are views of the plain ones: dropped with them
             for module in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj,
                            layer.self_attn.o_proj, layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj):
-                module.weight = torch.nn.Parameter(self.head.new_empty(0), requires_grad=False)
+                module.weight = torch.nn.Parameter(self.norm.new_empty(0), requires_grad=False)
         model.spd_weights_handed_over = True
 
     @property
@@ -195,17 +219,21 @@ class FastLM(torch.nn.Module):
             linear.nbytes() for p in self.projections() for linear in set(p.linears()) if not linear.tensors())
 
     def _fused(self, x: torch.Tensor) -> bool:
-        """Whether x's pointwise work runs on pointwise.cpp's ops: built, bf16 on the CPU, eager. Tracing is asked first,
-        so that a graph never reads (and guards on) `pointwise`: turning it off and on recompiles nothing."""
+        """Whether x's pointwise work runs on pointwise.cpp's ops: built, bf16 on the CPU, eager, Llama's norms and
+        SiLU. Tracing is asked first, so that a graph never reads (and guards on) `pointwise`: turning it off and on
+        recompiles nothing."""
         return (not torch.compiler.is_compiling() and self.pointwise and x.dtype == torch.bfloat16
-                and x.device.type == "cpu")
+                and x.device.type == "cpu" and not self.arch.gemma_norms)
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        """transformers' LlamaRMSNorm: in float32, cast back before the weight."""
+        """transformers' RMSNorm of the family: Llama's in float32, cast back before the weight; Gemma's times the
+        (fp32) weight, cast back after it."""
         if self._fused(x):
             return pointwise.rms_norm(x, weight, self.eps)
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.arch.gemma_norms:
+            return (h * weight).to(x.dtype)
         return weight * h.to(x.dtype)
 
     def _add_norm(self, x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -215,11 +243,21 @@ class FastLM(torch.nn.Module):
         x = x + y
         return x, self._norm(x, weight)
 
-    def _silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
-        if self._fused(gate_up):
+    def _act_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
+        """act(gate) * up of the MLP's fused gate/up output."""
+        if self.arch.activation == "silu" and self._fused(gate_up):
             return pointwise.silu_mul(gate_up)
         gate, up = gate_up.chunk(2, dim=-1)
+        if self.arch.activation == "gelu_tanh":
+            return F.gelu(gate, approximate="tanh") * up
         return F.silu(gate) * up
+
+    def _head_norm(self, x: torch.Tensor, heads: int, weight: torch.Tensor | None) -> torch.Tensor:
+        """x [B, T, heads * D] with each head normed by `weight` [D] (Qwen3's and Gemma-3's q/k norms), or as it is."""
+        if weight is None:
+            return x
+        batch, tokens, _ = x.shape
+        return self._norm(x.view(batch, tokens, heads, self.head_dim), weight).view(batch, tokens, -1)
 
     def _rotate(self, x: torch.Tensor, heads: int, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """[B, heads, T, D] of x [B, T, heads * D] under cos, sin [B, T, D] (the model's dtype)."""
@@ -244,42 +282,45 @@ class FastLM(torch.nn.Module):
         batch, heads, tokens, dim = q.shape
         if isinstance(mask, Upto):  # a decode step's columns 0..column, on the CPU kernel (attention.py)
             stacked = q.view(batch, self.kv_heads, heads // self.kv_heads, dim)
-            return decode_attention(stacked, k, v, mask.column, dim ** -0.5).reshape(batch, 1, heads * dim)
+            return decode_attention(stacked, k, v, mask.column, self.scale).reshape(batch, 1, heads * dim)
         kernel = self.prompt_kernel is not None and q.dtype == torch.bfloat16 and q.device.type == "cpu" and dim in (64, 128)
         amx = self.prompt_kernel == "ours with amx"
         if kernel and tokens > 1 and isinstance(mask, torch.Tensor) and mask.dtype == torch.bool:
             # The queries are the last T columns, each seeing none after its own (a verification tree's nodes come
             # after their ancestors; a padded prompt's rows are causal): the kernel's causal reach, then the mask.
-            return prompt.causal_attention(q, k, v, k.shape[2] - tokens, dim ** -0.5, mask, amx=amx)
+            return prompt.causal_attention(q, k, v, k.shape[2] - tokens, self.scale, mask, amx=amx)
         if mask is None or isinstance(mask, Causal):
             offset = 0 if mask is None else mask.offset
             if kernel:
-                return prompt.causal_attention(q, k, v, offset, dim ** -0.5, amx=amx)
+                return prompt.causal_attention(q, k, v, offset, self.scale, amx=amx)
             if mask is None:
-                out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True, scale=self.scale)
                 return out.transpose(1, 2).reshape(batch, tokens, heads * dim)
             mask = causal_mask(offset, tokens, q.device)
         if tokens == 1:  # a group's query heads stacked on the query axis: each key/value head read once
             stacked = q.view(batch, self.kv_heads, heads // self.kv_heads, dim)
-            out = F.scaled_dot_product_attention(stacked, k, v, attn_mask=mask)
+            out = F.scaled_dot_product_attention(stacked, k, v, attn_mask=mask, scale=self.scale)
             return out.reshape(batch, 1, heads * dim)
         if q.device.type == "cpu" and tokens <= MAX_QUERY.get(q.dtype, MAX_QUERY[torch.float32]):
-            return grouped_attention(q, k, v, mask, scaling=dim ** -0.5).reshape(batch, tokens, heads * dim)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+            return grouped_attention(q, k, v, mask, scaling=self.scale).reshape(batch, tokens, heads * dim)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True, scale=self.scale)
         return out.transpose(1, 2).reshape(batch, tokens, heads * dim)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | Upto | Causal | None, write: Write,
                 *, last_only: bool = False, head: bool = True, first_layer: int = 0,
-                before_layer: Callable[[int, torch.Tensor], None] | None = None) -> torch.Tensor:
+                before_layer: Callable[[int, torch.Tensor], None] | None = None,
+                columns: torch.Tensor | None = None) -> torch.Tensor:
         """Logits [B, T or 1, V] in the model's dtype of input embeddings x [B, T, H] at `positions` [B, T];
         `head=False`: none (an empty [B, 0, V]: a prefill chunk before the last); `first_layer`: x is that block's
         input (a cancelled prefill resumed); `before_layer(index, input)` runs before each block (eager only: a
-        cancelled prefill stops there, `engine/decoding/interrupt.py`)."""
+        cancelled prefill stops there, `engine/decoding/interrupt.py`); `columns`: the cache columns the tokens are
+        written at [T] (None: the last ones of what `write` returns), which sliding-window layers measure from."""
         batch, tokens, _ = x.shape
         tier = self.tiers.of(batch * tokens)  # picks the projections' weights (the last block's tail keeps them)
-        cos = self.cos[positions].to(x.dtype)
-        sin = self.sin[positions].to(x.dtype)
-        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        rotations = [(cos[positions].to(x.dtype), sin[positions].to(x.dtype)) for cos, sin in self.tables]
+        arch = self.arch
+        windowed: dict[bool, Any] = {False: mask}  # a sliding layer's mask, made on the first such layer
+        q_size, kv_size = arch.q_size, arch.kv_size
         h = None  # the next block's normed input, where the residual's sum before it computed it
         for index in range(first_layer, len(self.blocks)):
             block = self.blocks[index]
@@ -287,23 +328,36 @@ class FastLM(torch.nn.Module):
                 before_layer(index, x)
             if h is None:
                 h = self._norm(x, block.attn_norm)
+            cos, sin = rotations[arch.rope_of[index]]
             q, k, v = block.qkv(h, tier).split([q_size, kv_size, kv_size], dim=-1)
-            q = self._rotate(q, self.heads, cos, sin)
-            k = self._rotate(k, self.kv_heads, cos, sin)
+            q = self._rotate(self._head_norm(q, self.heads, block.q_norm), self.heads, cos, sin)
+            k = self._rotate(self._head_norm(k, self.kv_heads, block.k_norm), self.kv_heads, cos, sin)
             v = v.view(batch, tokens, self.kv_heads, self.head_dim).transpose(1, 2)
             keys, values = write(index, k, v)
+            sliding = arch.sliding[index]
+            if sliding not in windowed:
+                windowed[sliding] = window_mask(mask, columns, tokens, keys.shape[2], arch.window, x.device)
+            layer_mask = windowed[sliding]
             if last_only and tokens > PROMPT_TAIL and index + 1 == len(self.blocks):
                 # Only the last position's logits are read: once the last block's keys and values are written, the
                 # rest of it runs on the prompt's last PROMPT_TAIL positions alone.
-                q, x, mask = q[:, :, -PROMPT_TAIL:], x[:, -PROMPT_TAIL:], last_rows(mask, tokens, PROMPT_TAIL)
-            x, h = self._add_norm(x, block.out(self._attend(q, keys, values, mask), tier), block.mlp_norm)
-            mlp = block.down(self._silu_mul(block.gate_up(h, tier)), tier)
+                q, x, layer_mask = q[:, :, -PROMPT_TAIL:], x[:, -PROMPT_TAIL:], last_rows(layer_mask, tokens,
+                                                                                             PROMPT_TAIL)
+            attended = block.out(self._attend(q, keys, values, layer_mask), tier)
+            if block.post_attn_norm is not None:  # Gemma-3: normed, summed, then the MLP's own norm
+                x = x + self._norm(attended, block.post_attn_norm)
+                h = self._norm(x, block.mlp_norm)
+            else:
+                x, h = self._add_norm(x, attended, block.mlp_norm)
+            mlp = block.down(self._act_mul(block.gate_up(h, tier)), tier)
+            if block.post_mlp_norm is not None:
+                mlp = self._norm(mlp, block.post_mlp_norm)
             if index + 1 < len(self.blocks):
                 x, h = self._add_norm(x, mlp, self.blocks[index + 1].attn_norm)
             else:
                 x = x + mlp
         if not head:
-            return x.new_empty(batch, 0, self.head.shape[0])
+            return x.new_empty(batch, 0, self.vocab)
         if last_only:
             x = x[:, -1:]
         return self.output(self._norm(x, self.norm), self.tiers.of(x.shape[0] * x.shape[1]))
@@ -357,6 +411,26 @@ def last_rows(mask: torch.Tensor | Causal | None, tokens: int, keep: int) -> tor
     if isinstance(mask, Causal):
         return Causal(mask.offset + tokens - keep)
     return mask[:, :, -keep:]
+
+
+def window_mask(mask: torch.Tensor | Upto | Causal | None, own: torch.Tensor | None, tokens: int, columns: int,
+                window: int | None, device: torch.device) -> torch.Tensor | Upto | Causal | None:
+    """`mask` of a layer whose queries see only the last `window` columns up to their own (a Gemma-3 sliding layer),
+    over `columns` key columns: a bool mask [B or 1, 1, T, S] of both, or `mask` unchanged where no query can reach
+    back that far. `own`: each query's own column [T] (None: the last `tokens` columns, as in an eager forward)."""
+    if window is None or columns <= window:
+        return mask
+    if own is None:
+        own = torch.arange(columns - tokens, columns, device=device)
+    span = torch.arange(columns, device=device)
+    band = (span[None, :] > own[:, None] - window) & (span[None, :] <= own[:, None])
+    if isinstance(mask, Upto):
+        return band[None, None]
+    if mask is None or isinstance(mask, Causal):
+        return band[None, None]  # causal and windowed: the band says both
+    if mask.dtype == torch.bool:
+        return mask & band[None, None, :, : mask.shape[-1]]
+    return mask.masked_fill(~band[None, None, :, : mask.shape[-1]], float("-inf"))
 
 
 def causal_mask(past: int, tokens: int, device: torch.device) -> torch.Tensor:

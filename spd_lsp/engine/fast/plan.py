@@ -28,7 +28,15 @@ KERNELS: dict[str, str] = {
     "fused-step": "the whole plain decode step in one C++ call (left out: the step graph)",
     "amx": "AMX's tiles for trees and batches on the GGUF's blocks, and in prompt attention (left out: float weights)",
     "packed-weights": "float weights in oneDNN's blocked layout (left out: plain float weights)",
+    "tiles": "the GGUF's blocks dequantised a tile at a time into a matmul, for trees and prefill (left out: torch's "
+             "ops on slices of them)",
 }
+# GGUF layouts the tuned AVX-512 BF16 kernels take as they are (`matvec.cpp`: 4-bit codes with an fp16 scale and
+# minimum a group of 32, or 8-bit codes with an fp16 scale a group of 32); the others run the portable kernels.
+TUNED_LAYOUTS = frozenset({"q4_0", "q4_1", "q8_0", "q5_0", "iq4_nl"})
+# Those AMX's tiles take (`amx.cpp`: Q4_1-like rows, Q8_0 blocks).
+AMX_LAYOUTS = frozenset({"q4_0", "q4_1", "q8_0"})
+FLOAT_LAYOUTS = frozenset({"f32", "f16", "bf16", "float"})
 ROLES = ("qkv", "out", "gate_up", "down", "head")
 # Rows x tokens of a decode-tier forward on the matvec kernels (docs/performance-step.md: one row's step 19 ms int4
 # against 41 ms bf16, 8 rows 44 against 53; a 96-token prefill chunk 3.0 s int4 against 0.35 s bf16).
@@ -60,6 +68,9 @@ class ModelFacts:
     blocks_exact: bool = True  # the blocks are the float weights' own numbers (so AMX may replace the float weights)
     biases_outside_qkv: bool = False
     shared_float_weights: bool = False  # transformers' own forward reads the float weights too (they stay as they are)
+    # The model holds the GGUF's blocks and no float copy (`gguf_model.py`): `layouts` are the file's types ("q4_k",
+    # "q4_k+q6_k" where layers or parts differ, "f32" ...), and every tier computes from them.
+    from_blocks: bool = False
 
 
 @dataclass(frozen=True)
@@ -194,8 +205,10 @@ def resolve_facts(facts: ModelFacts, target: Target, *, left_out: tuple[str, ...
 
     no_bf16_dot = (cpu is not None and cpu.bf16_dot, f"no AVX-512 BF16 ({cpu.isa if cpu else target.device})")
     bf16_only = (bf16, f"{target.dtype} weights (the kernels run bf16)")
-    matvec = usable("matvec", bf16_only, no_bf16_dot)
-    amx_projections = all(facts.layouts[r] in ("q4_1", "int4") for r in ROLES[:-1])
+    # the tuned matvec kernels (the module path's only ones); a model of blocks takes the portable ones otherwise
+    matvec = usable("matvec", bf16_only, no_bf16_dot) if not facts.from_blocks else False
+    amx_projections = all(facts.layouts[r] in ("q4_1", "int4") for r in ROLES[:-1]) or (
+        facts.from_blocks and all(facts.layouts[r] in AMX_LAYOUTS for r in ROLES[:-1]))
     amx = usable("amx", bf16_only, (cpu is not None and cpu.amx, f"no AMX tiles ({cpu.isa if cpu else '-'})"),
                  (facts.blocks_exact, "blocks not the float weights' own numbers (int4 quantised from them)"),
                  (amx_projections or facts.head == "q8_0", "no Q4_1 or Q8_0 blocks"))
@@ -207,6 +220,43 @@ def resolve_facts(facts: ModelFacts, target: Target, *, left_out: tuple[str, ...
     plain = Choice(target.dtype, "torch")
     aten = Choice("int4 (ATen-packed)", "tinygemm" if target.device == "cuda" else "aten")
 
+    if facts.from_blocks:
+        roles = _roles_from_blocks(facts, target, usable=usable, bf16_dot=cpu is not None and cpu.bf16_dot,
+                                   plain=plain)
+    else:
+        roles = _roles_of_module(facts, target, matvec=matvec, amx=amx, amx_projections=amx_projections,
+                                 dense=dense, plain=plain, aten=aten)
+    amx_batch = any(r.batch.kernel == "amx" for r in roles)
+    tiers = Tiers(decode_rows=AMX_FIRST_ROWS - 1, batch_rows=AMX_LAST_ROWS) if amx_batch else Tiers()
+
+    graphs = compile and "compile" not in left_out
+    if not compile or "compile" in left_out:
+        why.setdefault("compile", "left out by the kernels setting" if "compile" in left_out else "compile off")
+    fused = usable("fused-step", bf16_only, no_bf16_dot, (facts.family in ("llama", "qwen2"), f"family {facts.family}"),
+                   (facts.head_dim in (64, 128), f"a head size of {facts.head_dim}"),
+                   (all(r.decode.kernel == "matvec" and r.decode.layout in ("q4_0", "q4_1") for r in roles[:-1]),
+                    "projections not in Q4_0/Q4_1 on the matvec kernel"),
+                   (roles[-1].decode.kernel == "matvec" and roles[-1].decode.layout in ("q8_0", "int8 rows"),
+                    "a head not in Q8_0 (or int8 rows) on the matvec kernel"),
+                   (not facts.biases_outside_qkv, "biases outside q/k/v"))
+    attention = "ours" if usable("attention", (target.dtype in ("bfloat16", "float32"), f"{target.dtype}")) else "sdpa"
+    prompt = usable("prompt-attention", bf16_only, no_bf16_dot,
+                    (facts.head_dim in (64, 128), f"a head size of {facts.head_dim}"))
+    prompt_attention = ("ours with amx" if prompt and amx and facts.head_dim == 64 else "ours") if prompt else "sdpa"
+    pointwise = "ours" if usable("pointwise", bf16_only) else "torch"
+    uses_library = target.device == "cpu" and library is None and (
+        matvec or amx or fused or attention == "ours" or prompt or pointwise == "ours")
+    plan = FastPlan(target=target, left_out=left_out, roles=tuple(roles), tiers=tiers,
+                    step="fused" if fused else "compiled" if graphs else "eager",
+                    padded_step="compiled" if graphs else "eager", tree_step="compiled" if graphs else "eager",
+                    attention=attention, prompt_attention=prompt_attention, pointwise=pointwise,
+                    library=uses_library, facts=facts, compile=compile, why=why)
+    return plan
+
+
+def _roles_of_module(facts: ModelFacts, target: Target, *, matvec: bool, amx: bool, amx_projections: bool,
+                     dense: Choice, plain: Choice, aten: Choice) -> list[RolePlan]:
+    """A transformers (or light) model's float weights, with the decode-tier layouts its loader made beside them."""
     roles = []
     for role in ROLES:
         layout = facts.layouts[role] if role != "head" else facts.head
@@ -228,27 +278,28 @@ def resolve_facts(facts: ModelFacts, target: Target, *, left_out: tuple[str, ...
         elif amx and role == "head" and layout == "q8_0":
             batch = Choice("q8_0", "amx")
         roles.append(RolePlan(role, decode, batch, dense if role != "head" else plain))
-    amx_batch = any(r.batch.kernel == "amx" for r in roles)
-    tiers = Tiers(decode_rows=AMX_FIRST_ROWS - 1, batch_rows=AMX_LAST_ROWS) if amx_batch else Tiers()
+    return roles
 
-    graphs = compile and "compile" not in left_out
-    if not compile or "compile" in left_out:
-        why.setdefault("compile", "left out by the kernels setting" if "compile" in left_out else "compile off")
-    fused = usable("fused-step", bf16_only, no_bf16_dot, (facts.family in ("llama", "qwen2"), f"family {facts.family}"),
-                   (facts.head_dim in (64, 128), f"a head size of {facts.head_dim}"),
-                   (all(r.decode == Choice("q4_1", "matvec") for r in roles[:-1]), "projections not on the matvec kernel"),
-                   (roles[-1].decode.kernel == "matvec", "a head not on the matvec kernel"),
-                   (not facts.biases_outside_qkv, "biases outside q/k/v"))
-    attention = "ours" if usable("attention", (target.dtype in ("bfloat16", "float32"), f"{target.dtype}")) else "sdpa"
-    prompt = usable("prompt-attention", bf16_only, no_bf16_dot,
-                    (facts.head_dim in (64, 128), f"a head size of {facts.head_dim}"))
-    prompt_attention = ("ours with amx" if prompt and amx and facts.head_dim == 64 else "ours") if prompt else "sdpa"
-    pointwise = "ours" if usable("pointwise", bf16_only) else "torch"
-    uses_library = target.device == "cpu" and library is None and (
-        matvec or amx or fused or attention == "ours" or prompt or pointwise == "ours")
-    plan = FastPlan(target=target, left_out=left_out, roles=tuple(roles), tiers=tiers,
-                    step="fused" if fused else "compiled" if graphs else "eager",
-                    padded_step="compiled" if graphs else "eager", tree_step="compiled" if graphs else "eager",
-                    attention=attention, prompt_attention=prompt_attention, pointwise=pointwise,
-                    library=uses_library, facts=facts, compile=compile, why=why)
-    return plan
+
+def _roles_from_blocks(facts: ModelFacts, target: Target, *, usable: Any, bf16_dot: bool, plain: Choice
+                       ) -> list[RolePlan]:
+    """A model of the GGUF's blocks (no float copy): decode on the matvec kernels (the tuned ones where the layout and
+    CPU take them), trees and prefill on AMX's tiles (Q4_0/Q4_1/Q8_0 on a CPU with AMX) or dequantised a tile at a
+    time into a matmul; torch's ops on slices of the blocks where our library is not loaded."""
+    library = usable("matvec")
+    tiles = usable("tiles")
+    amx = usable("amx", (target.dtype == "bfloat16", "the kernels run bf16"),
+                 (target.cpu is not None and target.cpu.amx, "no AMX tiles"))
+    roles = []
+    for role in ROLES:
+        layout = facts.layouts[role] if role != "head" else facts.head
+        if layout in FLOAT_LAYOUTS:
+            roles.append(RolePlan(role, plain, plain, plain))
+            continue
+        decode = Choice(layout, "matvec") if library else Choice(layout, "torch")
+        if amx and layout in AMX_LAYOUTS:
+            batch = Choice(layout, "amx")
+        else:
+            batch = Choice(layout, "tiles") if tiles else Choice(layout, "torch")
+        roles.append(RolePlan(role, decode, batch, Choice(layout, "tiles") if tiles else Choice(layout, "torch")))
+    return roles

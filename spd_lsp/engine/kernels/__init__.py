@@ -8,6 +8,7 @@ one source and one Python binding module beside it, which registers its ops' fak
 | decode attention | attention.cpp, attention.h | attention.py | `decode_attention` |
 | prompt attention | prompt.cpp | prompt.py | `causal_attention` |
 | weight-only matvec | matvec.cpp, matvec.h | matvec.py | `int4_matvec`, `q8_matvec`, `int8_matvec` |
+| any GGUF block layout | blocks.cpp, blocks.h | blocks.py | `blocks_dequantize`, `blocks_matvec`, `blocks_linear` |
 | pointwise | pointwise.cpp, pointwise.h | pointwise.py | `rms_norm`, `add_rms_norm`, `silu_mul`, `rotary` |
 | the fused decode step | step.cpp | step.py | `decode_step`, class `StepModel` |
 | AMX tiles | amx.cpp, amx.h | amx.py | `amx_int4_linear`, `amx_q8_linear` |

@@ -17,15 +17,19 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from spd_lsp.engine.cpu import CpuProfile
 
 log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 SOURCES = [HERE / name for name in ("attention.cpp", "matvec.cpp", "prompt.cpp", "pointwise.cpp", "step.cpp",
-                                    "amx.cpp", "verdict.cpp")]
-HEADERS = [HERE / name for name in ("attention.h", "matvec.h", "pointwise.h", "amx.h")]  # shared between sources
+                                    "amx.cpp", "verdict.cpp", "blocks.cpp")]
+HEADERS = [HERE / name for name in ("attention.h", "matvec.h", "pointwise.h", "amx.h", "blocks.h")]  # shared
 STALE_LOCK_S = 600.0  # a build lock older than this was left by a process that died (a build takes 22 s here)
 
 _lock = threading.Lock()
@@ -39,7 +43,7 @@ def ready() -> bool:
 
 
 def features() -> frozenset[str]:
-    """What the loaded library runs (empty until it is): "attention" and "pointwise" everywhere it builds;
+    """What the loaded library runs (empty until it is): "attention", "pointwise" and "blocks" everywhere it builds;
     "bf16-dot" (the matvec ops, the prompt's attention, the fused step: AVX-512 BF16) and "amx" (AMX's tiles)."""
     value = _state.get("features")
     return value if isinstance(value, frozenset) else frozenset()
@@ -83,37 +87,78 @@ def amx_tiles() -> bool:
     return torch.cpu._is_amx_tile_supported() if hasattr(torch.cpu, "_is_amx_tile_supported") else False
 
 
-def target() -> tuple[str, list[str], Path]:
-    """The library's name, compiler flags and build directory (inductor's cache, which `use_compile_cache` points at
-    the user cache): one per sources, flags (the vector ISA inductor picked, AVX-512 BF16, AMX) and torch version."""
-    from torch._inductor.cpu_vec_isa import pick_vec_isa
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
+# The vector ISA flags of each CPU profile (`engine/cpu.py`), as inductor passes them, and ATen's macros that pick its
+# `at::vec` implementation: the library is built for the ISA torch itself runs (ATEN_CPU_CAPABILITY can lower it).
+ISA_FLAGS = {
+    "avx512": (["CPU_CAPABILITY=AVX512", "CPU_CAPABILITY_AVX512"], ["-mavx512f", "-mavx512dq", "-mavx512vl",
+                                                                    "-mavx512bw", "-mfma", "-mf16c"]),
+    "avx2": (["CPU_CAPABILITY=AVX2", "CPU_CAPABILITY_AVX2"], ["-mavx2", "-mfma", "-mf16c"]),
+    "neon": ([], []),
+    "scalar": ([], []),
+}
 
-    isa = pick_vec_isa()
+
+def profile() -> "CpuProfile":
+    """This machine's CPU profile, at the vector ISA torch runs here."""
+    from spd_lsp.engine.cpu import CpuProfile
+
+    return CpuProfile.of(torch.backends.cpu.get_cpu_capability())
+
+
+def target() -> tuple[str, list[str], Path]:
+    """The library's name, compiler flags and build directory (under inductor's cache, which `use_compile_cache`
+    points at the user cache): one per sources, flags (the CPU's vector ISA, AVX-512 BF16, AMX) and torch version."""
+    cpu = profile()
+    isa = "avx512" if cpu.isa in ("amx", "avx512-bf16", "avx512") else cpu.isa
+    macros, arch = ISA_FLAGS.get(isa, ([], []))
     flags = ["-O3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros"]
-    flags += [f"-D{macro}" for macro in isa.build_macro()] + isa.build_arch_flags().split() if isa else []
-    flags += ["-mavx512bf16", "-mf16c"] if isa and "avx512" in str(isa) and bf16_dot() else []
-    flags += ["-mamx-tile", "-mamx-bf16"] if "-mavx512bf16" in flags and amx_tiles() else []
+    flags += [f"-D{macro}" for macro in macros] + arch
+    flags += ["-mavx512bf16"] if cpu.bf16_dot else []
+    flags += ["-mamx-tile", "-mamx-bf16"] if cpu.amx else []
     sources = b"".join(source.read_bytes() for source in SOURCES + HEADERS)
     digest = hashlib.sha256(sources + " ".join(flags).encode() + torch.__version__.encode()).hexdigest()[:12]
     name = f"spd_kernels_{digest}"
-    return name, flags, Path(cache_dir()) / "spd-kernels" / name
+    return name, flags, cache_root() / "spd-kernels" / name
+
+
+def cache_root() -> Path:
+    """Inductor's cache directory (the loader points `TORCHINDUCTOR_CACHE_DIR` at the user cache), found without
+    importing inductor (2 s of a start: it imports dynamo)."""
+    import getpass
+    import tempfile
+
+    configured = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    user = "".join(c if c.isalnum() else "_" for c in getpass.getuser())
+    return Path(tempfile.gettempdir()) / f"torchinductor_{user}"
+
+
+def built() -> bool:
+    """The library for this machine's target is in the cache: `build` only loads it (~1 s, no compiler run)."""
+    name, _, directory = target()
+    return (directory / f"{name}.so").is_file()
 
 
 def _load() -> None:
     from torch.utils import cpp_extension
 
-    from spd_lsp.engine.kernels import amx, attention, matvec, prompt, step
+    from spd_lsp.engine.kernels import amx, attention, blocks, matvec, prompt, step
 
-    _ninja_on_path()
     name, flags, directory = target()
-    directory.mkdir(parents=True, exist_ok=True)
+    library = directory / f"{name}.so"
     _drop_stale_lock(directory / "lock")
-    cpp_extension.load(name=name, sources=[str(source) for source in SOURCES], extra_cflags=flags,
-                       build_directory=str(directory), extra_ldflags=["-fopenmp"], is_python_module=False, verbose=False)
-    for binding in (attention, prompt, matvec, step, amx):
+    if library.is_file():
+        torch.ops.load_library(str(library))  # built by an earlier process for this very target: no ninja run
+    else:
+        _ninja_on_path()
+        directory.mkdir(parents=True, exist_ok=True)
+        cpp_extension.load(name=name, sources=[str(source) for source in SOURCES], extra_cflags=flags,
+                           build_directory=str(directory), extra_ldflags=["-fopenmp"], is_python_module=False,
+                           verbose=False)
+    for binding in (attention, prompt, matvec, step, amx, blocks):
         binding.register_fakes()
-    provided = {"attention", "pointwise", "verdict"}
+    provided = {"attention", "pointwise", "verdict", "blocks"}
     if "-mavx512bf16" in flags:
         provided.add("bf16-dot")
     if "-mamx-tile" in flags:
@@ -142,3 +187,11 @@ def _ninja_on_path() -> None:
         here = Path(sys.executable).parent
         if (here / "ninja").exists():
             os.environ["PATH"] = f"{here}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+if __name__ == "__main__":  # `python -m spd_lsp.engine.kernels.build`: build now (scripts/setup.sh does, once)
+    started = time.perf_counter()
+    ok = build()
+    print(f"spd-lsp kernels: {'loaded' if ok else 'not built'} in {time.perf_counter() - started:.1f} s"
+          + (f" ({reason()})" if not ok else f" ({target()[2]}; {', '.join(sorted(features()))})"))
+    sys.exit(0 if ok else 1)

@@ -22,8 +22,6 @@ constexpr int64_t MAX_ROWS = 8;  // rows of x a pass keeps in registers (more ar
 constexpr int64_t AHEAD = 8;  // output rows ahead whose weights a one-row pass prefetches
 
 
-#ifdef SPD_MATVEC
-
 inline float bf16_to_float(c10::BFloat16 v) { return static_cast<float>(v); }
 
 // x's rows laid out as the int4 loop reads them: per pair of blocks p, `lo` holds elements 0..15 of both blocks and
@@ -66,6 +64,8 @@ inline Activations arrange(const c10::BFloat16* x, int64_t rows, int64_t K) {
   arrange_into(a, x, rows, K);
   return a;
 }
+
+#ifdef SPD_MATVEC
 
 // The live lanes of 16 groups from g on, of `groups` (all 16 but at the end).
 inline __mmask16 groups_from(int64_t g, int64_t groups) {

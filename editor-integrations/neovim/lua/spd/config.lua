@@ -28,6 +28,7 @@ M.defaults = {
   quantize = nil, ---@type 'none'|'int8'|'int4'|nil
   fast_path = nil, ---@type boolean|nil our own forward with a compiled decode step (the server's default: on)
   output_weights = nil, ---@type 'q8'|'int8'|'float'|nil the fast path's output projection in CPU decode steps (server default: q8)
+  kernels = nil, ---@type 'auto'|string[]|nil what of the fast path's kernels to leave out (server default: 'auto')
   max_prefix_tokens = nil,
   multiline = false,
   verify = nil, ---@type 'cut'|'continue'|'off'|nil
@@ -42,7 +43,7 @@ M.defaults = {
 
 local CLIENT_KEYS = { 'cmd', 'filetypes', 'debounce_ms', 'auto_trigger', 'keymaps', 'hl_group', 'counter_hl_group' }
 local SERVER_KEYS = {
-  'k', 'max_tokens', 'decoding', 'temperature', 'model', 'device', 'dtype', 'quantize', 'fast_path', 'output_weights', 'max_prefix_tokens', 'multiline', 'verify',
+  'k', 'max_tokens', 'decoding', 'temperature', 'model', 'device', 'dtype', 'quantize', 'fast_path', 'output_weights', 'kernels', 'max_prefix_tokens', 'multiline', 'verify',
   'engine', 'engine_token_file', 'engine_certificate', 'engine_standby', 'ngrams', 'prompt_format', 'context',
 }
 

@@ -71,3 +71,67 @@ class Int8Rows(NamedTuple):
 
     def dequantised(self) -> torch.Tensor:
         return self.codes.float() * self.scales.float()[:, None]
+
+
+class Blocks(NamedTuple):
+    """Any GGUF weight as one of the four kinds our kernels read (`engine/kernels/blocks.h`): `kind` "q4" (codes
+    [N, K / 2], scales and mins [N, K / 32] fp16), "q4k" (codes, 6-bit sub-scales and sub-mins [N, K / 32] uint8, d
+    and dmin [N, K / 256] fp16), "q8" (codes [N, K] int8, scales [N, K / group] fp16[, mins]) or "q8k" (codes, sub-scales
+    [N, K / group] int8 or uint8, d [N, K / 256] fp16[, sub-mins uint8, dmin fp16]); `layout`: the GGUF type it came
+    from ("q4_k", "q6_k", ...)."""
+
+    kind: str
+    parts: tuple[torch.Tensor, ...]
+    group: int
+    layout: str
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        codes = self.parts[0]
+        return codes.shape[0], codes.shape[1] * (2 if self.kind in ("q4", "q4k") else 1)
+
+    def rows(self, index: torch.Tensor | slice) -> "Blocks":
+        """These rows only (every per-row tensor indexed alike)."""
+        return self._replace(parts=tuple(part[index] for part in self.parts))
+
+    def dequantised(self) -> torch.Tensor:
+        """W [N, K] fp32, with torch's ops (the kernels' `blocks_dequantize` gives the same numbers)."""
+        n, k = self.shape
+        codes = self.parts[0]
+        if self.kind in ("q4", "q4k"):
+            grouped = codes.view(n, k // BLOCK, BLOCK // 2)
+            q = torch.cat([grouped & 15, grouped >> 4], dim=-1).float().view(n, k // BLOCK, BLOCK)
+        else:
+            q = codes.float().view(n, k // self.group, self.group)
+        scale, minimum = self.group_scales()
+        return (q * scale[..., None] + minimum[..., None]).view(n, k)
+
+    def group_scales(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each group's scale and minimum [N, K / group] in fp32 (what `blocks.h` widens them to)."""
+        group = BLOCK if self.kind in ("q4", "q4k") else self.group
+        if self.kind in ("q4", "q8"):
+            scales = self.parts[1].float()
+            mins = self.parts[2].float() if len(self.parts) > 2 and self.parts[2].numel() else torch.zeros_like(scales)
+            return scales, mins
+        per_super = SUPER // group
+        d = self.parts[2].float().repeat_interleave(per_super, dim=1)
+        scales = d * self.parts[1].float()
+        if len(self.parts) > 3:
+            mins = -self.parts[4].float().repeat_interleave(per_super, dim=1) * self.parts[3].float()
+        else:
+            mins = torch.zeros_like(scales)
+        return scales, mins
+
+    def nbytes(self) -> int:
+        return sum(part.numel() * part.element_size() for part in self.parts)
+
+
+SUPER = 256  # weights under one super-scale (q4k, q8k)
+
+
+def blocks_of_q4(rows: Q4Rows, layout: str = "q4_1") -> Blocks:
+    return Blocks("q4", tuple(rows), BLOCK, layout)
+
+
+def blocks_of_q8(blocks: Q8Blocks, layout: str = "q8_0") -> Blocks:
+    return Blocks("q8", tuple(blocks), BLOCK, layout)

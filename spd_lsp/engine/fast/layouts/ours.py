@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from spd_lsp.engine.fast.layouts import Linear
-from spd_lsp.engine.fast.layouts.blocks import Int8Rows, Q4Rows, Q8Blocks
-from spd_lsp.engine.kernels import amx, matvec
+from spd_lsp.engine.fast.layouts.blocks import Blocks, Int8Rows, Q4Rows, Q8Blocks
+from spd_lsp.engine.kernels import amx, blocks, matvec
 
 
 class Q4Matvec(Linear):
@@ -65,3 +65,31 @@ class Int8Matvec(Linear):
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         return tuple(self.rows)
+
+
+class BlocksMatvec(Linear):
+    """Any GGUF layout (`Blocks`) on the portable matvec kernel: each weight row dequantised once a call, dotted with
+    every row of x (the decode tier where no kernel of the layout's own serves)."""
+
+    kernel = "matvec"
+
+    def __init__(self, weights: Blocks) -> None:
+        self.weights = weights
+        self.out_features, self.in_features = weights.shape
+        self.layout = weights.layout
+
+    def mm(self, x: torch.Tensor) -> torch.Tensor:
+        return blocks.matvec(x, self.weights.kind, list(self.weights.parts), self.weights.group)
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return tuple(self.weights.parts)
+
+
+class BlocksTiles(BlocksMatvec):
+    """Any GGUF layout on ATen's matmul, dequantised a tile of rows at a time into the activations' dtype (the batch
+    and prefill tiers: no float copy of the weights is kept)."""
+
+    kernel = "tiles"
+
+    def mm(self, x: torch.Tensor) -> torch.Tensor:
+        return blocks.linear(x, self.weights.kind, list(self.weights.parts), self.weights.group)

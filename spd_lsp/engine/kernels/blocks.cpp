@@ -1,0 +1,193 @@
+// Weights held as the GGUF's blocks (blocks.h), on any CPU the library builds for (portable C++ the compiler
+// vectorises, and at::vec for the dot products):
+//   spd::blocks_dequantize(kind, parts, group, rows?) -> fp32 [R, K]: the rows' weights (all rows, or those `rows`
+//     names: an embedding's lookup);
+//   spd::blocks_matvec(x, kind, parts, group) -> [M, N]: x [M, K] (bf16 or fp32) @ W.T for a few rows, each weight row
+//     dequantised once into fp32 and dotted with every row of x (the decode tier where no kernel of the layout's own
+//     serves);
+//   spd::blocks_linear(x, kind, parts, group) -> [M, N]: the same for many rows: W dequantised a tile of rows at a time
+//     into the activations' dtype and multiplied by ATen's matmul (oneDNN), so no float copy of W is ever kept (the
+//     batch and prefill tiers).
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "blocks.h"
+
+namespace spd_kernels {
+
+namespace {
+
+template <typename T>
+const T* data_of(const at::Tensor& t, at::ScalarType type, int64_t numel, const char* what, const char* part) {
+  TORCH_CHECK(t.scalar_type() == type && t.is_contiguous() && t.device().is_cpu() && t.numel() == numel, what, ": ",
+              part, " a contiguous CPU tensor of ", numel, " ", c10::toString(type), ", not ", t.scalar_type(), " ",
+              t.sizes());
+  return t.const_data_ptr<T>();
+}
+
+}  // namespace
+
+Blocks blocks_of(const std::string& kind, at::TensorList parts, int64_t group, const char* what) {
+  Blocks b;
+  TORCH_CHECK(!parts.empty() && parts[0].dim() == 2, what, ": the codes first, [N, K / 2] or [N, K]");
+  b.N = parts[0].size(0);
+  const bool four = kind == "q4" || kind == "q4k";
+  b.K = four ? parts[0].size(1) * 2 : parts[0].size(1);
+  b.G = four ? 32 : group;
+  TORCH_CHECK(b.G == 16 || b.G == 32, what, ": groups of 16 or 32, not ", b.G);
+  TORCH_CHECK(b.K % b.G == 0 && b.K / b.G <= MAX_GROUPS, what, ": K = ", b.K, " is not whole groups of ", b.G,
+              " (at most ", MAX_GROUPS, ")");
+  const int64_t ng = b.N * (b.K / b.G);
+  if (four)
+    b.codes4 = data_of<uint8_t>(parts[0], at::kByte, b.N * b.K / 2, what, "codes");
+  else
+    b.codes8 = data_of<int8_t>(parts[0], at::kChar, b.N * b.K, what, "codes");
+  if (kind == "q4" || kind == "q8") {
+    b.kind = four ? Kind::Q4 : Kind::Q8;
+    TORCH_CHECK(parts.size() == 2 || parts.size() == 3, what, ": ", kind, " takes codes, scales[, mins]");
+    b.scales = data_of<c10::Half>(parts[1], at::kHalf, ng, what, "scales");
+    if (parts.size() == 3 && parts[2].numel() > 0) b.mins = data_of<c10::Half>(parts[2], at::kHalf, ng, what, "mins");
+    TORCH_CHECK(kind != "q4" || b.mins != nullptr, what, ": q4 takes mins");
+    return b;
+  }
+  TORCH_CHECK(kind == "q4k" || kind == "q8k", what, ": kind q4, q4k, q8 or q8k, not ", kind);
+  b.kind = four ? Kind::Q4K : Kind::Q8K;
+  TORCH_CHECK(b.K % SUPER == 0, what, ": K = ", b.K, " is not whole super-blocks of ", SUPER);
+  TORCH_CHECK(parts.size() == 3 || parts.size() == 5, what, ": ", kind, " takes codes, sub-scales, d[, sub-mins, dmin]");
+  if (parts[1].scalar_type() == at::kChar)
+    b.sub_i8 = data_of<int8_t>(parts[1], at::kChar, ng, what, "sub-scales");
+  else
+    b.sub_u8 = data_of<uint8_t>(parts[1], at::kByte, ng, what, "sub-scales");
+  b.d = data_of<c10::Half>(parts[2], at::kHalf, b.N * (b.K / SUPER), what, "d");
+  if (parts.size() == 5) {
+    b.sub_min = data_of<uint8_t>(parts[3], at::kByte, ng, what, "sub-mins");
+    b.dmin = data_of<c10::Half>(parts[4], at::kHalf, b.N * (b.K / SUPER), what, "dmin");
+  }
+  TORCH_CHECK(kind != "q4k" || b.sub_min != nullptr, what, ": q4k takes sub-mins and dmin");
+  return b;
+}
+
+namespace {
+
+// The fewest output rows a thread takes: ~32 KB of weights (a small projection is not split finer than that costs).
+int64_t grain(const Blocks& b) { return std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, b.row_bytes())); }
+
+at::Tensor dequantize(const std::string& kind, at::TensorList parts, int64_t group, const c10::optional<at::Tensor>& rows) {
+  const Blocks b = blocks_of(kind, parts, group, "blocks_dequantize");
+  at::Tensor picked;
+  if (rows) {
+    picked = rows->to(at::kLong).contiguous();
+    const int64_t* r = picked.const_data_ptr<int64_t>();
+    for (int64_t i = 0; i < picked.numel(); ++i)
+      TORCH_CHECK(r[i] >= 0 && r[i] < b.N, "blocks_dequantize: row ", r[i], " outside 0..", b.N - 1);
+  }
+  const int64_t R = rows ? picked.numel() : b.N;
+  at::Tensor out = at::empty({R, b.K}, parts[0].options().dtype(at::kFloat));
+  float* o = out.mutable_data_ptr<float>();
+  const int64_t* r = rows ? picked.const_data_ptr<int64_t>() : nullptr;
+  at::parallel_for(0, R, grain(b), [&](int64_t i0, int64_t i1) {
+    std::vector<float> s(b.groups()), m(b.groups());
+    for (int64_t i = i0; i < i1; ++i) b.row(r != nullptr ? r[i] : i, o + i * b.K, s.data(), m.data());
+  });
+  return out;
+}
+
+void check_x(const at::Tensor& x, int64_t K, const char* op) {
+  TORCH_CHECK(x.dim() == 2 && x.size(1) == K && x.device().is_cpu() &&
+                  (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kFloat),
+              op, ": x [M, ", K, "] bf16 or fp32 on the CPU, not ", x.scalar_type(), " ", x.sizes());
+}
+
+// out[m, n] for rows [n0, n1) of b: each weight row dequantised into fp32 once, dotted with the M rows of xf.
+void matvec_rows(const Blocks& b, const float* xf, int64_t M, int64_t n0, int64_t n1, float* w, float* s, float* m,
+                 float* out, int64_t N) {
+  using Vec = at::vec::Vectorized<float>;
+  const int64_t K = b.K, step = Vec::size();
+  for (int64_t n = n0; n < n1; ++n) {
+    b.row(n, w, s, m);
+    for (int64_t r = 0; r < M; ++r) {
+      const float* x = xf + r * K;
+      Vec acc0(0.f), acc1(0.f);
+      int64_t k = 0;
+      for (; k + 2 * step <= K; k += 2 * step) {
+        acc0 = at::vec::fmadd(Vec::loadu(w + k), Vec::loadu(x + k), acc0);
+        acc1 = at::vec::fmadd(Vec::loadu(w + k + step), Vec::loadu(x + k + step), acc1);
+      }
+      float sum = at::vec::vec_reduce_all<float>([](const Vec& a, const Vec& c) { return a + c; }, acc0 + acc1);
+      for (; k < K; ++k) sum += w[k] * x[k];
+      out[r * N + n] = sum;
+    }
+  }
+}
+
+at::Tensor matvec(const at::Tensor& x, const std::string& kind, at::TensorList parts, int64_t group) {
+  const Blocks b = blocks_of(kind, parts, group, "blocks_matvec");
+  check_x(x, b.K, "blocks_matvec");
+  const int64_t M = x.size(0);
+  const at::Tensor xf = x.to(at::kFloat).contiguous();
+  at::Tensor out = at::empty({M, b.N}, x.options().dtype(at::kFloat));
+  if (M > 0 && b.N > 0) {
+    const float* xp = xf.const_data_ptr<float>();
+    float* o = out.mutable_data_ptr<float>();
+    at::parallel_for(0, b.N, grain(b), [&](int64_t n0, int64_t n1) {
+      std::vector<float> w(b.K), s(b.groups()), m(b.groups());
+      matvec_rows(b, xp, M, n0, n1, w.data(), s.data(), m.data(), o, b.N);
+    });
+  }
+  return x.scalar_type() == at::kFloat ? out : out.to(x.scalar_type());
+}
+
+// Rows of W dequantised a tile at a time: this many rows, or fewer for wide rows (a tile of at most ~1 MB in bf16).
+int64_t tile_rows(int64_t K) { return std::max<int64_t>(16, std::min<int64_t>(256, (1 << 19) / K)); }
+
+at::Tensor linear(const at::Tensor& x, const std::string& kind, at::TensorList parts, int64_t group) {
+  const Blocks b = blocks_of(kind, parts, group, "blocks_linear");
+  check_x(x, b.K, "blocks_linear");
+  const int64_t M = x.size(0), T = tile_rows(b.K);
+  at::Tensor transposed = at::empty({b.N, M}, x.options());  // W x^T, a tile's rows at a time
+  if (M == 0 || b.N == 0) return transposed.t().contiguous();
+  at::Tensor tile = at::empty({T, b.K}, x.options());
+  const at::Tensor xt = x.t();
+  const bool bf16 = x.scalar_type() == at::kBFloat16;
+  for (int64_t n0 = 0; n0 < b.N; n0 += T) {
+    const int64_t rows = std::min(T, b.N - n0);
+    at::parallel_for(0, rows, std::max<int64_t>(1, grain(b) / 4), [&](int64_t i0, int64_t i1) {
+      std::vector<float> w(b.K), s(b.groups()), m(b.groups());
+      for (int64_t i = i0; i < i1; ++i) {
+        b.row(n0 + i, w.data(), s.data(), m.data());
+        if (bf16) {
+          c10::BFloat16* dst = tile.mutable_data_ptr<c10::BFloat16>() + i * b.K;
+          at::vec::convert(w.data(), dst, b.K);
+        } else {
+          std::copy(w.begin(), w.end(), tile.mutable_data_ptr<float>() + i * b.K);
+        }
+      }
+    });
+    at::Tensor part = transposed.narrow(0, n0, rows);
+    at::mm_out(part, tile.narrow(0, 0, rows), xt);
+  }
+  return transposed.t().contiguous();
+}
+
+}  // namespace
+
+}  // namespace spd_kernels
+
+TORCH_LIBRARY_FRAGMENT(spd, m) {
+  m.def("blocks_dequantize(str kind, Tensor[] parts, int group, Tensor? rows=None) -> Tensor");
+  m.def("blocks_matvec(Tensor x, str kind, Tensor[] parts, int group) -> Tensor");
+  m.def("blocks_linear(Tensor x, str kind, Tensor[] parts, int group) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(spd, CPU, m) {
+  m.impl("blocks_dequantize", &spd_kernels::dequantize);
+  m.impl("blocks_matvec", &spd_kernels::matvec);
+  m.impl("blocks_linear", &spd_kernels::linear);
+}
