@@ -1,6 +1,7 @@
 """How fast every tensor of a GGUF becomes its layout (`spd_lsp/engine/fast/formats.py`), per weight type.
 
     PYTHONPATH=. nice -n 5 .venv/bin/python -m bench.bench_formats [GGUF ...] [--rounds 3] [--against-gguf]
+    PYTHONPATH=. nice -n 5 .venv/bin/python -m bench.bench_formats --synthetic 256 [--rounds 3]
 
 Default files: the bundled model and, where `bench.gguf_models` made them (~/.cache/spd-lsp/gguf-models), the
 SmolLM2-1.7B-shaped random-weight GGUFs. Each round converts every tensor of a file once (the file's pages are read
@@ -8,7 +9,8 @@ once before the first round, so the rounds time the conversion, not the disk). P
 of blocks, the best round's wall and process-CPU seconds, both per GB of blocks, and the largest temporary numpy
 allocation beside one tensor's output (tracemalloc's peak minus the output). `--against-gguf` also times gguf-py's
 float dequantisation of the same tensors in the same rounds (its wall seconds and our speed-up over it). The load
-average is printed before and after: the machine is shared, CPU seconds are the steadier figure.
+average is printed before and after: the machine is shared, CPU seconds are the steadier figure. `--synthetic MIB`
+instead converts MIB of random blocks of every supported type ([rows, 2048] tensors; no file holds them all).
 """
 
 from __future__ import annotations
@@ -97,14 +99,42 @@ def measure(path: Path, rounds: int, *, against_gguf: bool) -> None:
         print(row, flush=True)
 
 
+def synthetic(mib: int, rounds: int) -> None:
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    from spd_lsp.engine.fast.formats import FLOATS, FORMATS, to_layout
+
+    rng = np.random.default_rng(0)
+    print(f"\n{mib} MiB of random blocks a type, [rows, 2048] (best of {rounds} rounds)")
+    print("| type | wall s/GiB | CPU s/GiB |\n| --- | --- | --- |")
+    for qtype in map(GGMLQuantizationType, [*FORMATS, *FLOATS]):
+        block, size = GGML_QUANT_SIZES[qtype]
+        row = 2048 // block * size
+        raw = rng.integers(0, 256, (mib * 2**20 // row, row), dtype=np.uint8)
+        if qtype == GGMLQuantizationType.Q4_0:  # scales -8 d can hold in fp16
+            raw.reshape(raw.shape[0], -1, size)[..., 0:2] = np.float16(0.01).reshape(1).view(np.uint8)
+        best = {"wall": float("inf"), "cpu": float("inf")}
+        for _ in range(rounds):
+            wall, cpu = time.perf_counter(), time.process_time()
+            layout = to_layout(raw, qtype, (raw.shape[0], 2048))
+            best = {"wall": min(best["wall"], time.perf_counter() - wall),
+                    "cpu": min(best["cpu"], time.process_time() - cpu)}
+            del layout
+        gib = raw.nbytes / 2**30
+        print(f"| {qtype.name} | {best['wall'] / gib:.2f} | {best['cpu'] / gib:.2f} |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", type=Path, help="GGUF files (default: bundled and 1.7B ones)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--against-gguf", action="store_true", help="also time gguf-py's float dequantisation")
+    parser.add_argument("--synthetic", type=int, metavar="MIB", help="random blocks of every type instead of files")
     args = parser.parse_args(argv)
     print(f"load average before: {os.getloadavg()}")
-    for path in args.files or default_files():
+    if args.synthetic:
+        synthetic(args.synthetic, args.rounds)
+    for path in [] if args.synthetic else args.files or default_files():
         measure(path, args.rounds, against_gguf=args.against_gguf)
     print(f"\nload average after: {os.getloadavg()}")
     return 0
