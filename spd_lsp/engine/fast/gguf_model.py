@@ -210,15 +210,13 @@ FLOATS = {0: torch.float32, 1: torch.float16, 30: torch.bfloat16}  # gguf's F32,
 def _supported(kind: int) -> bool:
     from spd_lsp.engine.fast import formats
 
-    return kind in FLOATS or kind in formats.SUPPORTED
+    return kind in FLOATS or kind in formats.FORMATS
 
 
 def _supported_names() -> list[str]:
-    from gguf import GGMLQuantizationType
-
     from spd_lsp.engine.fast import formats
 
-    return ["F32", "F16", "BF16"] + [GGMLQuantizationType(kind).name for kind in sorted(formats.SUPPORTED)]
+    return list(formats.SUPPORTED)
 
 
 def _float(file: GGUFFile, name: str, dtype: torch.dtype) -> torch.Tensor:

@@ -1,8 +1,9 @@
 """Weight layouts behind one interface: `Linear` (x @ W.T for W [N, K] held one way and computed by one kernel).
 
 Each class is one (layout, kernel) pair: `dense.py` (float weights: torch's matmul, oneDNN's blocked layout),
-`blocks.py` (the GGUF's own blocks as tensors: Q4_1 rows, Q8_0 blocks, int8 rows; no kernel), `ours.py` (those blocks
-on our kernels, `engine/kernels`), `aten.py` (int4 on ATen's packed kernels, CPU and CUDA). A `Projection` of the model
+`blocks.py` (the GGUF's own blocks as tensors: 4-bit rows, Q4_K rows, 8-bit rows, Q8_0 blocks, int8 rows; no kernel;
+`fast/formats.py` makes them from any common GGUF weight type), `ours.py` (those blocks on our kernels,
+`engine/kernels`), `aten.py` (int4 on ATen's packed kernels, CPU and CUDA). A `Projection` of the model
 (`model.py`) holds one `Linear` per forward size (decode, batch, prefill) as the plan (`plan.py`) says.
 """
 
