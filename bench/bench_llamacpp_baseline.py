@@ -1,18 +1,20 @@
 """llama.cpp's own figures on each GGUF: its token generation on two builds, and llama-server's resident memory.
 
-For every GGUF given (default: all of `bench.gguf_models`' folder and the assembled Gemma-3-270M):
+For every GGUF given (default: the bundled model, all of `bench.gguf_models`' folder and the assembled Gemma-3-270M):
 - token generation: `llama-bench -m FILE -t THREADS -p 0 -n 32 -r REPS -o json` of each build
   (`scripts/install-llamacpp-tools.sh`: `native-flags`, this CPU's extensions named one by one, and `avx2`, AVX-512
   off), the builds alternating which goes first, `--rounds` runs each; ms a token from llama-bench's own samples
   (the median), and avx2 / native as the ratio of the rounds' totals with its paired bootstrap interval;
 - memory: llama-server (native build) `-t THREADS -np 4 -c 8192` started on the file, VmRSS from /proc/<pid>/status
-  once /health says ok (its warm-up has touched every weight; the 4-slot KV cache of 8,192 tokens is in it).
+  once /health says ok (after its warm-up), split into anonymous memory (the KV cache of 4 slots x 2,048 tokens, the
+  weights llama.cpp repacks for its CPU kernels, e.g. Q4_K / Q4_0) and the GGUF's pages mapped from the file.
 Files whose name matches `--rss-only` (default `*llama-7b*`: a 7B at 2 threads is for memory only) get the RSS only.
 
     PYTHONPATH=. .venv/bin/python -m bench.bench_llamacpp_baseline [--threads 2] [--rounds 3] [--reps 3]
         [--llamacpp ~/.cache/spd-lsp/llamacpp] [--builds native-flags avx2] [FILE.gguf ...]
 
-Prints a Markdown table (bench/results/llamacpp-baseline.md keeps the latest) with the date, the CPU and the load.
+Prints a Markdown table (bench/results/llamacpp-baseline.md keeps the latest) with the date, the CPU and the load
+(each row's column: the 1-minute load average when its runs started; a 2-core machine shared with other jobs).
 llama.cpp's figures only: bench/bench_vs_llamacpp.py compares ours against it in one run.
 """
 
@@ -33,7 +35,6 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.bench_server import rss_mb
 from bench.gguf_models import DEFAULT_OUT
 
 DEFAULT_LLAMACPP = Path.home() / ".cache" / "spd-lsp" / "llamacpp"
@@ -50,7 +51,22 @@ class Row:
     path: Path
     rounds: dict[str, list[float]] = field(default_factory=dict)  # build -> each round's median ms a token
     samples: dict[str, list[float]] = field(default_factory=dict)  # build -> every sample's ms a token
-    rss_mb: float | None = None
+    memory: Memory | None = None
+    loads: list[float] = field(default_factory=list)  # the 1-minute load average as each run started
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A process's resident memory in MiB: all of it, anonymous, and mapped from files."""
+
+    rss: float
+    anon: float
+    file: float
+
+
+def memory_mib(pid: int) -> Memory:
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return Memory(*(int(status[key].split()[0]) / 1024 for key in ("VmRSS", "RssAnon", "RssFile")))
 
 
 def generation_ms(binary: Path, gguf: Path, threads: int, reps: int) -> list[float]:
@@ -70,8 +86,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def server_rss_mb(binary: Path, gguf: Path, threads: int, *, timeout_s: float = 600.0) -> float:
-    """llama-server's VmRSS (MiB) once /health answers ok, then the server stopped."""
+def server_memory(binary: Path, gguf: Path, threads: int, *, timeout_s: float = 600.0) -> Memory:
+    """llama-server's resident memory once /health answers ok, then the server stopped."""
     port = _free_port()
     command = [str(binary), "-m", str(gguf), "-t", str(threads), "-np", str(SLOTS), "-c", str(CONTEXT),
                "--host", "127.0.0.1", "--port", str(port)]
@@ -86,7 +102,7 @@ def server_rss_mb(binary: Path, gguf: Path, threads: int, *, timeout_s: float = 
                 try:
                     with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as answer:
                         if json.load(answer).get("status") == "ok":
-                            return rss_mb(server.pid)
+                            return memory_mib(server.pid)
                 except OSError:
                     pass  # not listening yet, or 503 while loading
                 time.sleep(0.2)
@@ -101,8 +117,11 @@ def server_rss_mb(binary: Path, gguf: Path, threads: int, *, timeout_s: float = 
 
 
 def default_files() -> list[Path]:
-    files = sorted(DEFAULT_OUT.glob("*.gguf"))
-    return files + ([GEMMA] if GEMMA.is_file() else [])
+    """The bundled model, every GGUF of `bench.gguf_models`' folder, and the assembled Gemma-3-270M where present."""
+    from spd_lsp.engine.model import bundled_gguf
+
+    files = [bundled_gguf(), *sorted(DEFAULT_OUT.glob("*.gguf")), GEMMA]
+    return [f for f in files if f is not None and f.is_file()]
 
 
 def measure(files: list[Path], builds: dict[str, Path], args: argparse.Namespace) -> list[Row]:
@@ -113,24 +132,26 @@ def measure(files: list[Path], builds: dict[str, Path], args: argparse.Namespace
             for r in range(args.rounds):
                 order = list(builds) if (number + r) % 2 == 0 else list(reversed(builds))
                 for build in order:
+                    row.loads.append(os.getloadavg()[0])
                     ms = generation_ms(builds[build] / "llama-bench", path, args.threads, args.reps)
                     row.samples.setdefault(build, []).extend(ms)
                     row.rounds.setdefault(build, []).append(statistics.median(ms))
-        row.rss_mb = server_rss_mb(builds[next(iter(builds))] / "llama-server", path, args.threads)
-        print(f"{path.name}: " + ", ".join(f"{b} {statistics.median(s):.1f} ms/token" for b, s in row.samples.items())
-              + f", RSS {row.rss_mb:,.0f} MiB", file=sys.stderr, flush=True)
+        row.loads.append(os.getloadavg()[0])
+        row.memory = server_memory(builds[next(iter(builds))] / "llama-server", path, args.threads)
+        print(f"{path.name}: " + ", ".join(f"{b} {statistics.median(s):.1f} ms/token, " for b, s in row.samples.items())
+              + f"RSS {row.memory.rss:,.0f} MiB", file=sys.stderr, flush=True)
         rows.append(row)
     return rows
 
 
 def table(rows: list[Row], builds: list[str]) -> list[str]:
-    """Markdown: each file's size, each build's median ms a token (tokens/s), the second build over the first
-    (ratio of the rounds' totals, paired 95 % bootstrap interval), and llama-server's RSS."""
+    """Markdown: each file's size, each build's median ms a token (tokens/s), the other builds over the first
+    (ratio of the rounds' totals, paired 95 % bootstrap interval), llama-server's RSS (anonymous + file), the load."""
     from evaluation.compare import paired
 
     first, *others = builds
     head = ["GGUF", "MB"] + [f"{b} ms/token (t/s)" for b in builds] + [f"{b} / {first}" for b in others]
-    head += [f"llama-server RSS MiB ({first})", "RSS − file MiB"]
+    head += [f"llama-server RSS MiB ({first})", "anon MiB", "file MiB", "load"]
     lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
     for row in rows:
         size = row.path.stat().st_size
@@ -145,8 +166,9 @@ def table(rows: list[Row], builds: list[str]) -> list[str]:
                 cells.append(f"{interval.value:.2f}x [{interval.low:.2f}, {interval.high:.2f}]")
             else:
                 cells.append("-")
-        rss = row.rss_mb
-        cells += ["-", "-"] if rss is None else [f"{rss:,.0f}", f"{rss - size / 2**20:,.0f}"]
+        m = row.memory
+        cells += ["-"] * 3 if m is None else [f"{m.rss:,.0f}", f"{m.anon:,.0f}", f"{m.file:,.0f}"]
+        cells.append(f"{min(row.loads):.1f}–{max(row.loads):.1f}" if row.loads else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
