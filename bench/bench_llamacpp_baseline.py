@@ -4,13 +4,14 @@ For every GGUF given (default: the bundled model, all of `bench.gguf_models`' fo
 - token generation: `llama-bench -m FILE -t THREADS -p 0 -n 32 -r REPS -o json` of each build
   (`scripts/install-llamacpp-tools.sh`: `native-flags`, this CPU's extensions named one by one, and `avx2`, AVX-512
   off), the builds alternating which goes first, `--rounds` runs each; ms a token from llama-bench's own samples
-  (the median), and avx2 / native as the ratio of the rounds' totals with its paired bootstrap interval;
+  (the median), and avx2 / native as the ratio of the rounds' medians with its paired bootstrap interval (a median:
+  on a shared machine one round in a few can be several times slower);
 - memory: llama-server (native build) `-t THREADS -np 4 -c 8192` started on the file, VmRSS from /proc/<pid>/status
   once /health says ok (after its warm-up), split into anonymous memory (the KV cache of 4 slots x 2,048 tokens, the
   weights llama.cpp repacks for its CPU kernels, e.g. Q4_K / Q4_0) and the GGUF's pages mapped from the file.
 Files whose name matches `--rss-only` (default `*llama-7b*`: a 7B at 2 threads is for memory only) get the RSS only.
 
-    PYTHONPATH=. .venv/bin/python -m bench.bench_llamacpp_baseline [--threads 2] [--rounds 3] [--reps 3]
+    PYTHONPATH=. .venv/bin/python -m bench.bench_llamacpp_baseline [--threads 2] [--rounds 5] [--reps 2]
         [--llamacpp ~/.cache/spd-lsp/llamacpp] [--builds native-flags avx2] [FILE.gguf ...]
 
 Prints a Markdown table (bench/results/llamacpp-baseline.md keeps the latest) with the date, the CPU and the load
@@ -146,7 +147,7 @@ def measure(files: list[Path], builds: dict[str, Path], args: argparse.Namespace
 
 def table(rows: list[Row], builds: list[str]) -> list[str]:
     """Markdown: each file's size, each build's median ms a token (tokens/s), the other builds over the first
-    (ratio of the rounds' totals, paired 95 % bootstrap interval), llama-server's RSS (anonymous + file), the load."""
+    (ratio of the rounds' medians, paired 95 % bootstrap interval), llama-server's RSS (anonymous + file), the load."""
     from evaluation.compare import paired
 
     first, *others = builds
@@ -162,7 +163,7 @@ def table(rows: list[Row], builds: list[str]) -> list[str]:
         for build in others:
             a, b = row.rounds.get(build, []), row.rounds.get(first, [])
             if len(a) == len(b) >= 2:
-                interval = paired(a, b, "ratio")
+                interval = paired(a, b, "median_ratio")
                 cells.append(f"{interval.value:.2f}x [{interval.low:.2f}, {interval.high:.2f}]")
             else:
                 cells.append("-")
@@ -188,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--reps", type=int, default=3, help="llama-bench's repetitions in each round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=2, help="llama-bench's repetitions in each round")
     parser.add_argument("--llamacpp", type=Path, default=DEFAULT_LLAMACPP)
     parser.add_argument("--builds", nargs="+", default=["native-flags", "avx2"])
     parser.add_argument("--rss-only", nargs="*", default=["*llama-7b*"], help="file-name patterns timed not at all")
