@@ -122,16 +122,13 @@ def target() -> tuple[str, list[str], Path]:
 
 
 def cache_root() -> Path:
-    """Inductor's cache directory (the loader points `TORCHINDUCTOR_CACHE_DIR` at the user cache), found without
-    importing inductor (2 s of a start: it imports dynamo)."""
-    import getpass
-    import tempfile
+    """Inductor's cache directory: where the environment points it (the loader points it at the user cache:
+    `engine/fast/compile_cache.py`), else that same user cache; found without importing inductor (2 s of a start:
+    it imports dynamo)."""
+    import platformdirs
 
     configured = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if configured:
-        return Path(configured)
-    user = "".join(c if c.isalnum() else "_" for c in getpass.getuser())
-    return Path(tempfile.gettempdir()) / f"torchinductor_{user}"
+    return Path(configured) if configured else Path(platformdirs.user_cache_dir("spd-lsp")) / "torch-compile" / "inductor"
 
 
 def built() -> bool:
