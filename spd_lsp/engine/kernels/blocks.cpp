@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "blocks.h"
+#include "matvec.h"
 
 namespace spd_kernels {
 
@@ -36,6 +37,8 @@ const T* data_of(const at::Tensor& t, at::ScalarType type, int64_t numel, const 
 
 Blocks blocks_of(const std::string& kind, at::TensorList parts, int64_t group, const char* what) {
   Blocks b;
+  TORCH_CHECK(kind == "q4" || kind == "q4k" || kind == "q8" || kind == "q8k", what, ": kind q4, q4k, q8 or q8k, not ",
+              kind);
   TORCH_CHECK(!parts.empty() && parts[0].dim() == 2, what, ": the codes first, [N, K / 2] or [N, K]");
   b.N = parts[0].size(0);
   const bool four = kind == "q4" || kind == "q4k";
@@ -57,7 +60,6 @@ Blocks blocks_of(const std::string& kind, at::TensorList parts, int64_t group, c
     TORCH_CHECK(kind != "q4" || b.mins != nullptr, what, ": q4 takes mins");
     return b;
   }
-  TORCH_CHECK(kind == "q4k" || kind == "q8k", what, ": kind q4, q4k, q8 or q8k, not ", kind);
   b.kind = four ? Kind::Q4K : Kind::Q8K;
   TORCH_CHECK(b.K % SUPER == 0, what, ": K = ", b.K, " is not whole super-blocks of ", SUPER);
   TORCH_CHECK(parts.size() == 3 || parts.size() == 5, what, ": ", kind, " takes codes, sub-scales, d[, sub-mins, dmin]");
@@ -127,9 +129,54 @@ void matvec_rows(const Blocks& b, const float* xf, int64_t M, int64_t n0, int64_
   }
 }
 
+#ifdef SPD_MATVEC
+// The tuned kernels (AVX-512 BF16): 4-bit blocks on matvec.h's int4 rows (dot products of bf16 x and codes), 8-bit
+// ones on its 8-bit group rows (fp32 x). Their weights are the blocks' own numbers, as the portable path's.
+at::Tensor tuned(const at::Tensor& x, const Blocks& b) {
+  const int64_t M = x.size(0);
+  at::Tensor out = at::empty({M, b.N}, x.options());
+  if (M == 0 || b.N == 0) return out;
+  c10::BFloat16* o = out.mutable_data_ptr<c10::BFloat16>();
+  if (b.four_bit()) {
+    const Activations a = arrange(x.const_data_ptr<c10::BFloat16>(), M, b.K);
+    const BlockScales scales{&b};
+    at::parallel_for(0, b.N, grain(b), [&](int64_t n0, int64_t n1) {
+      in_passes<Int4>(M, a, b.codes4, scales, b.K, b.N, n0, n1, o);
+    });
+    return out;
+  }
+  const int64_t groups = b.groups();
+  std::vector<float> xf(M * b.K), xs(M * groups, 0.f);
+  const c10::BFloat16* xp = x.const_data_ptr<c10::BFloat16>();
+  for (int64_t i = 0; i < M * b.K; ++i) xf[i] = static_cast<float>(xp[i]);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < b.K; ++k) xs[m * groups + k / b.G] += xf[m * b.K + k];
+  at::parallel_for(0, b.N, grain(b), [&](int64_t n0, int64_t n1) {
+    for (int64_t m0 = 0; m0 < M; m0 += MAX_ROWS) {
+      const float* xm = xf.data();
+      switch (std::min<int64_t>(M - m0, MAX_ROWS)) {
+        case 1: Q8Block<1>::run(m0, xm, xs.data(), b, n0, n1, o); break;
+        case 2: Q8Block<2>::run(m0, xm, xs.data(), b, n0, n1, o); break;
+        case 3: Q8Block<3>::run(m0, xm, xs.data(), b, n0, n1, o); break;
+        case 4: Q8Block<4>::run(m0, xm, xs.data(), b, n0, n1, o); break;
+        case 5: Q8Block<5>::run(m0, xm, xs.data(), b, n0, n1, o); break;
+        case 6: Q8Block<6>::run(m0, xm, xs.data(), b, n0, n1, o); break;
+        case 7: Q8Block<7>::run(m0, xm, xs.data(), b, n0, n1, o); break;
+        default: Q8Block<8>::run(m0, xm, xs.data(), b, n0, n1, o); break;
+      }
+    }
+  });
+  return out;
+}
+#endif
+
 at::Tensor matvec(const at::Tensor& x, const std::string& kind, at::TensorList parts, int64_t group) {
   const Blocks b = blocks_of(kind, parts, group, "blocks_matvec");
   check_x(x, b.K, "blocks_matvec");
+#ifdef SPD_MATVEC
+  if (x.scalar_type() == at::kBFloat16 && x.is_contiguous() && (!b.four_bit() || b.K % 64 == 0))
+    return tuned(x, b);
+#endif
   const int64_t M = x.size(0);
   const at::Tensor xf = x.to(at::kFloat).contiguous();
   at::Tensor out = at::empty({M, b.N}, x.options().dtype(at::kFloat));

@@ -50,11 +50,18 @@ struct Blocks {
       return;
     }
     const int64_t per_super = SUPER / G, supers = K / SUPER;
-    for (int64_t g = 0; g < ng; ++g) {
-      const int64_t at = n * supers + g / per_super;
-      const float sub = sub_u8 != nullptr ? static_cast<float>(sub_u8[n * ng + g]) : static_cast<float>(sub_i8[n * ng + g]);
-      s[g] = static_cast<float>(d[at]) * sub;
-      m[g] = sub_min != nullptr ? -static_cast<float>(dmin[at]) * static_cast<float>(sub_min[n * ng + g]) : 0.f;
+    for (int64_t u = 0; u < supers; ++u) {  // each super-scale widened once, its groups' sub-scales times it
+      const float du = static_cast<float>(d[n * supers + u]);
+      const float mu = sub_min != nullptr ? -static_cast<float>(dmin[n * supers + u]) : 0.f;
+      const int64_t g0 = u * per_super;
+      if (sub_u8 != nullptr)
+        for (int64_t j = 0; j < per_super; ++j) s[g0 + j] = du * static_cast<float>(sub_u8[n * ng + g0 + j]);
+      else
+        for (int64_t j = 0; j < per_super; ++j) s[g0 + j] = du * static_cast<float>(sub_i8[n * ng + g0 + j]);
+      if (sub_min != nullptr)
+        for (int64_t j = 0; j < per_super; ++j) m[g0 + j] = mu * static_cast<float>(sub_min[n * ng + g0 + j]);
+      else
+        for (int64_t j = 0; j < per_super; ++j) m[g0 + j] = 0.f;
     }
   }
 

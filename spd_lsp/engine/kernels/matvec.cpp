@@ -60,7 +60,7 @@ at::Tensor int4_matvec(const at::Tensor& x, const at::Tensor& codes, const at::T
   const c10::Half* z = mins.data_ptr<c10::Half>();
   c10::BFloat16* o = out.data_ptr<c10::BFloat16>();
   at::parallel_for(0, N, grain(K / 2), [&](int64_t n0, int64_t n1) {
-    in_passes<Int4>(M, a, c, s, z, K, N, n0, n1, o);
+    in_passes<Int4>(M, a, c, HalfScales{s, z}, K, N, n0, n1, o);
   });
   return out;
 #else

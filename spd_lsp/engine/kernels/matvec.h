@@ -10,6 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "blocks.h"
+
 #if defined(__AVX512F__) && defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define SPD_MATVEC 1
 #include <immintrin.h>
@@ -78,19 +80,37 @@ inline void widen_scales(const c10::Half* ds, int64_t groups, float* d) {
     _mm512_store_ps(d + g, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(groups_from(g, groups), ds + g)));
 }
 
+// A row's scales and minima for the int4 kernels, widened to fp32 arrays (64-byte aligned, room for whole zmm):
+// `HalfScales`, the GGUF's Q4_0/Q4_1 fp16 ones; `BlockScales`, any 4-bit `Blocks` (Q4_K's two levels).
+struct HalfScales {
+  const c10::Half* scales;
+  const c10::Half* mins;
+  void widen(int64_t n, int64_t groups, float* d, float* mn) const {
+    widen_scales(scales + n * groups, groups, d);
+    widen_scales(mins + n * groups, groups, mn);
+  }
+  const void* ahead(int64_t n, int64_t groups) const { return scales + n * groups; }
+};
+
+struct BlockScales {
+  const Blocks* b;
+  void widen(int64_t n, int64_t, float* d, float* mn) const { b->widen(n, d, mn); }
+  const void* ahead(int64_t n, int64_t groups) const {
+    return b->kind == Kind::Q4K ? static_cast<const void*>(b->sub_u8 + n * groups) : b->scales + n * groups;
+  }
+};
+
 // Output rows [n0, n1) of M (<= MAX_ROWS) activation rows starting at row m0.
-template <int M>
-void int4_rows(const Activations& a, int64_t m0, const uint8_t* codes, const c10::Half* scales, const c10::Half* mins,
+template <int M, typename Scales>
+void int4_rows(const Activations& a, int64_t m0, const uint8_t* codes, const Scales& sc,
                int64_t K, int64_t N, int64_t n0, int64_t n1, c10::BFloat16* out) {
   const int64_t pairs = a.pairs, groups = K / BLOCK, row_bytes = K / 2;
   const __m512i low_nibble = _mm512_set1_epi16(0x000F), bias = _mm512_set1_epi16(0x4300);
   const __m512i two = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);  // [d0 x 8, d1 x 8]
   const __m512 by128 = _mm512_set1_ps(128.f);
-  alignas(64) float d[512];  // one row's scales as fp32 (K <= 16,384)
+  alignas(64) float d[512], mn[512];  // one row's scales and minima as fp32 (K <= 16,384)
   for (int64_t n = n0; n < n1; ++n) {
-    const c10::Half* ds = scales + n * groups;
-    const c10::Half* ms = mins + n * groups;
-    widen_scales(ds, groups, d);
+    sc.widen(n, groups, d, mn);
     __m512 acc[M];
     for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
     const uint8_t* w = codes + n * row_bytes;
@@ -111,7 +131,7 @@ void int4_rows(const Activations& a, int64_t m0, const uint8_t* codes, const c10
     }
     for (int64_t g = 0; g < groups; g += 16) {
       const __mmask16 live = groups_from(g, groups);
-      const __m512 minimum = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, ms + g));
+      const __m512 minimum = _mm512_maskz_load_ps(live, mn + g);
       const __m512 weight = _mm512_fnmadd_ps(_mm512_load_ps(d + g), by128, minimum);  // min - 128 * scale
       for (int m = 0; m < M; ++m) {
         const __m512 sums = _mm512_loadu_ps(a.sums.data() + (m0 + m) * a.groups_padded + g);
@@ -191,27 +211,27 @@ void in_passes(int64_t rows, Args&&... args) {
 
 // One activation row, two output rows at a time (their pair loops interleaved: two independent chains of products in
 // flight), the scales of a pair of blocks widened by one permute of the row's converted scales.
-inline void int4_rows_one(const Activations& a, int64_t m0, const uint8_t* codes, const c10::Half* scales,
-                          const c10::Half* mins, int64_t K, int64_t N, int64_t n0, int64_t n1, c10::BFloat16* out) {
+template <typename Scales>
+void int4_rows_one(const Activations& a, int64_t m0, const uint8_t* codes, const Scales& sc, int64_t K, int64_t N,
+                   int64_t n0, int64_t n1, c10::BFloat16* out) {
   const int64_t pairs = a.pairs, groups = K / BLOCK, row_bytes = K / 2;
   const __m512i low_nibble = _mm512_set1_epi16(0x000F), bias = _mm512_set1_epi16(0x4300);
   const __m512i two = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);  // [d0 x 8, d1 x 8]
   const __m512 by128 = _mm512_set1_ps(128.f);
-  alignas(64) float d[2][512];
+  alignas(64) float d[2][512], mn[2][512];
   const c10::BFloat16* xl = a.lo.data() + m0 * pairs * 32;
   const c10::BFloat16* xh = a.hi.data() + m0 * pairs * 32;
   const float* xs = a.sums.data() + m0 * a.groups_padded;
   int64_t n = n0;
   for (; n + 2 <= n1; n += 2) {
-    for (int r = 0; r < 2; ++r) widen_scales(scales + (n + r) * groups, groups, d[r]);
+    for (int r = 0; r < 2; ++r) sc.widen(n + r, groups, d[r], mn[r]);
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     const uint8_t* w0 = codes + n * row_bytes;
     const uint8_t* w1 = w0 + row_bytes;
     if (n + AHEAD + 2 <= N) {  // the rows AHEAD on (past this call's: the next call's, or the other thread's) on their way
       const char* next = reinterpret_cast<const char*>(w0 + AHEAD * row_bytes);
       for (int64_t line = 0; line < 2 * row_bytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(scales + (n + AHEAD) * groups), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(mins + (n + AHEAD) * groups), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(sc.ahead(n + AHEAD, groups)), _MM_HINT_T0);
     }
     for (int64_t p = 0; p < pairs; ++p) {
       const __m512bh x_lo = (__m512bh)_mm512_loadu_si512(xl + p * 32), x_hi = (__m512bh)_mm512_loadu_si512(xh + p * 32);
@@ -230,25 +250,81 @@ inline void int4_rows_one(const Activations& a, int64_t m0, const uint8_t* codes
     for (int64_t g = 0; g < groups; g += 16) {
       const __mmask16 live = groups_from(g, groups);
       const __m512 sums = _mm512_maskz_loadu_ps(live, xs + g);
-      const __m512 m0v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, mins + n * groups + g));
-      const __m512 m1v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, mins + (n + 1) * groups + g));
+      const __m512 m0v = _mm512_maskz_load_ps(live, mn[0] + g);
+      const __m512 m1v = _mm512_maskz_load_ps(live, mn[1] + g);
       acc0 = _mm512_fmadd_ps(_mm512_fnmadd_ps(_mm512_load_ps(d[0] + g), by128, m0v), sums, acc0);
       acc1 = _mm512_fmadd_ps(_mm512_fnmadd_ps(_mm512_load_ps(d[1] + g), by128, m1v), sums, acc1);
     }
     out[m0 * N + n] = c10::BFloat16(_mm512_reduce_add_ps(acc0));
     out[m0 * N + n + 1] = c10::BFloat16(_mm512_reduce_add_ps(acc1));
   }
-  if (n < n1) int4_rows<1>(a, m0, codes, scales, mins, K, N, n, n1, out);
+  if (n < n1) int4_rows<1>(a, m0, codes, sc, K, N, n, n1, out);
 }
 
 template <int M>
 struct Int4 {
-  static void run(int64_t m0, const Activations& a, const uint8_t* codes, const c10::Half* scales,
-                  const c10::Half* mins, int64_t K, int64_t N, int64_t n0, int64_t n1, c10::BFloat16* out) {
+  template <typename Scales>
+  static void run(int64_t m0, const Activations& a, const uint8_t* codes, const Scales& sc, int64_t K, int64_t N,
+                  int64_t n0, int64_t n1, c10::BFloat16* out) {
     if constexpr (M == 1)
-      int4_rows_one(a, m0, codes, scales, mins, K, N, n0, n1, out);
+      int4_rows_one(a, m0, codes, sc, K, N, n0, n1, out);
     else
-      int4_rows<M>(a, m0, codes, scales, mins, K, N, n0, n1, out);
+      int4_rows<M>(a, m0, codes, sc, K, N, n0, n1, out);
+  }
+};
+
+// 8-bit codes in groups of 16 or 32 with any scales and minima (`Blocks` of kind q8 or q8k: Q8_0, Q5_x, Q6_K,
+// IQ4_x), x as fp32 [M, K] with its groups' sums `xs` [M, groups] (for the minima): a group's products summed in fp32,
+// then its scale; the minima's terms at the end of the row.
+template <int M>
+void q8_block_rows(const float* x, const float* xs, int64_t m0, const Blocks& b, int64_t n0, int64_t n1,
+                   c10::BFloat16* out) {
+  const int64_t K = b.K, N = b.N, groups = b.groups(), G = b.G;
+  const bool minima = b.mins != nullptr || b.sub_min != nullptr;
+  alignas(64) float d[MAX_GROUPS], mn[MAX_GROUPS];
+  for (int64_t n = n0; n < n1; ++n) {
+    const int8_t* w = b.codes8 + n * K;
+    if (n + AHEAD < N)
+      for (int64_t line = 0; line < K; line += 64) _mm_prefetch(reinterpret_cast<const char*>(w + AHEAD * K + line), _MM_HINT_T0);
+    b.widen(n, d, mn);
+    __m512 acc[M];
+    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
+    if (G == 32) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const int8_t* c = w + g * 32;
+        const __m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c))));
+        const __m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 16))));
+        const __m512 scale = _mm512_set1_ps(d[g]);
+        for (int m = 0; m < M; ++m) {
+          const float* xr = x + (m0 + m) * K + g * 32;
+          const __m512 t = _mm512_fmadd_ps(q1, _mm512_loadu_ps(xr + 16), _mm512_mul_ps(q0, _mm512_loadu_ps(xr)));
+          acc[m] = _mm512_fmadd_ps(t, scale, acc[m]);
+        }
+      }
+    } else {  // groups of 16: a scale a zmm of codes
+      for (int64_t g = 0; g < groups; ++g) {
+        const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + g * 16))));
+        const __m512 scale = _mm512_set1_ps(d[g]);
+        for (int m = 0; m < M; ++m)
+          acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(q, _mm512_loadu_ps(x + (m0 + m) * K + g * 16)), scale, acc[m]);
+      }
+    }
+    if (minima)
+      for (int64_t g = 0; g < groups; g += 16) {
+        const __mmask16 live = groups_from(g, groups);
+        const __m512 minimum = _mm512_maskz_load_ps(live, mn + g);
+        for (int m = 0; m < M; ++m)
+          acc[m] = _mm512_fmadd_ps(minimum, _mm512_maskz_loadu_ps(live, xs + (m0 + m) * groups + g), acc[m]);
+      }
+    for (int m = 0; m < M; ++m) out[(m0 + m) * N + n] = c10::BFloat16(_mm512_reduce_add_ps(acc[m]));
+  }
+}
+
+template <int M>
+struct Q8Block {
+  static void run(int64_t m0, const float* x, const float* xs, const Blocks& b, int64_t n0, int64_t n1,
+                  c10::BFloat16* out) {
+    q8_block_rows<M>(x, xs, m0, b, n0, n1, out);
   }
 };
 

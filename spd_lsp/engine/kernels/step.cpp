@@ -169,7 +169,7 @@ class Model : public torch::CustomClassHolder {
 #ifdef SPD_MATVEC
   // Output rows [n0, n1) of `p` for the M rows arranged in `a`, into out [M, p.N].
   static void rows(const Projection& p, const Activations& a, int64_t M, int64_t n0, int64_t n1, bf16* out) {
-    in_passes<Int4>(M, a, p.codes, p.scales, p.mins, p.K, p.N, n0, n1, out);
+    in_passes<Int4>(M, a, p.codes, HalfScales{p.scales, p.mins}, p.K, p.N, n0, n1, out);
   }
 
   void run(const bf16* x, int64_t M, int64_t column, at::TensorList keys, at::TensorList values, bf16* logits) const {
