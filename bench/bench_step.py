@@ -207,7 +207,7 @@ def spd_table(made: list[Variant], args: argparse.Namespace) -> None:
     from spd_lsp.api import DecodeOptions, DecodeRequest
     from spd_lsp.engine.local import LocalEngine
 
-    request = DecodeRequest(PREFIX, DecodeOptions(k=3, max_tokens=10, stop_at_newline=False, heal=False))
+    request = DecodeRequest(PREFIX, DecodeOptions.of(k=3, max_tokens=10, stop_at_newline=False, heal=False))
     engines = [LocalEngine(variant.loaded) for variant in made]
     for engine in engines:
         engine.complete(request)  # the prompt cached, the step compiled

@@ -37,16 +37,15 @@ from spd_lsp.engine.decoding.verify import packed_logits, prefix_tree
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import SMALL_QUERY_ENV, load_model
 
-ROUND1 = {"verify_first": "rank", "verify_score": "mean", "verify_packed": False}  # all cut, re-ranked by mean
+ROUND1 = {"verify_first": "rank", "verify_score": "mean"}  # all cut, re-ranked by mean
 METHODS: dict[str, dict] = {
     "greedy": {"method": "greedy", "k": 1},
     "SPD k=3": {"method": "superposed", "verify_rounds": 0},
     "SPD k=3 + verify (round 1: cut, all re-ranked)": {"method": "superposed", "verify_rounds": 1, **ROUND1},
     "SPD k=3 + verify (round 1: repair, 2 rounds)": {"method": "superposed", "verify_rounds": 2, **ROUND1},
-    "SPD k=3 + verify (keep top, cut 2..k, batch k)": {"method": "superposed", "verify_rounds": 1,
-                                                       "verify_packed": False},
-    "SPD k=3 + verify (keep top, cut 2..k, packed tree)": {"method": "superposed", "verify_rounds": 1},
-    "SPD k=3 + verify (keep top, repair 2..k, 2 rounds)": {"method": "superposed", "verify_rounds": 2},
+    "SPD k=3 + verify (keep top, cut 2..k)": {"method": "superposed", "verify_rounds": 1, "verify_first": "keep"},
+    "SPD k=3 + verify (keep top, repair 2..k, 2 rounds)": {"method": "superposed", "verify_rounds": 2,
+                                                           "verify_first": "keep"},
     "SPD k=3 + verify (cut top, cut 2..k)": {"method": "superposed", "verify_rounds": 1, "verify_first": "cut"},
     "SPD k=3 + verify (cut top, Jacobi repair, 2 rounds)": {"method": "superposed", "verify_rounds": 2,
                                                             "verify_first": "cut"},
@@ -68,7 +67,7 @@ def code_prefix(engine: LocalEngine, tokens: int) -> str:
 
 
 def measure(engine: LocalEngine, prefix: str, repeats: int, max_tokens: int) -> dict[str, dict[str, float]]:
-    options = {name: DecodeOptions(max_tokens=max_tokens, **{"k": 3, **o}) for name, o in METHODS.items()}
+    options = {name: DecodeOptions.of(max_tokens=max_tokens, **{"k": 3, **o}) for name, o in METHODS.items()}
     for o in options.values():
         engine.complete(DecodeRequest(prefix, o))  # warm the prompt cache and the kernels for each shape
     runs: dict[str, list] = {name: [] for name in options}

@@ -82,12 +82,12 @@ def _sweep(engine: LocalEngine, positions: list[Position], store: Any, options: 
     options, rows = sweep(engine, positions, store, options)
     print(report.simple_table(rows, [("axis", "axis", "str"), ("value", "value", "str"), ("P@k", "P@k", "pct"),
                                      ("line share best", "line_share_best", "pct"), ("objective", "objective", "num")]))
-    return options, {"rows": rows, "chosen": {axis: getattr(options, axis) for axis in AXES}}
+    return options, {"rows": rows, "chosen": {axis: options.flat()[axis] for axis in AXES}}
 
 
 def _latency(engine: LocalEngine, positions: list[Position], sources: dict, options: DecodeOptions, ks: list[int]) -> list:
     grid = [(m, k) for m in ("superposed", "nucleus", "beam") for k in ks]
-    configs = [Config(m, replace(options, method=m, k=k, seed=0), "workspace" if m == "superposed" else None)
+    configs = [Config(m, options.but(method=m, k=k, seed=0), "workspace" if m == "superposed" else None)
                for m, k in grid]
     results = evaluate(engine, configs, positions, sources)
     return [{"method": m, "k": k, "decode_ms": summarise(r.scores)["decode_ms"]} for (m, k), r in zip(grid, results)]

@@ -89,10 +89,10 @@ def registry(base: DecodeOptions) -> dict[str, Config]:
     configs = {
         "greedy": Config("greedy", replace(base, method="greedy", k=1)),
         "beam-3": Config("beam-3", replace(base, method="beam", k=3)),
-        "nucleus-3": Config("nucleus-3", replace(base, method="nucleus", k=3, seed=0)),
+        "nucleus-3": Config("nucleus-3", base.but(method="nucleus", k=3, seed=0)),
     }
     for name, verify in SPD_VARIANTS.items():
-        configs[name] = Config(name, replace(base, method="superposed", k=3, **verify), "workspace")
+        configs[name] = Config(name, base.but(method="superposed", k=3, **verify), "workspace")
     return configs
 
 

@@ -154,8 +154,7 @@ def test_packed_verification_logits_equal_the_sdpa_models(architecture: str, dty
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
-@pytest.mark.parametrize("packed", [True, False])
-def test_verdicts_are_those_of_the_sdpa_model(architecture: str, packed: bool) -> None:
+def test_verdicts_are_those_of_the_sdpa_model(architecture: str) -> None:
     loaded = tiny_model(architecture)
     engine = LocalEngine(loaded)
     prompt, rows = engine.encode("import os\nimport sys\nresult = os"), _trees(engine)
@@ -163,8 +162,7 @@ def test_verdicts_are_those_of_the_sdpa_model(architecture: str, packed: bool) -
     for implementation in ("sdpa", NAME):
         loaded.model.set_attn_implementation(implementation)
         logits, _ = engine.runner.prefill(prompt)
-        cache = engine.runner.cache if packed else engine.runner.fork(len(rows))
-        verdicts[implementation] = judge(engine.runner, logits, cache, rows, "", _rules(engine), packed=packed)
+        verdicts[implementation] = judge(engine.runner, logits, engine.runner.cache, rows, "", _rules(engine))
     for plain, small in zip(verdicts["sdpa"], verdicts[NAME]):
         assert (small.tokens, small.choice, small.rank) == (plain.tokens, plain.choice, plain.rank)
         assert small.logp == pytest.approx(plain.logp, abs=1e-4)

@@ -81,7 +81,7 @@ async def test_two_front_ends_complete_through_one_engine(clients: list[Any]) ->
 
 def engine_status(runtime: Path) -> dict[str, Any]:
     """The shared engine's own status (its batcher's counters), asked over its socket."""
-    from spd_lsp.remote.address import Address
+    from spd_lsp.address import Address
     from spd_lsp.remote.client import Connection
 
     (sock,) = (runtime / "spd-lsp").glob("engine-*.sock")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from spd_lsp.remote import protocol
-from spd_lsp.remote.address import parse
+from spd_lsp.address import parse
 from spd_lsp.remote.client import Connection
 from spd_lsp.remote.peers import PeerGuard
 from tests.engined_support import engine_env, start_engine
