@@ -5,7 +5,7 @@ interleaved so a busy machine slows all of them alike; float32 and bfloat16 weig
 
 `--attention N` instead times single forwards under the two attentions of the SDPA model
 (transformers' SDPA, which copies grouped key/values for masked queries longer than one
-token, and decoding/attention.py's small-query kernel), N interleaved repeats each, on a
+token, and decoding/small_query.py's small-query kernel), N interleaved repeats each, on a
 ~370-token prompt cache: verification's packed prefix trees (B requests x ~25 tokens),
 prompt chunks of B=1 (with the kernel's query bound lifted, to show where it stops
 paying) and unmasked decode steps of B=1 and 8 (SDPA's `enable_gqa` path, or its packed
@@ -31,7 +31,7 @@ from typing import Callable
 import torch
 
 from spd_lsp.settings import CPU_PREFIX_TOKENS
-from spd_lsp.engine.decoding import attention
+from spd_lsp.engine.decoding import small_query
 from spd_lsp.api import DecodeOptions, DecodeRequest
 from spd_lsp.engine.decoding.verify import packed_logits, prefix_tree
 from spd_lsp.engine.local import LocalEngine
@@ -80,7 +80,7 @@ def measure(engine: LocalEngine, prefix: str, repeats: int, max_tokens: int) -> 
 
 ATTENTION_PROMPT_TOKENS = 370
 TREE_TOKENS = 25  # a request's packed prefix tree: three drafts
-ATTENTIONS = {"sdpa": "sdpa", "small-query": attention.NAME}
+ATTENTIONS = {"sdpa": "sdpa", "small-query": small_query.NAME}
 
 
 def forwards(engine: LocalEngine, prompt: list[int]) -> dict[str, Callable[[], object]]:
@@ -119,7 +119,7 @@ def compare_attention(engine: LocalEngine, prompt: list[int], repeats: int, *,
     model, shapes = engine.loaded.model, forwards(engine, prompt)
     if threads:
         torch.set_num_threads(threads)
-    bound, attention.MAX_QUERY = attention.MAX_QUERY, dict.fromkeys(attention.MAX_QUERY, 1 << 30)
+    bound, small_query.MAX_QUERY = small_query.MAX_QUERY, dict.fromkeys(small_query.MAX_QUERY, 1 << 30)
     times: dict[str, dict[str, list[float]]] = {shape: {name: [] for name in ATTENTIONS} for shape in shapes}
     try:
         for repeat in range(repeats + 1):  # the first: warm-up, not counted
@@ -131,8 +131,8 @@ def compare_attention(engine: LocalEngine, prompt: list[int], repeats: int, *,
                     if repeat:
                         times[shape][name].append(time.perf_counter() - started)
     finally:
-        attention.MAX_QUERY = bound
-        model.set_attn_implementation(attention.NAME)
+        small_query.MAX_QUERY = bound
+        model.set_attn_implementation(small_query.NAME)
     return {shape: {name: 1000 * statistics.median(t) for name, t in row.items()} for shape, row in times.items()}
 
 

@@ -83,7 +83,7 @@ def main(argv: list[str]) -> int:
     if warnings:
         parser.error("; ".join(warnings))
     uri, text, offset = read_document(args)
-    from spd_lsp.commands.loading import load_engine
+    from spd_lsp.commands.engine_setting import load_engine
     from spd_lsp.engine.model import ModelLoadError
 
     try:

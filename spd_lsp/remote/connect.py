@@ -1,4 +1,4 @@
-"""`commands.loading.load_engine` for the `engine` setting's other values: a `RemoteEngine` with the engine's
+"""`commands.engine_setting.load_engine` for the `engine` setting's other values: a `RemoteEngine` with the engine's
 own tokenizer, reached over the per-user daemon ("auto") or an address."""
 
 from __future__ import annotations

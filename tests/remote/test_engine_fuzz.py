@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from spd_lsp.api import EXPERIMENTAL_FIELDS, DecodeOptions
 from spd_lsp.remote import protocol
 from spd_lsp.address import parse
-from tests.engined_support import engine_env, start_engine
+from tests.engine_support import engine_env, start_engine
 
 TOKEN = "fuzz-token-" + "y" * 24
 ANSWER_S = 20.0  # the tiny model answers in well under a second; a hang fails

@@ -19,11 +19,12 @@ import pytest
 from spd_lsp.api import DecodeOptions, DecodeRequest
 from spd_lsp.remote.connect import load_remote
 from spd_lsp.settings import Settings
-from tests.engined_support import REPO, engine_env, start_engine
+from tests.engine_support import REPO, engine_env, start_engine
 
 # The last commit of version 2 whose engine refuses fields it does not know and whose front end sends every decode
 # option flat (before the experimental ones were split off and unknown fields ignored).
 PREVIOUS = "fe2b90f1d8e4ed955e14fd91e5af781581975efa"
+PREVIOUS_LOADER = "tests.engined_support:tiny_loaded"  # the tiny-model engine as the previous commit names it
 PREFIX = "def add(a, b):\n    return"
 
 
@@ -41,7 +42,8 @@ def previous(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def previous_env(root: Path, runtime: Path) -> dict[str, str]:
-    return {**engine_env(runtime), "PYTHONPATH": str(root)}
+    """The previous commit first on the path, its own test engine as the loader."""
+    return {**engine_env(runtime), "PYTHONPATH": str(root), "SPD_LSP_ENGINE_LOADER": PREVIOUS_LOADER}
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from spd_lsp.remote import daemon
 from spd_lsp.remote.client import REQUEST_TIMEOUT_S
 from spd_lsp.remote.connect import load_remote
 from bench.bench_engine_faults import engine_pids
-from tests.engined_support import REPO, engine_env, wait_gone
+from tests.engine_support import REPO, engine_env, wait_gone
 from tests.tiny_models import tiny_model
 
 PREFIX = "def add(a, b):\n    return"

@@ -19,7 +19,7 @@ from pytest_lsp import ClientServerConfig
 
 from bench.isolation import isolated_env
 from tests.code_samples import WALK_HEAD
-from tests.engined_support import wait_gone
+from tests.engine_support import wait_gone
 from tests.lsp.test_server_e2e import capabilities, end_of, inline, open_doc, status
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
