@@ -67,7 +67,7 @@ def scored(
     engine: LocalEngine, position: Position, options: DecodeOptions, result: DecodeResult, known: dict | None = None,
     *, healed: HealedPrompt | None = None,
 ) -> RequestScore:
-    """`known`: blend flags of the rows already judged at this position (eval/blend.py); `healed`: the
+    """`known`: blend flags of the rows already judged at this position (evaluation/blend.py); `healed`: the
     prompt the drafts continued where it held context besides the prefix."""
     cursor = Cursor(position.prefix + position.suffix, len(position.prefix))
     # finalize and blended fit the same drafts: each costs up to MAX_SYNTAX_CHECKS parses, so once

@@ -27,7 +27,7 @@ STORE_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6)
 # Where snippets come from (spd_lsp/context/): open documents, recently edited ranges, the workspace index.
 SOURCES: tuple[str, ...] = ("open", "edited", "workspace")
 # The CPU budget: the largest whose cold request stays <= 1 s on a 2-core CPU (prefill ~0.45 ms per
-# token: 1,024 tokens 0.75-0.96 s, 2,048 tokens 1.85 s), by the rule of docs/study/context-budget.md;
+# token: 1,024 tokens 0.75-0.96 s, 2,048 tokens 1.85 s), by the rule of evaluation/results/context-budget.md;
 # it bought no P@1/P@3 over 512 there (test split: +0.0 points [-1.6, +1.6]). Accelerators: 2,048.
 CPU_PREFIX_TOKENS = 1024
 ACCELERATOR_PREFIX_TOKENS = 2048

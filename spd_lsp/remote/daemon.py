@@ -131,7 +131,7 @@ def _ours_loading(paths: Paths) -> bool:
 
 
 def _loading(paths: Paths) -> bool:
-    """Whether the engine last started for `paths.socket` (or its standby, taking over) is alive: so it
+    """Whether the engine last started for `Paths.socket` (or its standby, taking over) is alive: so it
     is loading, or serving."""
     return spare.held(paths.socket) or any(_alive(pid_path, paths.socket)
                                            for pid_path in (paths.pid, spare.standby_file(paths.socket)))

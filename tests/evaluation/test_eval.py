@@ -68,7 +68,8 @@ def test_scores() -> None:
 
 def test_harness_runs_end_to_end(corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    argv = ["--corpus", str(corpus), "--workdir", str(tmp_path / "work"), "--out", str(out), "--positions", "2",
+    argv = ["--corpus", str(corpus), "--workdir", str(tmp_path / "work"), "--out", str(out), "--results", str(out),
+            "--positions", "2",
             "--latency-positions", "1", "--latency-ks", "1", "2", "--lsp-positions", "1", "--no-base",
             "--max-tokens", "4"]
     assert main(argv) == 0
