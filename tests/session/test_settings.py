@@ -112,5 +112,5 @@ def test_the_shared_engine_bounds_options_by_the_settings_own_checks(option: str
     raw = {"ngrams": {"alpha": past}} if key == "ngrams" else {key: past}
     assert parse_settings(raw)[1]  # the setting refuses it
     with pytest.raises(ValueError, match=f"decode option {option}="):
-        check_options(DecodeOptions(**{option: past}))
+        check_options(DecodeOptions.of(**{option: past}))
     check_options(Settings().decode_options())  # the shipped options pass
