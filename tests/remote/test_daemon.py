@@ -181,8 +181,8 @@ def test_a_restarted_engine_that_drops_the_first_hello_still_answers(runtime: Pa
     loaded.engine.close()
 
 
-@pytest.mark.parametrize("spec", [ModelSpec(), ModelSpec(path="/m.gguf", device="cpu", dtype="bfloat16",
-                                                          quantize="int4", head="float", fast_path=False)])
+@pytest.mark.parametrize("spec", [ModelSpec(), ModelSpec(path="/m.gguf", device="cpu", dtype="bfloat16", quantize="int4",
+                                                          head="float", fast_path=False, kernels=("amx", "attention"))])
 def test_the_engine_reads_back_the_model_the_daemon_asks_for(spec: ModelSpec) -> None:
     from spd_lsp.commands.engine import model_spec, parse_args
 

@@ -95,12 +95,12 @@ def test_model_key_tracks_what_a_reload_depends_on() -> None:
 
 def test_the_model_spec_holds_every_model_setting() -> None:
     raw = {"model": "/x.gguf", "device": "cpu", "dtype": "bfloat16", "quantize": "int4", "outputWeights": "float",
-           "fastPath": False}
+           "fastPath": False, "kernels": ["amx"]}
     assert set(raw) == set(MODEL_KEYS)
     settings, warnings = parse_settings(raw)
     assert not warnings
     assert settings.model_spec() == ModelSpec(path="/x.gguf", device="cpu", dtype="bfloat16", quantize="int4",
-                                              head="float", fast_path=False)
+                                              head="float", fast_path=False, kernels=("amx",))
     for key, value in raw.items():  # each one reloads the model
         assert parse_settings({key: value})[0].model_key() != Settings().model_key(), key
 
