@@ -5,7 +5,7 @@
    rows: AMX on the GGUF's Q8_0 blocks, bf16, our int8 matvec. The variants alternate round by round; medians.
    First a check that the AMX kernels' weights are the model's bf16 weights (x = I).
 2. A prompt's attention, one layer at the bundled shapes (9 query heads on 3 key/value heads of 64 dims): a 512- and a
-   2,048-token prompt, verification trees of 1, 9 and 24 nodes on 500 cached tokens; AMX (`prefill.cpp`'s tile_amx)
+   2,048-token prompt, verification trees of 1, 9 and 24 nodes on 500 cached tokens; AMX (`engine/kernels/prompt.cpp`'s tile_amx)
    and AVX-512 alternate in child processes (the op's `amx` argument).
 
     PYTHONPATH=. .venv/bin/python -m bench.bench_amx [--rounds 5] [--threads 2]

@@ -35,7 +35,7 @@ EDITORS, STEPS = 8, 24
 
 
 def batch_cache_of(revision: str) -> type:
-    """`BatchCache` as batching.py defined it at `revision`."""
+    """`BatchCache` as engine/batcher.py defined it at `revision`."""
     source = subprocess.run(["git", "show", f"{revision}:spd_lsp/engine/batcher.py"], cwd=REPO, check=True,
                             capture_output=True, text=True).stdout
     path = Path(tempfile.mkdtemp()) / f"batching_{revision}.py"

@@ -2,7 +2,7 @@
 
 Each round starts, in fresh subprocesses and interleaved:
 
-- load: `python -c "import torch; from spd_lsp.engine.loading import load_local; load_local(None)"` as the
+- load: `python -c "import torch; from spd_lsp.engine.loading import load_local; load_local(ModelSpec())"` as the
   server's loader runs it (the bundled model, its dequantised cache and the compile cache present, the decode
   step compiling in the background); process start -> `load_local` returned, split into interpreter start,
   `import torch`, `import spd_lsp.engine.loading`, `load_model` (the model's `loadSeconds`) and the engine's
@@ -51,7 +51,12 @@ import torch
 torch_s = time.perf_counter()
 from spd_lsp.engine.loading import load_local
 imported = time.perf_counter()
-loaded = load_local(None)
+try:
+    from spd_lsp.api import ModelSpec
+except ImportError:  # a revision before ModelSpec (--against)
+    loaded = load_local(None)
+else:
+    loaded = load_local(ModelSpec())
 done = time.perf_counter()
 print(json.dumps({"child": started, "torch": torch_s - started, "import loading": imported - torch_s,
                   "load_model": loaded.info["loadSeconds"], "engine": done - imported - loaded.info["loadSeconds"],

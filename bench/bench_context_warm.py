@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spd_lsp.commands.loading import load_engine
+from spd_lsp.commands.engine_setting import load_engine
 from spd_lsp.settings import parse_settings
 from spd_lsp.session.session import Session
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from bench.baselines import register as register_baselines
 from ngram_db.memory import MemoryNgrams
 from spd_lsp.engine.decoding.placement import CPU, device_sync
 from spd_lsp.api import DecodeOptions, DecodeRequest
@@ -87,7 +88,8 @@ def make_rows(placement: str) -> list[Row]:
 
 
 def run_once(engine: LocalEngine, prefix: str, row: Row, max_tokens: int) -> None:
-    options = DecodeOptions(method=row.method, k=row.k, max_tokens=max_tokens, stop_at_newline=False, heal=False, seed=0)
+    options = DecodeOptions.of(method=row.method, k=row.k, max_tokens=max_tokens, stop_at_newline=False, heal=False,
+                               seed=0)
     engine.candidate_device = row.candidate_device
     engine.set_ngrams(MemoryNgrams.from_sequences([engine.encode(prefix)]) if row.ngrams else None)
     device_sync(engine.runner.device)
@@ -145,6 +147,7 @@ def main() -> None:
     parser.add_argument("--placement", choices=["cpu", "device", "both"], default="cpu",
                         help="where SPD/beam keep each step's candidates (both: rows for each)")
     args = parser.parse_args()
+    register_baselines()  # the batched nucleus rows
 
     started = time.perf_counter()
     loaded = load_model(args.model, args.device, quantize="int8" if args.int8 else None)

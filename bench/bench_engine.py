@@ -36,7 +36,7 @@ from bench.bench_server import corpus, percentile, rss_mb
 from bench.isolation import isolated_env
 from spd_lsp.api import DecodeOptions, DecodeRequest
 from spd_lsp.remote import protocol
-from spd_lsp.remote.address import parse
+from spd_lsp.address import parse
 from spd_lsp.remote.client import Connection
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,8 +48,10 @@ VERIFY: dict[str, int] = {}  # --verify-rounds, where given; else DecodeOptions'
 
 
 def start_engine(socket_path: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    """The engine, with the batched nucleus registered (bench/baselines.py: the product does not offer it)."""
+    env = {**os.environ, "SPD_LSP_ENGINE_LOADER": "bench.baselines:loaded"}
     process = subprocess.Popen([sys.executable, "-m", "spd_lsp.cli", "engine", "--socket", str(socket_path),
-                                "--idle-timeout", "0", *extra], stdout=subprocess.PIPE, text=True, cwd=REPO)
+                                "--idle-timeout", "0", *extra], stdout=subprocess.PIPE, text=True, cwd=REPO, env=env)
     for line in process.stdout:
         if "listening on" in line:
             return process, line.rsplit(" ", 1)[1].strip()
@@ -71,7 +73,7 @@ def documents(count: int, requests: int) -> list[tuple[str, str]]:
 def editor(where: str, index: int, method: str, prefix: str, typed: str, requests: int,
            latencies: list[float], barrier: threading.Barrier) -> None:
     connection = Connection(parse(where))
-    options = DecodeOptions(method=method, k=3, max_tokens=10, alpha=0.0, seed=index, **VERIFY)
+    options = DecodeOptions.of(method=method, k=3, max_tokens=10, alpha=0.0, seed=index, **VERIFY)
     affinity = f"editor{index}-{method}"
 
     def ask(text: str) -> None:

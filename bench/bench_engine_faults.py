@@ -265,7 +265,7 @@ def team_phase(clients: int, seconds: float, tmp: Path, model: str | None) -> No
 
     from spd_lsp.api import DecodeOptions
     from spd_lsp.remote import protocol
-    from spd_lsp.remote.address import parse
+    from spd_lsp.address import parse
     from spd_lsp.remote.client import Connection
 
     token = tmp / "token"
@@ -373,7 +373,7 @@ async def disk_full_phase(tmp: Path, model: str | None) -> None:
         loaded = time.monotonic() - started
         if engine.poll() is None:
             from spd_lsp.remote import protocol
-            from spd_lsp.remote.address import parse
+            from spd_lsp.address import parse
             from spd_lsp.remote.client import Connection
 
             connection = Connection(parse(f"unix:{sock}"))

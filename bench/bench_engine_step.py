@@ -144,7 +144,7 @@ def main() -> int:
     parser.add_argument("--model", default=None, help="default: the bundled one")
     args = parser.parse_args()
     verify = {} if args.verify_rounds is None else {"verify_rounds": args.verify_rounds}
-    options = DecodeOptions(k=3, max_tokens=10, alpha=0.0, **verify)
+    options = DecodeOptions.of(k=3, max_tokens=10, alpha=0.0, **verify)
     if args.profile:
         Batcher._run = profiled(Batcher._run)
     engine = LocalEngine(load_model(args.model, device=args.device))

@@ -1,4 +1,4 @@
-"""The decode step's int4 projections and int8 head on our kernels (spd_lsp/engine/fast/matvec.py) against ATen's
+"""The decode step's int4 projections and int8 head on our kernels (spd_lsp/engine/kernels/matvec.py) against ATen's
 (`_weight_int4pack_mm_for_cpu`, `_weight_int8pack_mm`), on the bundled model's own weights, in one run.
 
 Per round, each variant runs all 30 layers' four fused projections (120 calls, as a step makes them) and the

@@ -1,4 +1,4 @@
-"""The float projections on oneDNN's packed weights (`engine/fast/onednn.py`) against `F.linear` on the plain ones.
+"""The float projections on oneDNN's packed weights (`engine/kernels/onednn.py`) against `F.linear` on the plain ones.
 
 The bundled model's 120 projections (bf16) at several row counts, then whole eager forwards (a 500-token prefill and
 verification-sized token runs on its cache), the two kinds alternated in one process (the same weights, packed once);

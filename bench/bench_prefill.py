@@ -23,9 +23,9 @@ idle machine would run and measure, on a loaded one (the wall clock sizes them s
     nice .venv/bin/python -m bench.bench_prefill --compare-chunks 3 [--threads 1 --clock cpu]
 
 `--compare-prompt-kernel N` instead times N rounds of bf16 prefills of 512 and 2,048 tokens, one forward and as
-shipped (chunks on the cache), with a prompt's causal attention on our kernel (engine/fast/prefill.cpp) and on SDPA,
+shipped (chunks on the cache), with a prompt's causal attention on our kernel (engine/kernels/prompt.cpp) and on SDPA,
 interleaved, and how much the last logits differ (first: one layer's attention alone). `--compare-pointwise N` the
-same with the forward's norms, rotary and SiLU on our fused ops (engine/fast/pointwise.cpp) and as tensor ops.
+same with the forward's norms, rotary and SiLU on our fused ops (engine/kernels/pointwise.cpp) and as tensor ops.
 
     PYTHONPATH=. .venv/bin/python -m bench.bench_prefill --compare-prompt-kernel 5 --threads 2
     PYTHONPATH=. .venv/bin/python -m bench.bench_prefill --compare-pointwise 5 --threads 2

@@ -71,8 +71,10 @@ def tiny_model_dir(where: Path) -> str:
 @contextlib.contextmanager
 def plain_daemon(model) -> Iterator[tuple[str, int]]:
     """`spd-lsp engine --tcp` in its own process (one decoding thread, like a replica)."""
-    command = [sys.executable, "-m", "spd_lsp.cli", "engine", "--tcp", "0", "--device", model.device,
-               "--dtype", model.dtype, "--log-level", "WARNING"] + (["--model", model.model] if model.model else [])
+    from spd_lsp.remote.daemon import model_args
+
+    command = [sys.executable, "-m", "spd_lsp.cli", "engine", "--tcp", "0", *model_args(model),
+               "--log-level", "WARNING"]
     env = {**os.environ, "SPD_LSP_TOKEN": TOKEN, "OMP_NUM_THREADS": "1"}
     daemon = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     try:
@@ -169,12 +171,13 @@ def main() -> None:
     from spd_lsp.remote.ray.client import ServeEngine
     from spd_lsp.remote.ray.deployment import APP_NAME, ServeSettings, deploy
     from spd_lsp.remote.ray.ingress import RayIngress, in_background
-    from spd_lsp.remote.ray.replica import ModelSettings
+    from spd_lsp.api import ModelSpec
+    from spd_lsp.remote.ray.replica import ReplicaSettings
 
     work = Path(tempfile.mkdtemp(prefix="bench-ray-"))
     tiny = args.model == "tiny"
-    model = ModelSettings(model=tiny_model_dir(work) if tiny else args.model, device="cpu",
-                          dtype="float32" if tiny else args.dtype)
+    model = ModelSpec(path=tiny_model_dir(work) if tiny else args.model, device="cpu",
+                      dtype="float32" if tiny else args.dtype)
     options = DecodeOptions(k=args.k, max_tokens=args.max_tokens).to_dict()
     prompts = documents(max(args.editors), args.requests, start=600, step=23)
     repo = str(Path(__file__).resolve().parents[1])
@@ -186,7 +189,7 @@ def main() -> None:
                  runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}})
         try:
             for replicas in args.replicas:
-                engine = ServeEngine(deploy(ServeSettings(model=model, replicas=replicas, num_cpus=1)))
+                engine = ServeEngine(deploy(ServeSettings(replica=ReplicaSettings(model), replicas=replicas, num_cpus=1)))
                 described = asyncio.run(engine.describe())
                 running = in_background(RayIngress(engine, described, Listener(port=0, token=TOKEN)))
                 runs += measured(running.address, prompts, options, args.editors, f"Ray ingress, {plural(replicas, 'replica')}")
@@ -199,7 +202,7 @@ def main() -> None:
             ray.shutdown()
         runs += measured(plain, prompts, options, args.editors, "plain engine daemon, again")  # the load's drift
 
-    print(f"\nmodel {model.model or 'bundled'} ({model.dtype}), k={args.k}, {args.max_tokens} tokens, "
+    print(f"\nmodel {model.path or 'bundled'} ({model.dtype}), k={args.k}, {args.max_tokens} tokens, "
           f"{args.requests} requests per editor, load average {os.getloadavg()[0]:.1f}")
     print("| set-up | requests | req/s | p50 ms | p95 ms | prompt cache reused |")
     print("|---|---|---|---|---|---|")

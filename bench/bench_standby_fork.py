@@ -81,9 +81,10 @@ def main() -> None:
 
         engine = LocalEngine(tiny_model("llama"))
     else:
+        from spd_lsp.api import ModelSpec
         from spd_lsp.engine.loading import load_local
 
-        engine = load_local(None, "cpu").engine
+        engine = load_local(ModelSpec(device="cpu")).engine
     print(f"loaded in {time.monotonic() - started:.1f} s; {'safe' if safe else 'unsafe'} forks, alarm {ALARM_S} s",
           flush=True)
     read, write = os.pipe()

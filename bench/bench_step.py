@@ -51,10 +51,10 @@ INDUCTOR = {"frozen": {"freezing": True}, "autotuned": {"max_autotune": True, "m
             "checked": {},
             # the shipped graphs' wrapper is C++ (cpp_wrapper); "python-wrapper": the Python one (before round 8)
             "python-wrapper": {"cpp_wrapper": False},
-            # the shipped step attends on the CPU kernel (engine/fast/attention.py); "sdpa-attention": on SDPA over the
+            # the shipped step attends on the CPU kernel (engine/kernels/attention.py); "sdpa-attention": on SDPA over the
             # masked bucket (before round 9), the same inductor options
             "sdpa-attention": {},
-            # the shipped step's int4 projections and int8 head run our matvec kernels (engine/fast/matvec.py);
+            # the shipped step's int4 projections and int8 head run our matvec kernels (engine/kernels/matvec.py);
             # "aten-matvec": ATen's `_weight_int4pack_mm_for_cpu` and `_weight_int8pack_mm` (before round 11)
             "aten-matvec": {}}
 
@@ -207,7 +207,7 @@ def spd_table(made: list[Variant], args: argparse.Namespace) -> None:
     from spd_lsp.api import DecodeOptions, DecodeRequest
     from spd_lsp.engine.local import LocalEngine
 
-    request = DecodeRequest(PREFIX, DecodeOptions(k=3, max_tokens=10, stop_at_newline=False, heal=False))
+    request = DecodeRequest(PREFIX, DecodeOptions.of(k=3, max_tokens=10, stop_at_newline=False, heal=False))
     engines = [LocalEngine(variant.loaded) for variant in made]
     for engine in engines:
         engine.complete(request)  # the prompt cached, the step compiled

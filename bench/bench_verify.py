@@ -5,7 +5,7 @@ interleaved so a busy machine slows all of them alike; float32 and bfloat16 weig
 
 `--attention N` instead times single forwards under the two attentions of the SDPA model
 (transformers' SDPA, which copies grouped key/values for masked queries longer than one
-token, and decoding/attention.py's small-query kernel), N interleaved repeats each, on a
+token, and decoding/small_query.py's small-query kernel), N interleaved repeats each, on a
 ~370-token prompt cache: verification's packed prefix trees (B requests x ~25 tokens),
 prompt chunks of B=1 (with the kernel's query bound lifted, to show where it stops
 paying) and unmasked decode steps of B=1 and 8 (SDPA's `enable_gqa` path, or its packed
@@ -31,22 +31,21 @@ from typing import Callable
 import torch
 
 from spd_lsp.settings import CPU_PREFIX_TOKENS
-from spd_lsp.engine.decoding import attention
+from spd_lsp.engine.decoding import small_query
 from spd_lsp.api import DecodeOptions, DecodeRequest
 from spd_lsp.engine.decoding.verify import packed_logits, prefix_tree
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import SMALL_QUERY_ENV, load_model
 
-ROUND1 = {"verify_first": "rank", "verify_score": "mean", "verify_packed": False}  # all cut, re-ranked by mean
+ROUND1 = {"verify_first": "rank", "verify_score": "mean"}  # all cut, re-ranked by mean
 METHODS: dict[str, dict] = {
     "greedy": {"method": "greedy", "k": 1},
     "SPD k=3": {"method": "superposed", "verify_rounds": 0},
     "SPD k=3 + verify (round 1: cut, all re-ranked)": {"method": "superposed", "verify_rounds": 1, **ROUND1},
     "SPD k=3 + verify (round 1: repair, 2 rounds)": {"method": "superposed", "verify_rounds": 2, **ROUND1},
-    "SPD k=3 + verify (keep top, cut 2..k, batch k)": {"method": "superposed", "verify_rounds": 1,
-                                                       "verify_packed": False},
-    "SPD k=3 + verify (keep top, cut 2..k, packed tree)": {"method": "superposed", "verify_rounds": 1},
-    "SPD k=3 + verify (keep top, repair 2..k, 2 rounds)": {"method": "superposed", "verify_rounds": 2},
+    "SPD k=3 + verify (keep top, cut 2..k)": {"method": "superposed", "verify_rounds": 1, "verify_first": "keep"},
+    "SPD k=3 + verify (keep top, repair 2..k, 2 rounds)": {"method": "superposed", "verify_rounds": 2,
+                                                           "verify_first": "keep"},
     "SPD k=3 + verify (cut top, cut 2..k)": {"method": "superposed", "verify_rounds": 1, "verify_first": "cut"},
     "SPD k=3 + verify (cut top, Jacobi repair, 2 rounds)": {"method": "superposed", "verify_rounds": 2,
                                                             "verify_first": "cut"},
@@ -68,7 +67,7 @@ def code_prefix(engine: LocalEngine, tokens: int) -> str:
 
 
 def measure(engine: LocalEngine, prefix: str, repeats: int, max_tokens: int) -> dict[str, dict[str, float]]:
-    options = {name: DecodeOptions(max_tokens=max_tokens, **{"k": 3, **o}) for name, o in METHODS.items()}
+    options = {name: DecodeOptions.of(max_tokens=max_tokens, **{"k": 3, **o}) for name, o in METHODS.items()}
     for o in options.values():
         engine.complete(DecodeRequest(prefix, o))  # warm the prompt cache and the kernels for each shape
     runs: dict[str, list] = {name: [] for name in options}
@@ -81,7 +80,7 @@ def measure(engine: LocalEngine, prefix: str, repeats: int, max_tokens: int) -> 
 
 ATTENTION_PROMPT_TOKENS = 370
 TREE_TOKENS = 25  # a request's packed prefix tree: three drafts
-ATTENTIONS = {"sdpa": "sdpa", "small-query": attention.NAME}
+ATTENTIONS = {"sdpa": "sdpa", "small-query": small_query.NAME}
 
 
 def forwards(engine: LocalEngine, prompt: list[int]) -> dict[str, Callable[[], object]]:
@@ -120,7 +119,7 @@ def compare_attention(engine: LocalEngine, prompt: list[int], repeats: int, *,
     model, shapes = engine.loaded.model, forwards(engine, prompt)
     if threads:
         torch.set_num_threads(threads)
-    bound, attention.MAX_QUERY = attention.MAX_QUERY, dict.fromkeys(attention.MAX_QUERY, 1 << 30)
+    bound, small_query.MAX_QUERY = small_query.MAX_QUERY, dict.fromkeys(small_query.MAX_QUERY, 1 << 30)
     times: dict[str, dict[str, list[float]]] = {shape: {name: [] for name in ATTENTIONS} for shape in shapes}
     try:
         for repeat in range(repeats + 1):  # the first: warm-up, not counted
@@ -132,8 +131,8 @@ def compare_attention(engine: LocalEngine, prompt: list[int], repeats: int, *,
                     if repeat:
                         times[shape][name].append(time.perf_counter() - started)
     finally:
-        attention.MAX_QUERY = bound
-        model.set_attn_implementation(attention.NAME)
+        small_query.MAX_QUERY = bound
+        model.set_attn_implementation(small_query.NAME)
     return {shape: {name: 1000 * statistics.median(t) for name, t in row.items()} for shape, row in times.items()}
 
 

@@ -194,7 +194,7 @@ def main() -> int:
                         help="our decode step eager (default: compiled, waited for before the rounds)")
     parser.add_argument("--head", default="q8", choices=("float", "int8", "q8"), help="our output projection's weights (outputWeights; q8: the GGUF's Q8_0 blocks)")
     parser.add_argument("--last-token", choices=("tree", "step"), default=None,
-                        help="who chooses the drafts' last token (DecodeOptions.last_token; default: the shipped one)")
+                        help="who chooses the drafts' last token (Experimental.last_token; default: the shipped one)")
     args = parser.parse_args()
 
     import torch
@@ -226,7 +226,7 @@ def main() -> int:
         print(f"our step {done} ({time.perf_counter() - started:.0f} s): {backend.info}", flush=True)
     shipped = Settings().decode_options()
     if args.last_token is not None:
-        shipped = replace(shipped, last_token=args.last_token)
+        shipped = shipped.but(last_token=args.last_token)
     greedy = replace(shipped, method="greedy", k=1)
     if backend is not None and args.compile:  # a request hands verification's tree shape to the compile: waited for
         started = time.perf_counter()
@@ -265,8 +265,8 @@ def main() -> int:
         prefix = warm_texts[r]
         ours(prefix, shipped)  # the prefix cached, as for a typist
         decode.ours.append(ours(prefix, stepping).timings.per_step_ms)
-        spd_step.ours.append(ours(prefix, replace(shipped, max_tokens=args.decode_tokens, stop_at_newline=False,
-                                                  heal=False, verify_rounds=0)).timings.per_step_ms)
+        spd_step.ours.append(ours(prefix, shipped.but(max_tokens=args.decode_tokens, stop_at_newline=False,
+                                                        heal=False, verify_rounds=0)).timings.per_step_ms)
         greedy_answers: list[Any] = []
         one.ours.append(timed(lambda: ours(prefix, greedy), greedy_answers))
         greedy_tokens.ours.append(float(greedy_answers[0].timings.steps))

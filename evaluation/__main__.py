@@ -44,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--packages", nargs="+", default=list(DEFAULT_PACKAGES), help="pip requirements of the corpus")
     p.add_argument("--workdir", type=Path, default=Path(platformdirs.user_cache_dir("spd-lsp")) / "eval",
                    help="fetched packages and stores, kept between runs")
-    p.add_argument("--out", type=Path, default=Path("docs"), help="where plots and results.json go")
+    p.add_argument("--out", type=Path, default=Path("docs"), help="where the plots go (docs/quality.md shows them)")
+    p.add_argument("--results", type=Path, default=Path("evaluation/results"), help="where quality_results.json goes")
     p.add_argument("--positions", type=int, default=30, help="test positions for the main table and the lift")
     p.add_argument("--latency-positions", type=int, default=6)
     p.add_argument("--lsp-positions", type=int, default=6, help="positions also asked through `spd-lsp --stdio`")
@@ -82,12 +83,12 @@ def _sweep(engine: LocalEngine, positions: list[Position], store: Any, options: 
     options, rows = sweep(engine, positions, store, options)
     print(report.simple_table(rows, [("axis", "axis", "str"), ("value", "value", "str"), ("P@k", "P@k", "pct"),
                                      ("line share best", "line_share_best", "pct"), ("objective", "objective", "num")]))
-    return options, {"rows": rows, "chosen": {axis: getattr(options, axis) for axis in AXES}}
+    return options, {"rows": rows, "chosen": {axis: options.flat()[axis] for axis in AXES}}
 
 
 def _latency(engine: LocalEngine, positions: list[Position], sources: dict, options: DecodeOptions, ks: list[int]) -> list:
     grid = [(m, k) for m in ("superposed", "nucleus", "beam") for k in ks]
-    configs = [Config(m, replace(options, method=m, k=k, seed=0), "workspace" if m == "superposed" else None)
+    configs = [Config(m, options.but(method=m, k=k, seed=0), "workspace" if m == "superposed" else None)
                for m, k in grid]
     results = evaluate(engine, configs, positions, sources)
     return [{"method": m, "k": k, "decode_ms": summarise(r.scores)["decode_ms"]} for (m, k), r in zip(grid, results)]
@@ -158,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         out["lsp"] = _lsp_check(few, results[0].drafts[: len(few)], spd, args.workdir / f"ws-{key}-100", root,
                                 args.workdir / "lsp-cache")
     out["seconds"] = time.perf_counter() - started
-    (args.out / "quality_results.json").write_text(json.dumps(out, indent=1, default=str))
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / "quality_results.json").write_text(json.dumps(out, indent=1, default=str))
     _say(f"done in {out['seconds']:.0f} s")
     return 0
 

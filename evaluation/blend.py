@@ -57,7 +57,7 @@ def blended(
         rules = DraftRules(table=engine.table, stop_ids=engine.stop_ids, stop_at_newline=options.stop_at_newline)
         logits, _ = engine.runner.prefill(prompt)
         try:
-            verdicts = judge(engine.runner, logits, engine.runner.fork(len(new)), new, healed.remainder, rules)
+            verdicts = judge(engine.runner, logits, engine.runner.cache, new, healed.remainder, rules)
         finally:
             engine.runner.rewind(len(prompt))
         known.update((row, v.blended(top)) for row, v in zip(new, verdicts))

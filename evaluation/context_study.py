@@ -11,25 +11,25 @@ compares the prompt formats the server can send:
   then `<file_sep>{path}` and the prefix (StarCoder2 repository data);
 
 and reports P@1, P@3, accepted characters, the blend rate of the shown drafts
-(eval/blend.py), the time per decoded request with its prefill, and the tokens one
+(evaluation/blend.py), the time per decoded request with its prefill, and the tokens one
 more keystroke re-prefills (the KV-cache layout). Drafts are decoded as the server
 ships them (`Settings().decode_options()`: SPD with verification). Like the study,
 a kind stops at --total-per-kind positions (the requests corpus has few calls in its
 test split: the others fill), and --start/--stop split the indexes between processes:
 
     nice -n 10 .venv/bin/python -m evaluation.context_study run --split test --per-kind 100 \\
-        --total-per-kind 150 --stop 50 --out docs/study/context-test-a.jsonl
+        --total-per-kind 150 --stop 50 --out evaluation/results/context-test2-a.jsonl
     nice -n 10 .venv/bin/python -m evaluation.context_study run --split test --per-kind 100 \\
-        --total-per-kind 150 --start 50 --out docs/study/context-test-b.jsonl
-    .venv/bin/python -m evaluation.context_study report docs/study/context-test-a.jsonl docs/study/context-test-b.jsonl
+        --total-per-kind 150 --start 50 --out evaluation/results/context-test2-b.jsonl
+    .venv/bin/python -m evaluation.context_study report evaluation/results/context-test2-a.jsonl evaluation/results/context-test2-b.jsonl
 
 `--configs prefix prefix-256 prefix-1024 prefix-2048` instead compares prompt budgets of the prefix alone
-(`BUDGETS`; docs/study/context-budget.md). `run`'s latency columns do not time a budget's cold request
+(`BUDGETS`; evaluation/results/context-budget.md). `run`'s latency columns do not time a budget's cold request
 (a position's configurations share one engine: an equal prompt is cached); `cold` does, interleaved,
 on positions with more than the largest budget's tokens before the cursor, per verification mode:
 
     nice -n 5 .venv/bin/python -m evaluation.context_study cold --split validation --positions 12 \\
-        --budgets 256 512 1024 2048 --verify cut continue --out docs/study/budget-cold.jsonl
+        --budgets 256 512 1024 2048 --verify cut continue --out evaluation/results/budget-cold.jsonl
 """
 
 from __future__ import annotations

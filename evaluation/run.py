@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any, Callable, Sequence
 
@@ -47,7 +47,7 @@ def standard_configs(k: int = 3, base: DecodeOptions | None = None) -> list[Conf
         Config("SPD + base store only", replace(o, method="superposed", k=k), "base"),
         Config("SPD, no n-grams (α = 0)", replace(o, method="superposed", k=k), None),
         Config("greedy", replace(o, method="greedy", k=1), None),
-        Config(f"nucleus × {k} (sequential)", replace(o, method="nucleus", k=k, seed=0), None),
+        Config(f"nucleus × {k} (sequential)", o.but(method="nucleus", k=k, seed=0), None),
         Config(f"beam {k}", replace(o, method="beam", k=k), None),
     ]
 
@@ -67,7 +67,7 @@ def scored(
     engine: LocalEngine, position: Position, options: DecodeOptions, result: DecodeResult, known: dict | None = None,
     *, healed: HealedPrompt | None = None,
 ) -> RequestScore:
-    """`known`: blend flags of the rows already judged at this position (eval/blend.py); `healed`: the
+    """`known`: blend flags of the rows already judged at this position (evaluation/blend.py); `healed`: the
     prompt the drafts continued where it held context besides the prefix."""
     cursor = Cursor(position.prefix + position.suffix, len(position.prefix))
     # finalize and blended fit the same drafts: each costs up to MAX_SYNTAX_CHECKS parses, so once
@@ -83,9 +83,9 @@ def scored(
 
 def unverified(options: DecodeOptions) -> DecodeOptions:
     """The options with every verification setting at its default (verification off)."""
-    defaults = DecodeOptions()
-    settings = {f.name: getattr(defaults, f.name) for f in fields(options) if f.name.startswith("verify_")}
-    return replace(options, **{**settings, "verify_rounds": 0})
+    defaults = DecodeOptions().flat()
+    return options.but(**{**{name: value for name, value in defaults.items() if name.startswith("verify_")},
+                          "verify_rounds": 0})
 
 
 def verified(engine: LocalEngine, prefix: str, options: DecodeOptions, plain: DecodeResult) -> DecodeResult:
@@ -148,7 +148,7 @@ def evaluate(
             options = result.config.options
             shared = plain.setdefault(result.config.ngrams, {}) if share_spd else None
             answered = _answer(engine, position, options, shared)
-            score = scored(engine, position, options, answered, judged.setdefault(options.heal, {}))
+            score = scored(engine, position, options, answered, judged.setdefault(options.experimental.heal, {}))
             result.drafts.append(score.drafts)
             result.scores.append(score)
         if evaluator is not None:

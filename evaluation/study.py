@@ -3,14 +3,14 @@
 Three corpora of different styles (each its own workspace store), three cursor kinds,
 per-position records (JSON lines, resumable, index-major so a partial run is usable),
 paired bootstrap intervals. Every SPD verification variant at a position is derived
-from ONE plain SPD run (eval/run.py `verified`: the verify hook on the same prompt
+from ONE plain SPD run (evaluation/run.py `verified`: the verify hook on the same prompt
 cache), its time being SPD's plus the verification's:
 
     nice -n 10 .venv/bin/python -m evaluation.study run --split validation --per-kind 12 \\
-        --out docs/study/validation2.jsonl --configs greedy spd spd-keep spd-cuttop spd-cut
+        --out evaluation/results/validation2.jsonl --configs greedy spd spd-keep spd-cuttop spd-cut
     nice -n 10 .venv/bin/python -m evaluation.study run --split test --per-kind 100 --total-per-kind 150 \\
-        --out docs/study/test2.jsonl --configs greedy beam-3 spd spd-keep spd-keep-repair2 spd-cuttop
-    .venv/bin/python -m evaluation.study report docs/study/test2.jsonl --plot docs/quality_blend_by_rank.png
+        --out evaluation/results/test2.jsonl --configs greedy beam-3 spd spd-keep spd-keep-repair2 spd-cuttop
+    .venv/bin/python -m evaluation.study report evaluation/results/test2.jsonl --plot docs/quality_blend_by_rank.png
 """
 
 from __future__ import annotations
@@ -89,10 +89,10 @@ def registry(base: DecodeOptions) -> dict[str, Config]:
     configs = {
         "greedy": Config("greedy", replace(base, method="greedy", k=1)),
         "beam-3": Config("beam-3", replace(base, method="beam", k=3)),
-        "nucleus-3": Config("nucleus-3", replace(base, method="nucleus", k=3, seed=0)),
+        "nucleus-3": Config("nucleus-3", base.but(method="nucleus", k=3, seed=0)),
     }
     for name, verify in SPD_VARIANTS.items():
-        configs[name] = Config(name, replace(base, method="superposed", k=3, **verify), "workspace")
+        configs[name] = Config(name, base.but(method="superposed", k=3, **verify), "workspace")
     return configs
 
 

@@ -41,7 +41,7 @@ def objective(summary: dict[str, float]) -> float:
 def _options(base: DecodeOptions, axis: str, value: Any) -> DecodeOptions:
     if axis == "ngram_weights":
         value = WEIGHT_PROFILES[value]
-    return replace(base, **{axis: value})
+    return base.but(**{axis: value})
 
 
 def sweep(
@@ -65,7 +65,7 @@ def sweep(
             if log:
                 with log.open("a") as out:
                     out.write(json.dumps(rows[-1]) + "\n")
-        current = getattr(best, axis)
+        current = best.flat()[axis]
         current_key = next((k for k, w in WEIGHT_PROFILES.items() if w == current), current)
         best_score = max(s for s, _ in scored)
         # Keep the current value on ties: a change must earn its place.

@@ -30,7 +30,7 @@ import numpy as np
 
 from ngram_db.counting import count_ngrams, merge_counts
 from ngram_db.indexer import EncodeBatch, IndexOptions, SourceWalker, read_source
-from ngram_db.protocol import TokenizerId
+from ngram_db.source import TokenizerId
 from ngram_db.shards import Manifest, current_build, new_build, publish, split_counts, write_shard
 from ngram_db.store import DEFAULT_ORDERS, DEFAULT_TOP_N
 

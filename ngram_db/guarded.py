@@ -15,7 +15,7 @@ from typing import Sequence
 import lmdb
 
 from ngram_db.errors import StoreError
-from ngram_db.protocol import NgramSource
+from ngram_db.source import NgramSource
 
 log = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ngram_db.protocol import NgramSource
+from ngram_db.source import NgramSource
 
 # The workspace speaks the user's dialect; the base (e.g. the standard library)
-# only fills gaps. docs/readme/ngram_db.md has the measurement behind this.
+# only fills gaps. docs/ngram-store.md (base store and layering) has the measurement behind this.
 DEFAULT_BASE_WEIGHT = 0.3
 
 

@@ -38,7 +38,7 @@ import numpy as np
 from ngram_db.counting import OrderCounts, as_tokens, count_ngrams, encode_keys
 from ngram_db.errors import StoreCorruptError, StoreError, TokenizerMismatchError
 from ngram_db.lookup import CONTEXT, p_ngram_rows
-from ngram_db.protocol import TokenizerId
+from ngram_db.source import TokenizerId
 from ngram_db.store import DEFAULT_ORDERS, DEFAULT_TOP_N, NgramStore
 
 log = logging.getLogger(__name__)

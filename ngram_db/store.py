@@ -28,7 +28,7 @@ from ngram_db import envs, summary
 from ngram_db.counting import OrderCounts, as_tokens, count_ngrams, decode_key, encode_keys, run_starts
 from ngram_db.lookup import CONTEXT, p_ngram_rows
 from ngram_db.errors import StoreCorruptError, StoreError, StoreReadOnlyError, TokenizerMismatchError
-from ngram_db.protocol import TokenizerId
+from ngram_db.source import TokenizerId
 
 SCHEMA_VERSION = 2
 DEFAULT_ORDERS = (2, 3, 4, 5, 6)

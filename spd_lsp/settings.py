@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from spd_lsp.api import METHOD, PAPER_NGRAM_WEIGHTS, DecodeOptions
-from spd_lsp.remote import address as engine_address
+from spd_lsp import address as engine_address
+from spd_lsp.api import METHODS, PAPER_NGRAM_WEIGHTS, DecodeOptions, ModelSpec
 from spd_lsp.engine.fast.plan import KERNELS, left_out_of
 from spd_lsp.engine.prompt.formats import PROMPT_FORMATS
 
-DECODINGS: tuple[str, ...] = tuple(name for name, method in METHOD.items() if method.setting)
+DECODINGS: tuple[str, ...] = METHODS
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
 QUANTIZE: tuple[str, ...] = ("none", "int8", "int4")  # int4: the fast path's, from float weights
@@ -27,7 +27,7 @@ STORE_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6)
 # Where snippets come from (spd_lsp/context/): open documents, recently edited ranges, the workspace index.
 SOURCES: tuple[str, ...] = ("open", "edited", "workspace")
 # The CPU budget: the largest whose cold request stays <= 1 s on a 2-core CPU (prefill ~0.45 ms per
-# token: 1,024 tokens 0.75-0.96 s, 2,048 tokens 1.85 s), by the rule of docs/study/context-budget.md;
+# token: 1,024 tokens 0.75-0.96 s, 2,048 tokens 1.85 s), by the rule of evaluation/results/context-budget.md;
 # it bought no P@1/P@3 over 512 there (test split: +0.0 points [-1.6, +1.6]). Accelerators: 2,048.
 CPU_PREFIX_TOKENS = 1024
 ACCELERATOR_PREFIX_TOKENS = 2048
@@ -109,10 +109,14 @@ class Settings:
             return self.max_prefix_tokens
         return CPU_PREFIX_TOKENS if device_type == "cpu" else ACCELERATOR_PREFIX_TOKENS
 
-    def model_key(self) -> tuple[str | None, ...]:
+    def model_spec(self) -> ModelSpec:
+        """The model these settings load (in process, or in the shared engine they start)."""
+        return ModelSpec(path=self.model, device=self.device, dtype=self.dtype, quantize=self.quantize,
+                         head=self.output_weights, fast_path=self.fast_path, kernels=self.kernels)
+
+    def model_key(self) -> tuple[object, ...]:
         """What a model load depends on: a change here means a reload."""
-        return (self.model, self.device, self.dtype, self.quantize, self.fast_path, self.output_weights, self.kernels,
-                self.engine, self.engine_token_file, self.engine_certificate)
+        return self.model_spec(), self.engine, self.engine_token_file, self.engine_certificate
 
 
 class _Invalid(ValueError):
@@ -252,6 +256,27 @@ KEYS: dict[str, tuple[str, Check]] = {
     "engineStandby": ("engine_standby", _boolean),
     "promptFormat": ("prompt_format", _choice(PROMPT_FORMATS)),
 }
+# The settings that choose the model (`Settings.model_spec`): `spd-lsp engine`'s model flags (commands/engine.py).
+MODEL_KEYS: tuple[str, ...] = ("model", "device", "dtype", "quantize", "outputWeights", "fastPath", "kernels")
+
+# The decode options the settings reach, with the check of the setting that bounds each: the shared engine refuses a
+# request outside them (remote/server.py), so no client asks it for more than a setting could.
+OPTION_CHECKS: dict[str, Check] = {
+    "k": KEYS["k"][1], "max_tokens": KEYS["maxTokens"][1], "temperature": KEYS["temperature"][1],
+    "alpha": NGRAM_KEYS["alpha"][1], "ngram_weights": NGRAM_KEYS["weights"][1],
+}
+
+
+def check_options(options: DecodeOptions) -> None:
+    """ValueError naming the first option outside the bounds of the setting that reaches it (`OPTION_CHECKS`)."""
+    wire = options.to_dict()
+    for name, check in OPTION_CHECKS.items():
+        try:
+            check(wire[name])
+        except (_Invalid, TypeError, ValueError) as exc:
+            raise ValueError(f"decode option {name}={wire[name]!r}: {exc}") from exc
+
+
 # Every setting: (section, its keys, its dataclass); "" is the top level.
 SCHEMA: tuple[tuple[str, Mapping[str, tuple[str, Check]], type], ...] = (
     ("", KEYS, Settings), ("ngrams", NGRAM_KEYS, NgramSettings), ("context", CONTEXT_KEYS, ContextSettings),

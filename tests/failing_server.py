@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spd_lsp.lsp.server import build_server
+from spd_lsp.lsp.handlers import build_server
 from spd_lsp.api import Loaded
 
 

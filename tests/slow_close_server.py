@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from spd_lsp.lsp.server import build_server
+from spd_lsp.lsp.handlers import build_server
 from spd_lsp.api import Loaded
 from spd_lsp.session.session import Session
 from tests.failing_server import FailingEngine

@@ -1,5 +1,6 @@
 """The documentation stays true: every `Settings` field is documented in docs/settings.md
-under the name clients send, and README keeps its length budget."""
+under the name clients send, and README and docs/performance.md keep their length budgets (paths and names the
+docs mention: test_links.py)."""
 
 from __future__ import annotations
 
@@ -70,3 +71,8 @@ def test_the_walk_finds_nested_settings() -> None:
 
 def test_readme_stays_short() -> None:
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 350
+
+
+def test_the_performance_page_stays_a_reference() -> None:
+    """Its latest tables, not the history of rounds (CHANGELOG.md keeps that)."""
+    assert len((ROOT / "docs" / "performance.md").read_text(encoding="utf-8").splitlines()) <= 400

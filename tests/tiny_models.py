@@ -21,7 +21,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from spd_lsp.engine.decoding.attention import use_small_query_attention
+from spd_lsp.engine.decoding.small_query import use_small_query_attention
 from spd_lsp.engine.model import LoadedModel
 
 CORPUS = [

@@ -83,7 +83,7 @@ def main(argv: list[str]) -> int:
     if warnings:
         parser.error("; ".join(warnings))
     uri, text, offset = read_document(args)
-    from spd_lsp.commands.loading import load_engine
+    from spd_lsp.commands.engine_setting import load_engine
     from spd_lsp.engine.model import ModelLoadError
 
     try:
@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
         if request is None:
             print("spd-lsp: nothing but blanks before the cursor", file=sys.stderr)
             return 1
-        options = replace(request.options, heal=not args.no_heal, seed=args.seed)
+        options = request.options.but(heal=not args.no_heal, seed=args.seed)
         print_result(engine.complete(replace(request, options=options)), loaded.info.get("loadSeconds", 0.0), args.json)
     finally:
         engine.close()

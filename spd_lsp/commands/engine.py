@@ -21,10 +21,10 @@ import threading
 from pathlib import Path
 
 from spd_lsp import auth
-from spd_lsp.api import Loaded
+from spd_lsp.api import Loaded, ModelSpec
+from spd_lsp.commands.flags import add_settings, settings_of
 from spd_lsp.engine.decoding.threads import release_openmp
-from spd_lsp.engine.fast.plan import KERNELS
-from spd_lsp.settings import DEVICES, DTYPES, OUTPUT_WEIGHTS, QUANTIZE, Settings
+from spd_lsp.settings import MODEL_KEYS
 from spd_lsp.engine.model import ModelLoadError
 from spd_lsp.remote import daemon, peers
 from spd_lsp.remote.server import EngineServer, Listener
@@ -32,7 +32,7 @@ from spd_lsp.remote.standby import Turn
 
 log = logging.getLogger(__name__)
 TAKEOVER_COMPILE_DELAY_S = 30.0  # a spare that took over compiles its step this long after (see main)
-LOADER_ENV = "SPD_LSP_ENGINE_LOADER"  # "module:function(settings) -> api.Loaded" (tests, embedding)
+LOADER_ENV = "SPD_LSP_ENGINE_LOADER"  # "module:function(spec: api.ModelSpec) -> api.Loaded" (tests, benchmarks)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -44,16 +44,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--token-file", metavar="PATH", help=f"TCP token file (owner-only; else ${auth.TOKEN_ENV})")
     parser.add_argument("--certfile", help="TLS certificate (PEM); with --keyfile")
     parser.add_argument("--keyfile", help="TLS private key (PEM)")
-    parser.add_argument("--model", default=None)
-    parser.add_argument("--device", default="auto", choices=DEVICES)
-    parser.add_argument("--dtype", default="auto", choices=DTYPES)
-    parser.add_argument("--quantize", default="none", choices=QUANTIZE)
-    parser.add_argument("--fast-path", action=argparse.BooleanOptionalAction, default=True,
-                        help="the fast decode path where it covers the model (fastPath)")
-    parser.add_argument("--output-weights", default="q8", choices=OUTPUT_WEIGHTS,
-                        help="the fast path's output projection in CPU decode steps (outputWeights)")
-    parser.add_argument("--leave-out", action="append", default=[], choices=list(KERNELS), metavar="KERNEL",
-                        help="a fast-path kernel to leave out (kernels); may be repeated")
+    add_settings(parser, only=MODEL_KEYS, title="model")  # --model, --device, --dtype, --quantize, --output-weights, ...
     parser.add_argument("--idle-timeout", type=float, default=None,
                         help="exit after this many seconds without a connection (default: never for TCP, "
                         f"{daemon.IDLE_TIMEOUT_S:.0f} for the Unix socket; 0 = never)")
@@ -74,18 +65,29 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error("--certfile and --token-file are for --tcp")
     if args.tcp is not None and args.standby:
         parser.error("--standby is for a Unix socket")
+    try:
+        model_spec(args)
+    except ValueError as exc:
+        parser.error(str(exc))
     return args
 
 
-def load(settings: Settings) -> Loaded:
-    spec = os.environ.get(LOADER_ENV)
-    if spec:
-        module, _, name = spec.partition(":")
-        return getattr(importlib.import_module(module), name)(settings)
+def model_spec(args: argparse.Namespace) -> ModelSpec:
+    """The model the parsed flags name (the settings' own checks: `commands/flags.py`)."""
+    settings, warnings = settings_of(args)
+    if warnings:
+        raise ValueError("; ".join(warnings))
+    return settings.model_spec()
+
+
+def load(spec: ModelSpec) -> Loaded:
+    loader = os.environ.get(LOADER_ENV)
+    if loader:
+        module, _, name = loader.partition(":")
+        return getattr(importlib.import_module(module), name)(spec)
     from spd_lsp.engine.loading import load_local
 
-    return load_local(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path,
-                      head=settings.output_weights, kernels=settings.kernels)
+    return load_local(spec)
 
 
 def main(argv: list[str]) -> int:
@@ -94,9 +96,7 @@ def main(argv: list[str]) -> int:
 
     args = parse_args(argv)
     configure_logging(args.log_file, args.log_level)
-    settings = Settings(model=args.model, device=args.device, dtype=args.dtype, quantize=args.quantize,
-                        fast_path=args.fast_path, output_weights=args.output_weights,
-                        kernels=tuple(sorted(set(args.leave_out))))
+    spec = model_spec(args)
     token = None
     listener = Listener()
     try:
@@ -107,12 +107,12 @@ def main(argv: list[str]) -> int:
             if not is_loopback(args.host) and listener.tls is None:
                 log.warning("binding %s without TLS: the token crosses the network unencrypted", args.host)
         else:
-            listener = Listener(socket_path=args.socket or daemon.paths_for(daemon.model_args(settings)).socket)
+            listener = Listener(socket_path=args.socket or daemon.paths_for(daemon.model_args(spec)).socket)
         if args.standby:  # no compile thread may run while the spare is forked (remote/standby.py)
             from spd_lsp.engine.fast.compile import hold_background
 
             hold_background()
-        loaded = load(settings)
+        loaded = load(spec)
     except (auth.TokenError, OSError, ssl.SSLError, ModelLoadError) as exc:
         print(f"spd-lsp engine: error: {exc}", file=sys.stderr)
         return 2

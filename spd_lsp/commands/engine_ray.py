@@ -1,9 +1,9 @@
 """`spd-lsp engine --ray --replicas N --tcp PORT ...`: the team engine on a Ray cluster.
 
 Every flag of `spd-lsp engine` keeps its meaning (`--tcp`, `--host`, `--token-file`,
-`--certfile`/`--keyfile`, `--model`, `--device`, `--dtype`, `--quantize`, `--base-store`,
-`--max-batch`, logging); the flags below choose the replicas. Front ends set `engine` to the
-address exactly as for a single engine.
+`--certfile`/`--keyfile`, the model's `--model`, `--device`, `--dtype`, `--quantize`, `--output-weights` and
+`--fast-path`, `--base-store`, `--max-batch`, logging); the flags below choose the replicas. Front ends set
+`engine` to the address exactly as for a single engine.
 """
 
 from __future__ import annotations
@@ -69,12 +69,13 @@ def main(argv: list[str]) -> int:
 
 
 def serve_settings(ours: argparse.Namespace, args: argparse.Namespace) -> Any:
+    from spd_lsp.commands.engine import model_spec
     from spd_lsp.remote.ray.deployment import ServeSettings
-    from spd_lsp.remote.ray.replica import ModelSettings
+    from spd_lsp.remote.ray.replica import ReplicaSettings
 
     return ServeSettings(
-        model=ModelSettings(model=args.model, device=args.device, dtype=args.dtype, quantize=args.quantize,
-                            base_store=str(args.base_store) if args.base_store else None, max_batch=args.max_batch),
+        replica=ReplicaSettings(model=model_spec(args), base_store=str(args.base_store) if args.base_store else None,
+                                max_batch=args.max_batch),
         replicas=ours.replicas, max_replicas=ours.max_replicas, target_ongoing_requests=ours.target_ongoing_requests,
         num_gpus=ours.num_gpus, num_cpus=ours.num_cpus,
     )

@@ -11,15 +11,17 @@ from __future__ import annotations
 import argparse
 import types
 from dataclasses import fields
-from typing import Any, Callable, Union, get_args, get_origin, get_type_hints
+from typing import Any, Callable, Collection, Union, get_args, get_origin, get_type_hints
 
 from spd_lsp.settings import SCHEMA, Settings, parse_settings
 
 PREFIX = "setting:"  # the argparse destination of a setting: "setting:<section.>camelKey"
 
 
-def add_settings(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("settings", "the language server's settings (initializationOptions), by name")
+def add_settings(parser: argparse.ArgumentParser, *, only: Collection[str] | None = None,
+                 title: str = "settings") -> None:
+    """A flag per setting (`only`: these settings, by client name: `model`, `ngrams.alpha`)."""
+    group = parser.add_argument_group(title, "the language server's settings (initializationOptions), by name")
     for section, keys, cls in SCHEMA:
         hints, defaults = get_type_hints(cls), cls()
         attributes = {f.name for f in fields(cls)}
@@ -28,6 +30,8 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
             name = f"{section}_{attribute}" if section else attribute
             flag = ("-" if len(name) == 1 else "--") + name.replace("_", "-")
             setting = f"{section}.{key}" if section else key
+            if only is not None and setting not in only:
+                continue
             options: dict[str, Any] = {"dest": PREFIX + setting, "default": argparse.SUPPRESS,
                                        "help": f"{setting} (default: {_shown(getattr(defaults, attribute))})"}
             options.update(_kind(hints[attribute], check))

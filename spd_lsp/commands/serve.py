@@ -53,8 +53,8 @@ def main(argv: list[str]) -> int:
         if not is_loopback(args.host):
             log.warning("binding %s: other machines can connect, and the token crosses the network unencrypted "
                         "(prefer an SSH tunnel to a loopback port)", args.host)
-    from spd_lsp.commands.loading import load_engine
-    from spd_lsp.lsp.server import build_server
+    from spd_lsp.commands.engine_setting import load_engine
+    from spd_lsp.lsp.handlers import build_server
 
     server = build_server(load_engine, max_message_bytes=int(args.max_message_mb * 1024 * 1024))
     if args.tcp:

@@ -1,7 +1,7 @@
 """Continuous batching: concurrent requests decode together, each its rows of one batch.
 
-A superposed request takes ONE row; the batched baselines (nucleus_batched, beam) take
-k rows per request, greedy one. A request joins between steps: its prompt is
+A superposed request takes ONE row; beam takes k rows per request (so does a benchmark's batched
+nucleus, bench/baselines.py), greedy one. A request joins between steps: its prompt is
 prefilled on the runner of its affinity key (so an editor's next request reuses its
 prompt cache), a chunk at a time between steps (about one chunk of tokens per step
 for all joiners, fewest to go first: a cold prompt does not stall the batch), then its
@@ -16,7 +16,7 @@ rows only; the batch is re-gathered only when a request forks or reorders its ro
 Every request's prompt is built here as `LocalEngine.complete` builds it (its context laid out
 by its prompt format), so an editor's request, suffix, path and snippets included, joins the
 batch. Requests the batch cannot take run alone through `LocalEngine.complete` between steps:
-methods the registry does not batch (sequential nucleus, `spd_lsp.api.METHOD`), `reset_every`,
+methods the registry does not batch (sequential nucleus, `spd_lsp.api.METHOD`), the experimental `reset_every`,
 and models whose cache is not a plain per-layer key/value cache.
 """
 
@@ -108,7 +108,7 @@ class Joiner:
 def batchable(job: BatchJob) -> bool:
     """The batch steps this request with others: its method batches, and it never re-feeds a draft on its own."""
     options = job.options
-    return METHOD[options.method].batched and not options.reset_every
+    return METHOD[options.method].batched and not options.experimental.reset_every
 
 
 def _unwrapped(outcome: Any) -> Any:

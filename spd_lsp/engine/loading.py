@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from spd_lsp.api import Loaded
+from spd_lsp.api import Loaded, ModelSpec
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import load_model
 
 
-def load_local(model: str | None, device: str = "auto", dtype: str = "auto", quantize: str | None = None, *,
-               fast: bool = True, compile: bool = True, head: str = "q8", kernels: tuple[str, ...] = ()) -> Loaded:
-    """The model (bundled default, a .gguf file or a local Hugging Face directory) in a `LocalEngine`; `fast`,
-    `compile`, `head`, `kernels`: `load_model`'s (the fast path, its compiled step, its output projection's weights,
-    the kernels it leaves out)."""
-    loaded = load_model(model, device, dtype, quantize, fast=fast, compile=compile, head=head, kernels=kernels)
+def load_local(spec: ModelSpec = ModelSpec(), *, compile: bool = True) -> Loaded:
+    """The model `spec` names (bundled default, a .gguf file or a local Hugging Face directory) in a `LocalEngine`.
+    `compile`: the fast path's decode step (False: eager, for a one-request process)."""
+    loaded = load_model(spec.path, spec.device, spec.dtype, spec.quantize, fast=spec.fast_path, compile=compile,
+                        head=spec.head, kernels=spec.kernels)
     engine = LocalEngine(loaded)  # its warm-up compiles the fast path's step
     # The fast path's own status dict (fastPath, weights, compiled, compileReason, compileSeconds), so that it stays
     # current should a later step fall back to eager; transformers' forward says why it runs.

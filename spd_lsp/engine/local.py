@@ -114,7 +114,7 @@ class LocalEngine:
         fmt = self._format(request.prompt_format)[0]
         prefix_ids = self.encode(request.prefix) if request.ids is None else list(request.ids)
         return build_prompt(fmt, request.context, prefix_ids, tokenizer=self.tokenizer, table=self.table,
-                            with_bos=self._with_bos, healing=request.options.heal)
+                            with_bos=self._with_bos, healing=request.options.experimental.heal)
 
     def _format(self, prompt_format: str) -> tuple[PromptFormat, frozenset[int]]:
         """The format a `promptFormat` setting means for this tokenizer, and its end tokens (memoised)."""

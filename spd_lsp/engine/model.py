@@ -314,7 +314,7 @@ def load_model(
     but the server's RSS after `bench_server.py` grew from 999 MB to 1301 MB (target 1.2 GB).
 
     `small_query`: on SDPA, run short masked queries (verification) with
-    `decoding/attention.py`'s kernel, which reads grouped key/value heads without copying
+    `decoding/small_query.py`'s kernel, which reads grouped key/value heads without copying
     them; None (the default): yes, and the fast path may load the model without transformers' classes.
 
     `fast`: run the model on spd_lsp/engine/fast (our own forward, int4 decode weights from a Q4_1 GGUF's
@@ -358,7 +358,7 @@ def load_model(
             raise ModelLoadError(f"cannot load model {spec or 'default'} from {directory}: {exc}") from exc
         model.eval().to(torch_device)
         if attention == "sdpa" and small_query is not False and not is_light(model):
-            from spd_lsp.engine.decoding.attention import use_small_query_attention
+            from spd_lsp.engine.decoding.small_query import use_small_query_attention
 
             use_small_query_attention(model)
         if quantize == "int8":

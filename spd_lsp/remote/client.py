@@ -28,7 +28,7 @@ from ngram_db.guarded import GuardedNgrams
 from ngram_db.layered import LayeredNgrams
 from spd_lsp.api import CancelCheck, Cancelled, DecodeOptions, DecodeRequest, DecodeResult, Draft, Timings, never_cancelled
 from spd_lsp.remote import protocol
-from spd_lsp.remote.address import Address
+from spd_lsp.address import Address
 
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_S = 30.0
@@ -162,6 +162,7 @@ class RemoteEngine:
         self._engine_info = dict(connection.info) if connection is not None else {}  # the newest hello's
         self._workspace: NgramSource | None = None
         self._stores: list[dict[str, Any]] | None = None
+        self._ignored: tuple[str, ...] = ()  # what the engine said it ignored last (an older engine)
 
     def set_ngrams(self, ngrams: NgramSource | None) -> None:
         self._workspace = ngrams
@@ -247,6 +248,10 @@ class RemoteEngine:
             if code == protocol.BAD_REQUEST:
                 raise ValueError(f"the engine refused the request: {text}")
             raise RuntimeError(f"the engine failed: {code}: {text}")
+        ignored = tuple(map(str, answer.get("ignored") or ()))
+        if ignored and ignored != self._ignored:  # said once per change, not per keystroke
+            log.warning("the engine ignored what it does not know (an older engine): %s", ", ".join(ignored))
+        self._ignored = ignored
         drafts = [Draft(d["text"], list(d["token_ids"]), float(d["score"]), bool(d["finished"]))
                   for d in answer["drafts"]]
         if not self.local and self._workspace is not None and options.alpha > 0.0 and drafts:

@@ -1,4 +1,4 @@
-"""`commands.loading.load_engine` for the `engine` setting's other values: a `RemoteEngine` with the engine's
+"""`commands.engine_setting.load_engine` for the `engine` setting's other values: a `RemoteEngine` with the engine's
 own tokenizer, reached over the per-user daemon ("auto") or an address."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from spd_lsp import auth
 from spd_lsp.api import Loaded
 from spd_lsp.remote import daemon, protocol
 from spd_lsp.remote import tokenizer as tokenizer_wire
-from spd_lsp.remote.address import AUTO, Address, parse
+from spd_lsp.address import AUTO, Address, parse
 from spd_lsp.remote.client import Connection, EngineGone, EngineStarting, RemoteEngine
 
 
@@ -25,7 +25,7 @@ RECONNECT_WAIT_S = 2.0  # after the first load: a request waits this long for a 
 def load_remote(settings: Any) -> Loaded:
     """A `Loaded` whose engine is a `RemoteEngine`."""
     if settings.engine == AUTO:
-        flags = daemon.model_args(settings)
+        flags = daemon.model_args(settings.model_spec())
 
         def connect(*, restart: bool = False, wait: float = RECONNECT_WAIT_S) -> Connection:
             attempts = HELLO_ATTEMPTS if restart else 1

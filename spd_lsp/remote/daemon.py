@@ -20,11 +20,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import fasteners
 import platformdirs
 
+from spd_lsp.api import ModelSpec
 from spd_lsp.remote import protocol, standby as spare
 
 log = logging.getLogger(__name__)
@@ -41,12 +41,13 @@ class Paths:
     pid: Path  # the engine last started for this socket: while it loads, nobody starts another
 
 
-def model_args(settings: Any) -> list[str]:
-    """The `spd-lsp engine` flags that select the model of `settings` (and name its socket)."""
-    args = ["--device", settings.device, "--dtype", settings.dtype, "--quantize", settings.quantize,
-            "--fast-path" if settings.fast_path else "--no-fast-path", "--output-weights", settings.output_weights]
-    args += [flag for kernel in getattr(settings, "kernels", ()) for flag in ("--leave-out", kernel)]
-    return (["--model", settings.model] if settings.model else []) + args
+def model_args(spec: ModelSpec) -> list[str]:
+    """The `spd-lsp engine` flags that select the model `spec` names (and name its socket); the engine reads them
+    back into the same spec (commands/engine.py, generated from the settings' schema)."""
+    args = ["--device", spec.device, "--dtype", spec.dtype, "--quantize", spec.quantize,
+            "--fast-path" if spec.fast_path else "--no-fast-path", "--output-weights", spec.head]
+    args += ["--kernels", *spec.kernels] if spec.kernels else []  # the fast path's kernels left out
+    return (["--model", spec.path] if spec.path else []) + args
 
 
 def runtime_dir() -> Path:
@@ -130,7 +131,7 @@ def _ours_loading(paths: Paths) -> bool:
 
 
 def _loading(paths: Paths) -> bool:
-    """Whether the engine last started for `paths.socket` (or its standby, taking over) is alive: so it
+    """Whether the engine last started for `Paths.socket` (or its standby, taking over) is alive: so it
     is loading, or serving."""
     return spare.held(paths.socket) or any(_alive(pid_path, paths.socket)
                                            for pid_path in (paths.pid, spare.standby_file(paths.socket)))

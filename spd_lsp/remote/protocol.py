@@ -25,9 +25,12 @@ Messages (client -> engine)
                   {"prefix": str, "ids": [int] | None (the prefix's tokens where the caller has them),
                    "suffix": str, "filename": str | None, "snippets": [[path, code]],
                    "language": str | None, "prompt_format": str, "options": OPTIONS}
-                  missing fields but `prefix` take their defaults; unknown fields are `bad_request`.
-        OPTIONS = `DecodeOptions.to_dict()` (ngram_weights keyed by order as a string);
-                  missing keys take their defaults, unknown keys are `bad_request`.
+                  missing fields but `prefix` take their defaults; fields the engine does not know are ignored
+                  (see Compatibility).
+        OPTIONS = `DecodeOptions.to_dict()`: every product option (ngram_weights keyed by order as a string)
+                  and, where any is set away from its default, "experimental": {name: value} with just those;
+                  missing keys take their defaults, product keys the engine does not know are ignored, an
+                  experimental key it does not know is `bad_request` (see Compatibility).
         Version 1's `prompt` (with its keyword `args`) and top-level `options` are refused
         (`bad_request`, saying so).
         NGRAMS  = {"stores": [{"path": str, "weight": float}],   # opened read-only, same machine
@@ -35,9 +38,10 @@ Messages (client -> engine)
                   or None (no n-grams). A remote engine opens its own base store when
                   started with one (`--base-store`) and mixes the inline document n-grams in;
                   the front end re-ranks the drafts with its local workspace store.
-        Answer: {"op": "result", "id": int, "drafts": [DRAFT], "timings": TIMINGS, "method": str, "prompt": PROMPT}
+        Answer: {"op": "result", "id": int, "drafts": [DRAFT], "timings": TIMINGS, "method": str, "prompt": PROMPT,
+                 "ignored": [str] (only where it ignored any: "field" or "options.field")}
                 DRAFT = {"text": str, "token_ids": [int], "score": float, "finished": bool}
-                TIMINGS = `Timings.to_dict()` (seconds and counts)
+                TIMINGS = `Timings.to_dict()` (seconds and counts; a front end ignores keys it does not know)
                 PROMPT = `DecodeResult.prompt`: the prompt's format and token counts per part
         or      {"op": "error", "id": int, "code": CODE, "message": str}
     {"op": "cancel", "id": int}
@@ -53,6 +57,22 @@ Messages (client -> engine)
 Requests on one connection may overlap (ids are the client's); answers come in any
 order. Error codes: bad_frame, unauthorized, version, bad_request, cancelled,
 overloaded, internal.
+
+Compatibility (front ends and engines of different releases meet over TCP; "auto" never
+meets another version: its socket is named by the version, `remote/daemon.py`)
+    - A new optional field of the request, of its product options or of an answer keeps the
+      version: its absence means the behaviour before it. An engine ignores request and option
+      fields it does not know and names them in the answer's `ignored` (the front end logs
+      them): a newer front end gets a working answer, without the new behaviour.
+    - A new experimental option keeps the version too: it travels only where set, and an engine
+      that does not know it answers `bad_request` naming it (an experiment never runs silently
+      as another).
+    - Anything else (a field removed, renamed or given another meaning or type, a new required
+      field, another frame shape) raises `VERSION`: an engine refuses a hello of another
+      version with `version`, which the front end reports (spd.status), never a crash.
+    Engines before this rule (version 2 up to the split of the experimental options) refuse
+    unknown keys with `bad_request`; `tests/remote/test_protocol_compat.py` runs this front end
+    against such an engine.
 """
 
 from __future__ import annotations
@@ -199,8 +219,14 @@ def read_request(message: dict[str, Any]) -> DecodeRequest:
         raise ProtocolError(BAD_REQUEST, str(exc)) from exc
 
 
-def result(request_id: int, result: DecodeResult) -> dict[str, Any]:
-    return {"op": RESULT, "id": request_id, "method": result.method, "timings": result.timings.to_dict(),
-            "prompt": result.prompt,
-            "drafts": [{"text": d.text, "token_ids": list(d.token_ids), "score": float(d.score),
-                        "finished": bool(d.finished)} for d in result.drafts]}
+def ignored(message: dict[str, Any]) -> list[str]:
+    """The fields of a `complete` frame's request this engine does not know, and so ignored (compatibility)."""
+    return DecodeRequest.ignored(message.get("request"))
+
+
+def result(request_id: int, result: DecodeResult, *, ignored: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    answer = {"op": RESULT, "id": request_id, "method": result.method, "timings": result.timings.to_dict(),
+              "prompt": result.prompt,
+              "drafts": [{"text": d.text, "token_ids": list(d.token_ids), "score": float(d.score),
+                          "finished": bool(d.finished)} for d in result.drafts]}
+    return {**answer, "ignored": list(ignored)} if ignored else answer

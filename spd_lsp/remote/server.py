@@ -32,22 +32,23 @@ from ngram_db.guarded import GuardedNgrams
 from ngram_db.layered import LayeredNgrams
 from ngram_db.memory import MemoryNgrams
 from ngram_db.store import NgramStore
-from spd_lsp.api import Cancelled
+from spd_lsp.api import Cancelled, DecodeOptions
 from spd_lsp.remote import protocol
 from spd_lsp.remote import tokenizer as tokenizer_wire
 from spd_lsp.remote.peers import FAILURES, PeerGuard
 from spd_lsp.engine.batcher import BatchJob, Batcher
+from spd_lsp.settings import check_options
 
 log = logging.getLogger(__name__)
 HELLO_TIMEOUT_S = 10.0  # a connection's TLS handshake, then its hello, each within this long
 DOCUMENT_ORDERS = (2, 3, 4, 5, 6)
 MAX_DOCUMENT_TOKENS = 1 << 20
-# What one client may ask of the shared engine: a request past these would hold a batch row for
-# minutes or fail deep inside the model (k=-1, k=10**4), so it is refused as `bad_request` up front.
-# The front end's own settings stay well inside (k <= 16, maxTokens <= 256).
+# What one client may ask of the shared engine: a request past these would hold a batch row for minutes or fail deep
+# inside the model (k=-1, k=10**4), so it is refused as `bad_request` up front. The options the settings reach are
+# bounded by the settings themselves (`settings.check_options`); these bound the others.
 OPTION_LIMITS: dict[str, tuple[int, int]] = {
-    "k": (1, 32), "max_tokens": (1, 2048), "candidate_pool": (1, 512), "reset_every": (1, 2048),
-    "verify_rounds": (0, 8), "verify_top": (1, 1024), "seed": (0, 2**63 - 1),
+    "verify_rounds": (0, 8), "candidate_pool": (1, 512), "reset_every": (1, 2048), "verify_top": (1, 1024),
+    "seed": (0, 2**63 - 1),
 }
 
 
@@ -128,13 +129,16 @@ def _peer_address(writer: asyncio.StreamWriter) -> str | None:
 
 
 def _check_limits(options: DecodeOptions) -> None:
-    """Refuse options no front end sends: out of `OPTION_LIMITS`, or numbers that are not finite."""
-    for name, value in options.to_dict().items():
+    """Refuse options no front end sends: outside the settings' bounds or `OPTION_LIMITS`, or numbers that are not finite."""
+    try:
+        check_options(options)
+    except ValueError as exc:
+        raise protocol.ProtocolError(protocol.BAD_REQUEST, str(exc)) from exc
+    for name, value in {"verify_rounds": options.verify_rounds, **options.experimental.to_dict()}.items():
         if name in OPTION_LIMITS and value is not None and not OPTION_LIMITS[name][0] <= value <= OPTION_LIMITS[name][1]:
             low, high = OPTION_LIMITS[name]
             raise protocol.ProtocolError(protocol.BAD_REQUEST, f"decode option {name}={value!r} is outside {low}..{high}")
-        numbers = value.values() if isinstance(value, dict) else [value]
-        if any(isinstance(n, float) and not math.isfinite(n) for n in numbers):
+        if isinstance(value, float) and not math.isfinite(value):
             raise protocol.ProtocolError(protocol.BAD_REQUEST, f"decode option {name}={value!r} is not finite")
 
 
@@ -301,7 +305,8 @@ class EngineServer:
                     job_id = protocol.request_id(message)
                     job = self.job(message)
                     jobs[job_id] = job
-                    task = asyncio.create_task(self._answer(writer, job_id, job, jobs))
+                    ignored = protocol.ignored(message)
+                    task = asyncio.create_task(self._answer(writer, job_id, job, jobs, ignored))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
                 elif op == protocol.CANCEL:
@@ -327,12 +332,13 @@ class EngineServer:
         affinity = message.get("affinity")
         return BatchJob(request, ngrams=ngrams, affinity=str(affinity) if affinity is not None else str(id(message)))
 
-    async def _answer(self, writer: asyncio.StreamWriter, job_id: int, job: BatchJob, jobs: dict[int, BatchJob]) -> None:
+    async def _answer(self, writer: asyncio.StreamWriter, job_id: int, job: BatchJob, jobs: dict[int, BatchJob],
+                      ignored: list[str]) -> None:
         self.counts["requests"] += 1
         self._running += 1
         try:
             result = await asyncio.wrap_future(self.scheduler.submit(job))
-            answer = protocol.result(job_id, result)
+            answer = protocol.result(job_id, result, ignored=ignored)
         except Cancelled:
             answer = protocol.error(job_id, protocol.CANCELLED, "cancelled")
         except (ValueError, TypeError) as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spd_lsp.remote.address import AUTO, IN_PROCESS, parse
+from spd_lsp.address import AUTO, IN_PROCESS, parse
 
 
 def engine_link(setting: str, engine: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ model call runs on the scheduler's single worker thread.
 Latency: a keystroke into the drafts shown is answered from them (type-through);
 a keystroke that only extends the prefix being decoded lets that decode finish
 (`extends`); the prompt window keeps its start across requests so the KV cache is
-reused (`context.fit_window`), and a document keeps its last windows, so going back
+reused (`cursor.fit_window`), and a document keeps its last windows, so going back
 to a region finds its cache (`ModelRunner` keeps several); while idle, the drafts
 after the top draft are precomputed, so accepting it shows the next ones at once
 (`_anticipate`), a newly opened document's window is prefilled with its context

@@ -5,7 +5,7 @@ client side can be checked without the model. It speaks the same contract as the
 real server: `textDocument/inlineCompletion` returns `k` items whose range starts
 at the word under the cursor (like a healed prefix), each with an `spd.accept`
 command; `textDocument/completion` answers with the real server's own item builder
-(`spd_lsp.lsp.server.completion_items`); `spd.status` also reports what the server saw
+(`spd_lsp.lsp.handlers.completion_items`); `spd.status` also reports what the server saw
 (settings, acceptances).
 
 `--drafts '["...", ...]'` replaces the "<word><suffix>" drafts by fixed continuations;
@@ -27,7 +27,7 @@ from pygls.lsp.server import LanguageServer
 
 from spd_lsp.cursor import index_of, units
 from spd_lsp.fit.edits import LineEdit
-from spd_lsp.lsp.server import completion_items
+from spd_lsp.lsp.handlers import completion_items
 from spd_lsp.session.report import summary
 
 SUFFIXES = ["_alpha(x)", "_beta(y, z)", "_gamma()", "_delta", "_epsilon", "_zeta"]

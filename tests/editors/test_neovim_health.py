@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.editors.nvim_driver import NVIM, Nvim
-from tests.engined_support import engine_env, start_engine
+from tests.engine_support import engine_env, start_engine
 
 pytestmark = [
     pytest.mark.e2e,

@@ -74,7 +74,7 @@ def test_neovim_gets_k_drafts(tmp_path: Path) -> None:
 def test_completion_items_insert_the_word_plus_the_draft_without_a_text_edit() -> None:
     """Neovim 0.11's omnifunc keeps only the first word of a textEdit.newText; insertText it takes whole."""
     from spd_lsp.fit.edits import LineEdit
-    from spd_lsp.lsp.server import completion_items
+    from spd_lsp.lsp.handlers import completion_items
 
     before = "    naïve = load_"
     edits = [

@@ -56,7 +56,7 @@ def _verify(engine: LocalEngine, rows: list[list[int]], cancelled=None, **option
     logits, _ = engine.runner.prefill(prompt)
     hyps = [replay(_rules(engine), "", tuple(r)) for r in rows]
     timings = Timings()
-    out = verify(engine.runner, logits, prompt, "", hyps, _rules(engine), DecodeOptions(**{**CONTINUE, **options}),
+    out = verify(engine.runner, logits, prompt, "", hyps, _rules(engine), DecodeOptions.of(**{**CONTINUE, **options}),
                  None, timings, cancelled=cancelled)
     assert timings.verify_s > 0
     assert engine.runner.cache.get_seq_length() == len(prompt)  # the prompt cache is untouched
@@ -88,10 +88,9 @@ def test_a_continued_draft_is_greedy_decoding_from_its_verified_prefix_and_the_m
     assert sorted(h.tokens for h in cut) == sorted(tuple(r) for r in (rows[0][:1], rows[1][:4], rows[2]))
 
 
-@pytest.mark.parametrize("packed", [True, False])
 @pytest.mark.parametrize("architecture", WITH_FAST)  # rotary and absolute positions, sliding windows
 @torch.inference_mode()
-def test_continued_rows_see_exactly_what_a_plain_forward_of_their_prefix_sees(architecture: str, packed: bool) -> None:
+def test_continued_rows_see_exactly_what_a_plain_forward_of_their_prefix_sees(architecture: str) -> None:
     """Rows continue on the verification's own key/values: each sees only its prefix, at its positions."""
     engine = LocalEngine(tiny_model(architecture))
     rules = _rules(engine)
@@ -99,10 +98,9 @@ def test_continued_rows_see_exactly_what_a_plain_forward_of_their_prefix_sees(ar
     logits, _ = engine.runner.prefill(prompt)
     rows = [tuple(_greedy(engine, prompt, 4)), tuple([_ranked(engine, prompt, 3)] + _greedy(engine, prompt, 5))]
     cut = [1, 4]  # each row continues from its first 1 and 4 tokens: a ragged batch
-    cache = engine.runner.cache if packed else engine.runner.fork(len(rows))
-    kept = run_rows(engine.runner, logits, cache, rows, packed=packed, keep=True)
+    kept = run_rows(engine.runner, logits, engine.runner.cache, rows, keep=True)
     assert engine.runner.cache.get_seq_length() == len(prompt)  # the prompt cache is cropped back
-    kept.cache.reorder_cache(torch.tensor(kept.row))
+    kept.cache.reorder_cache(torch.zeros(len(rows), dtype=torch.long))  # a row each, the tree's
     ragged = RaggedRows(engine.runner, kept.cache, len(prompt), [c[:n] for c, n in zip(kept.columns, cut)])
     starts = [replay(rules, "", row[:n]) for row, n in zip(rows, cut)]
     first = torch.stack([x[n] for x, n in zip(kept.logits, cut)])
@@ -163,7 +161,7 @@ def test_continuation_respects_cancellation(engine: LocalEngine) -> None:
 
 
 def test_superposed_method_continues_alone_and_in_the_engine_batch(engine: LocalEngine) -> None:
-    options = DecodeOptions(k=3, max_tokens=MAX_TOKENS, stop_at_newline=False, verify_repair="continue",
+    options = DecodeOptions.of(k=3, max_tokens=MAX_TOKENS, stop_at_newline=False, verify_repair="continue",
                             verify_top=2, verify_log_ratio=-1.0)
     alone = engine.complete(DecodeRequest(PREFIX, options))
     plain = engine.complete(DecodeRequest(PREFIX, DecodeOptions(k=3, max_tokens=MAX_TOKENS, stop_at_newline=False, verify_rounds=0)))
@@ -191,7 +189,7 @@ def test_a_batched_request_cancelled_while_continuing_is_cancelled(
     """The engine's scheduler verifies a request as it leaves the batch: its cancel still reaches the steps."""
     import spd_lsp.engine.decoding.verify as verify_module
 
-    options = DecodeOptions(k=3, max_tokens=MAX_TOKENS, stop_at_newline=False, verify_repair="continue",
+    options = DecodeOptions.of(k=3, max_tokens=MAX_TOKENS, stop_at_newline=False, verify_repair="continue",
                             verify_top=2, verify_log_ratio=-1.0)
     job = BatchJob(DecodeRequest(PREFIX, options), affinity="editor")
     real = verify_module.continue_greedily

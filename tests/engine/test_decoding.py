@@ -21,7 +21,10 @@ from spd_lsp.engine.decoding.superposed import superposed_embedding, superpositi
 from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest, METHODS
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import LoadedModel
+from bench.baselines import register as register_baselines
 from tests.tiny_models import WITH_FAST, tiny_model
+
+register_baselines()  # nucleus_batched, the benchmarks' baseline: the engine decodes it where they run it
 
 PREFIX = "for name in names:\n    if name"
 RAW = dict(stop_at_newline=False, heal=False, verify_rounds=0)  # the decoder alone, without verification
@@ -33,8 +36,8 @@ def engine(request) -> LocalEngine:
 
 
 def test_spd_with_one_draft_and_no_ngrams_is_greedy(engine: LocalEngine) -> None:
-    greedy = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="greedy", k=1, **RAW)))
-    spd = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="superposed", k=1, alpha=0.0, **RAW)))
+    greedy = engine.complete(DecodeRequest(PREFIX, DecodeOptions.of(method="greedy", k=1, **RAW)))
+    spd = engine.complete(DecodeRequest(PREFIX, DecodeOptions.of(method="superposed", k=1, alpha=0.0, **RAW)))
     assert spd.drafts[0].token_ids == greedy.drafts[0].token_ids
     assert len(greedy.drafts[0].token_ids) == 10
 
@@ -69,7 +72,7 @@ def test_shared_last_tokens_add_their_weights(engine: LocalEngine) -> None:
 
 @pytest.mark.parametrize("method", ["superposed", "beam", "nucleus", "nucleus_batched"])
 def test_k_distinct_drafts_ranked_by_score(engine: LocalEngine, method: str) -> None:
-    result = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method=method, k=3, seed=3, **RAW)))
+    result = engine.complete(DecodeRequest(PREFIX, DecodeOptions.of(method=method, k=3, seed=3, **RAW)))
     texts = [d.text for d in result.drafts]
     assert len(texts) == 3 and len(set(texts)) == 3
     scores = [d.score for d in result.drafts]
@@ -77,11 +80,11 @@ def test_k_distinct_drafts_ranked_by_score(engine: LocalEngine, method: str) -> 
 
 
 def test_stop_token_ends_draft(engine: LocalEngine, monkeypatch: pytest.MonkeyPatch) -> None:
-    free = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="greedy", k=1, **RAW))).drafts[0]
+    free = engine.complete(DecodeRequest(PREFIX, DecodeOptions.of(method="greedy", k=1, **RAW))).drafts[0]
     stop = free.token_ids[2]
     monkeypatch.setattr(engine, "stop_ids", frozenset({stop}))  # restores the engine's own set afterwards
     for method in ("greedy", "superposed"):
-        stopped = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method=method, k=1, alpha=0.0, **RAW))).drafts[0]
+        stopped = engine.complete(DecodeRequest(PREFIX, DecodeOptions.of(method=method, k=1, alpha=0.0, **RAW))).drafts[0]
         assert stopped.finished
         assert stopped.token_ids == free.token_ids[: free.token_ids.index(stop) + 1]
 
@@ -117,11 +120,11 @@ class TableNgrams:
 
 
 def test_ngram_source_steers_drafts(engine: LocalEngine) -> None:
-    plain = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="superposed", k=3, **RAW)))
-    favourite = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="greedy", k=1, **RAW))).drafts[0].token_ids[0]
+    plain = engine.complete(DecodeRequest(PREFIX, DecodeOptions.of(method="superposed", k=3, **RAW)))
+    favourite = engine.complete(DecodeRequest(PREFIX, DecodeOptions.of(method="greedy", k=1, **RAW))).drafts[0].token_ids[0]
     engine.set_ngrams(TableNgrams(favourite))
     try:
-        steered = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="superposed", k=3, alpha=0.9, drop_unsupported=True, **RAW)))
+        steered = engine.complete(DecodeRequest(PREFIX, DecodeOptions.of(method="superposed", k=3, alpha=0.9, drop_unsupported=True, **RAW)))
     finally:
         engine.set_ngrams(None)
     assert all(d.token_ids[0] == favourite for d in steered.drafts)
@@ -152,7 +155,7 @@ def test_healing_tokens_cover_part_or_all_of_the_remainder(engine: LocalEngine) 
 
 
 def test_prefix_cache_is_reused_and_exact(engine: LocalEngine) -> None:
-    options = DecodeOptions(method="superposed", k=3, **RAW)
+    options = DecodeOptions.of(method="superposed", k=3, **RAW)
     engine.runner.rewind(0)
     cold = engine.complete(DecodeRequest(PREFIX + " in", options))
     warm_first = engine.complete(DecodeRequest(PREFIX, options))
@@ -163,7 +166,7 @@ def test_prefix_cache_is_reused_and_exact(engine: LocalEngine) -> None:
 
 
 def test_cancellation_stops_decoding_and_leaves_the_cache_usable(engine: LocalEngine) -> None:
-    options = DecodeOptions(method="superposed", k=3, **RAW)
+    options = DecodeOptions.of(method="superposed", k=3, **RAW)
     before = engine.complete(DecodeRequest(PREFIX, options))
     calls = iter([False, False, True])
     with pytest.raises(Cancelled):
@@ -176,7 +179,7 @@ def test_resets_refeed_the_best_draft_and_keep_k_drafts(engine: LocalEngine, mon
     prefills: list[list[int]] = []
     prefill = engine.runner.prefill
     monkeypatch.setattr(engine.runner, "prefill", lambda ids, *rest: prefills.append(list(ids)) or prefill(ids, *rest))
-    options = DecodeOptions(method="superposed", k=3, max_tokens=12, reset_every=4, **RAW)
+    options = DecodeOptions.of(method="superposed", k=3, max_tokens=12, reset_every=4, **RAW)
     result = engine.complete(DecodeRequest(PREFIX, options))
     prompt = prefills[0]
     # The prompt, then a reset after steps 4 and 8 (none after the last step), each the prompt + a draft so far.
@@ -185,13 +188,13 @@ def test_resets_refeed_the_best_draft_and_keep_k_drafts(engine: LocalEngine, mon
     assert len(result.drafts) == 3
     assert all(len(d.token_ids) == 12 for d in result.drafts)
     # With one draft, superposition is the token itself: resets must not change what greedy picks.
-    one = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="superposed", k=1, max_tokens=12, reset_every=4, alpha=0.0, **RAW)))
-    greedy = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="greedy", k=1, max_tokens=12, **RAW)))
+    one = engine.complete(DecodeRequest(PREFIX, DecodeOptions.of(method="superposed", k=1, max_tokens=12, reset_every=4, alpha=0.0, **RAW)))
+    greedy = engine.complete(DecodeRequest(PREFIX, DecodeOptions.of(method="greedy", k=1, max_tokens=12, **RAW)))
     assert one.drafts[0].token_ids == greedy.drafts[0].token_ids
 
 
 def test_timings_are_reported(engine: LocalEngine) -> None:
-    t = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method="superposed", k=3, **RAW))).timings
+    t = engine.complete(DecodeRequest(PREFIX, DecodeOptions.of(method="superposed", k=3, **RAW))).timings
     assert t.steps == 9 and t.prefill_s > 0 and t.model_s > 0 and t.total_s >= t.prefill_s + t.model_s
 
 
@@ -269,7 +272,7 @@ def test_drafts_never_contain_special_tokens(special_engine: LocalEngine, method
         # Verification off: with alpha = 1 the drafts follow the n-grams alone, and the random model finds
         # them implausible from their first token, so verification (rightly) shows none; the decoding's own
         # candidates are what this checks.
-        options = DecodeOptions(method=method, k=3, alpha=1.0, seed=0, stop_at_newline=False, heal=heal_prefix,
+        options = DecodeOptions.of(method=method, k=3, alpha=1.0, seed=0, stop_at_newline=False, heal=heal_prefix,
                                 verify_rounds=0)
         drafts = special_engine.complete(DecodeRequest(PREFIX, options)).drafts
         verified = special_engine.complete(DecodeRequest(PREFIX, replace(options, verify_rounds=1))).drafts

@@ -509,7 +509,7 @@ def test_a_held_background_compile_starts_no_thread_until_released(monkeypatch) 
 
 def test_a_one_token_prefill_takes_the_decode_step_and_equals_transformers() -> None:
     """A warm request's prompt differs from the cache by its last token: that forward is a decode step (the compiled
-    one), not an eager forward. Failed before: `backend.steps` stayed 0."""
+    one), not an eager forward. Failed before: `FastBackend.steps` stayed 0."""
     prompt = list(range(3, 40))
     ours, theirs, backend = _prefilled_pair(prompt)
     before = backend.steps

@@ -21,7 +21,10 @@ from pygls.lsp.client import LanguageClient
 from spd_lsp.api import DecodeOptions, DecodeRequest, METHODS
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import LoadedModel, ModelLoadError, load_model, pick_device, resolve_source
+from bench.baselines import register as register_baselines
 from tests.tiny_models import ARCHITECTURES, tiny_model
+
+register_baselines()  # nucleus_batched, the benchmarks' baseline: the engine decodes it where they run it
 
 DEVICE = torch.device(os.environ.get("SPD_LSP_TEST_DEVICE", "cuda"))
 needs_device = pytest.mark.skipif(DEVICE.type == "cuda" and not torch.cuda.is_available(), reason="no CUDA device")
@@ -52,7 +55,7 @@ def test_tiny_engine_on_the_device_gives_the_cpus_greedy_draft(architecture: str
     engine = LocalEngine(on_device(tiny_model(architecture)))
     assert engine.complete(DecodeRequest(PREFIX, options)).drafts[0].token_ids == on_cpu[0].token_ids
     for method in METHODS:
-        drafts = engine.complete(DecodeRequest(PREFIX, DecodeOptions(method=method, k=3, seed=0))).drafts
+        drafts = engine.complete(DecodeRequest(PREFIX, DecodeOptions.of(method=method, k=3, seed=0))).drafts
         assert drafts and all(d.text.strip() for d in drafts), method
 
 
@@ -67,7 +70,7 @@ def test_the_engine_batch_on_the_device_answers_as_each_request_alone() -> None:
     engine = LocalEngine(on_device(tiny_model("llama")))
     prefixes = [PREFIX, CODE, PREFIX + " ==", CODE + " and"]
     options = [DecodeOptions(k=3, max_tokens=8, stop_at_newline=False, alpha=0.0),
-               DecodeOptions(method="nucleus_batched", k=3, max_tokens=6, stop_at_newline=False, seed=5)]
+               DecodeOptions.of(method="nucleus_batched", k=3, max_tokens=6, stop_at_newline=False, seed=5)]
     alone = [[d.text for d in engine.complete(DecodeRequest(p, o)).drafts] for p in prefixes for o in options]
     scheduler = Batcher(engine)
     try:
@@ -111,7 +114,7 @@ def test_real_model_on_the_device_drafts_code(model_spec: str | None) -> None:
     assert next(loaded.model.parameters()).device.type == DEVICE.type
     engine = LocalEngine(loaded)
     for method in METHODS:
-        result = engine.complete(DecodeRequest(CODE, DecodeOptions(method=method, k=3, seed=0)))
+        result = engine.complete(DecodeRequest(CODE, DecodeOptions.of(method=method, k=3, seed=0)))
         assert result.drafts and all(d.text.strip() for d in result.drafts), method
         assert result.timings.steps > 0
 

@@ -120,7 +120,7 @@ def test_a_start_imports_neither_transformers_model_code_nor_dynamo():
     """The server's load (the compile off, so that no compile thread imports dynamo meanwhile): transformers' model
     classes (~2 s of imports), `AutoConfig`'s model modules and dynamo (0.5-0.9 s: `mark_dynamic` notes dimensions
     until a compile imports it) stay out of the start."""
-    script = ("import sys, json; from spd_lsp.engine.loading import load_local; loaded = load_local(None, compile=False); "
+    script = ("import sys, json; from spd_lsp.engine.loading import load_local; loaded = load_local(compile=False); "
               f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules] + [type(loaded.engine.runner.model).__name__]))")
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

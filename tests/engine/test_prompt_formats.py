@@ -90,7 +90,7 @@ def test_the_format_is_recognised_from_the_tokenizer_tokens(family: str) -> None
 def test_each_family_gets_its_exact_template(family: str) -> None:
     engine = prompt_engine(family)
     tokenizer = engine.tokenizer
-    prompt = engine.prompt(DecodeRequest(PREFIX, DecodeOptions(heal=False), context=CONTEXT))
+    prompt = engine.prompt(DecodeRequest(PREFIX, DecodeOptions.of(heal=False), context=CONTEXT))
     assert prompt.format == family
     assert tokenizer.decode(prompt.healed.prompt_ids) == EXPECTED[family]
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 import torch
 
@@ -42,11 +40,8 @@ def _worst(engine: LocalEngine, ids: list[int]) -> int:
     return int(_plain_logp(engine, ids)[-1].argmin())
 
 
-def test_verification_logprobs_equal_a_plain_forward(engine: LocalEngine) -> None:
-    prompt = engine.encode(PREFIX)
-    logits, _ = engine.runner.prefill(prompt)
-    rows = [tuple(engine.encode(" in ('a', 'b'):")), tuple(engine.encode(".endswith")), tuple(engine.encode(" ="))]
-    verdicts = judge(engine.runner, logits, engine.runner.fork(len(rows)), rows, "", _rules(engine))
+def _assert_plain(engine: LocalEngine, prompt: list[int], rows: list[tuple[int, ...]], verdicts: list) -> None:
+    """Each row's verdict is that of a cache-less forward of the prompt and the row alone."""
     for row, verdict in zip(rows, verdicts):
         full = _plain_logp(engine, prompt + list(row))
         expected = torch.log_softmax(_rules(engine).without_special(full[len(prompt) - 1 : -1]), dim=-1)
@@ -54,7 +49,14 @@ def test_verification_logprobs_equal_a_plain_forward(engine: LocalEngine) -> Non
         assert verdict.logp == pytest.approx(want.tolist(), abs=1e-4)
         assert list(verdict.choice) == expected.argmax(dim=-1).tolist()
         assert list(verdict.rank) == [int((e > w).sum()) for e, w in zip(expected, want)]
-    assert engine.runner.cache.get_seq_length() == len(prompt)  # the prompt cache is untouched
+
+
+def test_verification_logprobs_equal_a_plain_forward(engine: LocalEngine) -> None:
+    prompt = engine.encode(PREFIX)
+    logits, _ = engine.runner.prefill(prompt)
+    rows = [tuple(engine.encode(" in ('a', 'b'):")), tuple(engine.encode(".endswith")), tuple(engine.encode(" ="))]
+    _assert_plain(engine, prompt, rows, judge(engine.runner, logits, engine.runner.cache, rows, "", _rules(engine)))
+    assert engine.runner.cache.get_seq_length() == len(prompt)  # the prompt cache is cropped back
 
 
 def _verify(engine: LocalEngine, rows: list[list[int]], **options) -> list[Hypothesis]:
@@ -62,7 +64,7 @@ def _verify(engine: LocalEngine, rows: list[list[int]], **options) -> list[Hypot
     logits, _ = engine.runner.prefill(prompt)
     hyps = [replay(_rules(engine), "", tuple(r)) for r in rows]
     timings = Timings()
-    options = DecodeOptions(**{"verify_first": "rank", "verify_score": "mean", **options})
+    options = DecodeOptions.of(**{"verify_first": "rank", "verify_score": "mean", **options})
     out = verify(engine.runner, logits, prompt, "", hyps, _rules(engine), options, None, timings)
     assert timings.verify_s > 0
     assert engine.runner.cache.get_seq_length() == len(prompt)
@@ -88,7 +90,7 @@ def test_verified_tokens_are_within_the_models_top_m(engine: LocalEngine) -> Non
     out = _verify(engine, rows, verify_rounds=2, verify_top=2, verify_log_ratio=-50.0, verify_gate=None)
     logits, _ = engine.runner.prefill(prompt)
     rows = [h.tokens for h in out]
-    for verdict in judge(engine.runner, logits, engine.runner.fork(len(rows)), rows, "", _rules(engine)):
+    for verdict in judge(engine.runner, logits, engine.runner.cache, rows, "", _rules(engine)):
         assert max(verdict.rank) < 2
 
 
@@ -106,7 +108,7 @@ def test_gate_returns_fewer_drafts_than_one_the_model_rates_far_below(engine: Lo
 
 
 def test_superposed_method_verifies_and_times_it(engine: LocalEngine) -> None:
-    options = DecodeOptions(k=3, max_tokens=5, verify_rounds=2, verify_top=3, verify_log_ratio=-50.0)
+    options = DecodeOptions.of(k=3, max_tokens=5, verify_rounds=2, verify_top=3, verify_log_ratio=-50.0)
     result = engine.complete(DecodeRequest(PREFIX, options))
     assert result.timings.verify_s > 0
     assert 1 <= len(result.drafts) <= 3
@@ -130,9 +132,9 @@ def test_verification_closes_a_draft_left_one_short_with_the_models_choice(engin
 
 
 def test_superposed_pass_leaves_the_drafts_last_token_to_verification(engine: LocalEngine) -> None:
-    base = DecodeOptions(k=3, max_tokens=5, stop_at_newline=False, heal=False, verify_rounds=1, **LAX)
-    step = engine.complete(DecodeRequest(PREFIX, replace(base, last_token="step")))
-    tree = engine.complete(DecodeRequest(PREFIX, replace(base, last_token="tree")))
+    base = DecodeOptions.of(k=3, max_tokens=5, stop_at_newline=False, heal=False, verify_rounds=1, **LAX)
+    step = engine.complete(DecodeRequest(PREFIX, base.but(last_token="step")))
+    tree = engine.complete(DecodeRequest(PREFIX, base.but(last_token="tree")))
     assert tree.timings.steps == step.timings.steps - 1
     prompt = engine.encode(PREFIX)
     rules = _rules(engine)
@@ -148,8 +150,8 @@ def test_a_draft_left_open_inside_the_healed_text_is_still_closed_and_shown(engi
     request = "def add(a, b):\n    return"
     assert engine.prompt(DecodeRequest(request, DecodeOptions())).healed.remainder
     base = DecodeOptions(k=3, max_tokens=4)
-    step = engine.complete(DecodeRequest(request, replace(base, last_token="step")))
-    tree = engine.complete(DecodeRequest(request, replace(base, last_token="tree")))
+    step = engine.complete(DecodeRequest(request, base.but(last_token="step")))
+    tree = engine.complete(DecodeRequest(request, base.but(last_token="tree")))
     assert step.drafts and tree.drafts
     assert tree.timings.steps == step.timings.steps - 1
 
@@ -163,7 +165,7 @@ def test_healed_first_tokens_are_judged_among_the_tokens_consistent_with_the_hea
     first = int(allowed[logits[0, allowed].argmax()])
     row = [first] + _greedy(engine, prompt + [first], 2)
     timings = Timings()
-    options = DecodeOptions(verify_rounds=1, verify_top=1, verify_log_ratio=-50.0, verify_gate=None)
+    options = DecodeOptions.of(verify_rounds=1, verify_top=1, verify_log_ratio=-50.0, verify_gate=None)
     hyps = [replay(_rules(engine), healed.remainder, tuple(row))]  # the draft as decoding left it
     out = verify(engine.runner, logits, prompt, healed.remainder, hyps, _rules(engine), options, None, timings)
     assert [h.tokens for h in out] == [tuple(row)]
@@ -194,17 +196,16 @@ def test_keep_leaves_the_top_draft_first_and_whole_and_ranks_the_rest_by_exact_t
     assert [h.tokens for h in cut] == [tuple(good[:1]), tuple(long)]  # the top is cut but stays first
 
 
-def test_packed_tree_verification_equals_the_batched_one(engine: LocalEngine) -> None:
+def test_rows_sharing_prefixes_get_the_verdicts_of_a_plain_forward(engine: LocalEngine) -> None:
+    """The prefix tree runs a shared prefix once; each row still sees only its own path (and one-token rows none)."""
     prompt = engine.encode(PREFIX)
     logits, _ = engine.runner.prefill(prompt)
     shared = _greedy(engine, prompt, 3)
     rows = [tuple(shared + [5, 6]), tuple(shared[:2] + [7]), tuple(shared[:1]), tuple(shared + [5, 9, 9])]
-    batched = judge(engine.runner, logits, engine.runner.fork(len(rows)), rows, "", _rules(engine))
-    packed = judge(engine.runner, logits, engine.runner.cache, rows, "", _rules(engine), packed=True)
-    for b, p in zip(batched, packed):
-        assert p.logp == pytest.approx(b.logp, abs=1e-4)
-        assert (p.choice, p.rank) == (b.choice, b.rank)
+    _assert_plain(engine, prompt, rows, judge(engine.runner, logits, engine.runner.cache, rows, "", _rules(engine)))
     assert engine.runner.cache.get_seq_length() == len(prompt)
+    ones = [tuple(shared[:1]), (7,)]  # no tree at all: every row's one token comes from the prompt's logits
+    _assert_plain(engine, prompt, ones, judge(engine.runner, logits, engine.runner.cache, ones, "", _rules(engine)))
 
 
 def test_keep_without_a_gate_repairs_the_second_draft_too(engine: LocalEngine) -> None:
@@ -236,7 +237,7 @@ def test_ranked_drafts_keep_their_own_scores_and_their_order() -> None:
     head = Hypothesis(tokens=(1, 2, 3, 4), score=-4.0)  # SPD's top draft: stays first
     short = Hypothesis(tokens=(5,), score=-0.5)  # a better total than the head's
     other = Hypothesis(tokens=(6, 7), score=-3.0)
-    out = ranked([head, other, short], DecodeOptions(verify_gate=None, verify_score="total"), lead=1)
+    out = ranked([head, other, short], DecodeOptions.of(verify_gate=None, verify_score="total"), lead=1)
     assert [h.tokens for h in out] == [head.tokens, short.tokens, other.tokens]
     assert [h.score for h in out] == [-4.0, -0.5, -3.0]
     assert [h.rank for h in out] == [0, 1, 2]

@@ -68,7 +68,8 @@ def test_scores() -> None:
 
 def test_harness_runs_end_to_end(corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    argv = ["--corpus", str(corpus), "--workdir", str(tmp_path / "work"), "--out", str(out), "--positions", "2",
+    argv = ["--corpus", str(corpus), "--workdir", str(tmp_path / "work"), "--out", str(out), "--results", str(out),
+            "--positions", "2",
             "--latency-positions", "1", "--latency-ks", "1", "2", "--lsp-positions", "1", "--no-base",
             "--max-tokens", "4"]
     assert main(argv) == 0
@@ -101,10 +102,10 @@ def test_sweep_moves_only_when_a_value_scores_better() -> None:
     ngrams = MemoryNgrams.from_sequences([engine.encode(text) for text in CORPUS[:4]])
     positions = [Position(Path("a.py"), "for name in names:\n    ", "if name.endswith('.py'):")] * 2
     start = DecodeOptions(k=2, max_tokens=4)
-    axes = {"alpha": [0.2, start.alpha], "log_delta": [start.log_delta]}
+    axes = {"alpha": [0.2, start.alpha], "log_delta": [start.experimental.log_delta]}
     best, rows = sweep(engine, positions, ngrams, start, axes)
     measured = [(r["axis"], r["value"]) for r in rows]
-    assert measured == [("alpha", 0.2), ("alpha", start.alpha), ("log_delta", start.log_delta)]
+    assert measured == [("alpha", 0.2), ("alpha", start.alpha), ("log_delta", start.experimental.log_delta)]
     by_alpha = {r["value"]: r["objective"] for r in rows if r["axis"] == "alpha"}
     assert best.alpha == (0.2 if by_alpha[0.2] > by_alpha[start.alpha] else start.alpha)
     assert best.method == "superposed"
@@ -144,8 +145,8 @@ def test_blend_metric_flags_a_token_outside_the_models_top_m() -> None:
 
     engine = LocalEngine(tiny_model("llama"))
     prefix = "for name in names:\n    if name"
-    options = DecodeOptions(heal=False, max_tokens=3)
-    prompt = engine.prompt(DecodeRequest(prefix, DecodeOptions(heal=False))).healed.prompt_ids
+    options = DecodeOptions.of(heal=False, max_tokens=3)
+    prompt = engine.prompt(DecodeRequest(prefix, DecodeOptions.of(heal=False))).healed.prompt_ids
     with torch.inference_mode():
         logits = engine.loaded.model(input_ids=torch.tensor([prompt])).logits[0, -1]
     order = torch.argsort(logits, descending=True).tolist()
@@ -186,7 +187,7 @@ def test_study_verifies_the_plain_spd_run_as_the_decoding_hook_would() -> None:
     prefix = "for name in names:\n    if name"
     answers = {}
     for first, repair in itertools.product(("rank", "keep", "cut"), ("jacobi", "continue")):
-        options = DecodeOptions(k=3, max_tokens=5, verify_rounds=2, verify_top=3, verify_log_ratio=-2.0,
+        options = DecodeOptions.of(k=3, max_tokens=5, verify_rounds=2, verify_top=3, verify_log_ratio=-2.0,
                                 verify_first=first, verify_score="total", verify_repair=repair,
                                 last_token="step")  # a pass that closes its drafts itself is not derived (`_answer`)
         plain = engine.complete(DecodeRequest(prefix, unverified(options)))

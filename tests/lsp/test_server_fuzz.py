@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from bench.isolation import isolated_env
-from tests.engined_support import LOADER
+from tests.engine_support import LOADER
 from tests.lsp.test_server_raw import RawServer
 
 pytestmark = pytest.mark.e2e

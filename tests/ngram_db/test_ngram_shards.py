@@ -19,7 +19,7 @@ from ngram_db.errors import StoreError, TokenizerMismatchError
 from ngram_db.indexer import IndexOptions, Indexer
 from ngram_db.layered import LayeredNgrams
 from ngram_db.lookup import CONTEXT
-from ngram_db.protocol import TokenizerId
+from ngram_db.source import TokenizerId
 from ngram_db.shards import (CURRENT, BUILDS, ShardedStore, build_from_sequences, current_build, open_readonly,
                              shard_of, shards_of)
 from ngram_db.store import FileChange, NgramStore

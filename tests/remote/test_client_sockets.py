@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spd_lsp.remote.address import Address
+from spd_lsp.address import Address
 from spd_lsp.remote.client import Connection, EngineGone
 
 

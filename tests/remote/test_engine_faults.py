@@ -20,9 +20,9 @@ import pytest
 from bench.bench_engine_faults import engine_pids, serving_pids
 from bench.isolation import isolated_env
 from spd_lsp.remote import protocol
-from spd_lsp.remote.address import parse
+from spd_lsp.address import parse
 from spd_lsp.remote.client import Connection
-from tests.engined_support import LOADER, REPO, engine_env, wait_gone
+from tests.engine_support import LOADER, REPO, engine_env, wait_gone
 from tests.lsp.test_server_raw import RawServer
 
 pytestmark = pytest.mark.e2e

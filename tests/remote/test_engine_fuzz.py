@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spd_lsp.api import DecodeOptions
+from spd_lsp.api import EXPERIMENTAL_FIELDS, DecodeOptions
 from spd_lsp.remote import protocol
-from spd_lsp.remote.address import parse
-from tests.engined_support import engine_env, start_engine
+from spd_lsp.address import parse
+from tests.engine_support import engine_env, start_engine
 
 TOKEN = "fuzz-token-" + "y" * 24
 ANSWER_S = 20.0  # the tiny model answers in well under a second; a hang fails
@@ -57,9 +57,12 @@ OPTION_VALUES = {
     "verify_score": st.sampled_from(["mean", "total", "?"]),
     "verify_repair": st.sampled_from(["jacobi", "continue", "?"]),
 }
+EXPERIMENTAL = st.fixed_dictionaries({}, optional={
+    name: OPTION_VALUES.get(name, st.integers(-3, 40) | st.floats(-2, 5) | HUGE | FLOATS | ANY)
+    for name in EXPERIMENTAL_FIELDS} | {"bogus": ANY})
 OPTIONS = st.fixed_dictionaries({}, optional={
     name: OPTION_VALUES.get(name, st.integers(-3, 40) | st.floats(-2, 5) | HUGE | FLOATS | ANY)
-    for name in DecodeOptions().to_dict()} | {"bogus": ANY})
+    for name in DecodeOptions().to_dict()} | {"bogus": ANY, "experimental": EXPERIMENTAL | ANY})
 REQUEST = st.fixed_dictionaries({"prefix": st.text(max_size=60) | ANY}, optional={
     "ids": st.none() | st.lists(st.integers(-3, 600) | HUGE, max_size=30) | ANY,
     "suffix": st.text(max_size=40) | ANY, "filename": st.none() | st.text(max_size=20) | ANY,
@@ -150,10 +153,12 @@ def test_engine_answers_every_hostile_frame_and_keeps_serving(engine: Any, frame
 
 @pytest.mark.parametrize("options", [
     {"max_tokens": 10**6, "stop_at_newline": False},  # held a batch row for minutes: no answer in 60 s
-    {"k": 10**4}, {"k": -1}, {"candidate_pool": 10**7},  # failed deep in the model as "internal"
+    {"k": 10**4}, {"k": -1}, {"experimental": {"candidate_pool": 10**7}},  # failed deep in the model as "internal"
     {"k": 2**63 - 1}, {"temperature": float("nan")}, {"alpha": float("inf")},
-    {"ngram_weights": {"2": float("nan")}},
-], ids=["max_tokens", "k-huge", "k-negative", "pool", "k-int64", "nan", "inf", "weight-nan"])
+    {"ngram_weights": {"2": float("nan")}}, {"k": 17}, {"max_tokens": 257},  # past the settings' own bounds
+    {"experimental": {"log_delta": float("-inf")}},
+], ids=["max_tokens", "k-huge", "k-negative", "pool", "k-int64", "nan", "inf", "weight-nan", "k-17", "max_tokens-257",
+        "experimental-inf"])
 def test_costly_or_senseless_options_are_refused_up_front(engine: Any, options: dict[str, Any]) -> None:
     """Fuzzer finding (issue 24): the team engine ran whatever a client asked for."""
     _, where = engine

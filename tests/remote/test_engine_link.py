@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from spd_lsp.commands.loading import load_engine
+from spd_lsp.commands.engine_setting import load_engine
 from spd_lsp.session.session import Session
 from spd_lsp.settings import parse_settings
-from tests.engined_support import engine_env, start_engine
+from tests.engine_support import engine_env, start_engine
 from tests.session.test_server_session import RecordingClient
 
 pytestmark = [pytest.mark.timeout(120)]

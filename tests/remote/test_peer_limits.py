@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from spd_lsp.remote import protocol
-from spd_lsp.remote.address import parse
+from spd_lsp.address import parse
 from spd_lsp.remote.client import Connection
 from spd_lsp.remote.peers import PeerGuard
-from tests.engined_support import engine_env, start_engine
+from tests.engine_support import engine_env, start_engine
 
 TOKEN = "peer-limit-token-" + "x" * 24
 
@@ -93,7 +93,7 @@ def test_over_tls_a_failed_tls_handshake_counts_and_a_backing_off_address_gets_n
     the check, and its failures count."""
     import ssl
 
-    from tests.remote.test_engined_tcp import _self_signed
+    from tests.remote.test_tcp import _self_signed
 
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")

@@ -19,7 +19,7 @@ import pytest
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
-from spd_lsp.api import DecodeOptions, DecodeRequest  # noqa: E402
+from spd_lsp.api import DecodeOptions, DecodeRequest, ModelSpec  # noqa: E402
 from spd_lsp.remote import protocol  # noqa: E402
 from spd_lsp.remote.server import Listener  # noqa: E402
 from spd_lsp.remote.ray.client import ServeEngine, affinity_key  # noqa: E402
@@ -27,7 +27,7 @@ from spd_lsp.remote.ray.deployment import (  # noqa: E402
     APP_NAME, DEPLOYMENT_NAME, ROUTER, ServeSettings, deploy, deployment_options,
 )
 from spd_lsp.remote.ray.ingress import RayIngress, in_background  # noqa: E402
-from spd_lsp.remote.ray.replica import ModelSettings  # noqa: E402
+from spd_lsp.remote.ray.replica import ReplicaSettings  # noqa: E402
 from tests.tiny_models import tiny_model  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
@@ -57,8 +57,8 @@ def model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def model_settings(model_dir) -> ModelSettings:
-    return ModelSettings(model=str(model_dir), device="cpu", dtype="float32")
+def model_settings(model_dir) -> ReplicaSettings:
+    return ReplicaSettings(model=ModelSpec(path=str(model_dir), device="cpu", dtype="float32"))
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def cluster(model_settings):
         runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}}, log_to_driver=False,
     )
     try:
-        handle = deploy(ServeSettings(model=model_settings, replicas=2, num_cpus=0.5, health_check_period_s=1.0))
+        handle = deploy(ServeSettings(replica=model_settings, replicas=2, num_cpus=0.5, health_check_period_s=1.0))
         yield ServeEngine(handle, timeout_s=60.0)
     finally:
         serve.shutdown()
@@ -90,11 +90,9 @@ def test_a_document_stays_on_its_replica_and_reuses_its_prompt_cache(cluster):
 
 
 def test_answers_equal_single_process_decoding(cluster, model_settings):
-    from spd_lsp.engine.local import LocalEngine
-    from spd_lsp.engine.model import load_model
+    from spd_lsp.engine.loading import load_local
 
-    engine = LocalEngine(load_model(model_settings.model, model_settings.device, model_settings.dtype,
-                                    head=model_settings.output_weights))
+    engine = load_local(model_settings.model).engine  # what each replica loads
     prefixes = [PREFIX, "for name in names:\n    if ", "import os\nimport "]
     for options in (OPTIONS, DecodeOptions(method="beam", k=2, max_tokens=5)):
         for prefix in prefixes:
@@ -107,7 +105,7 @@ def test_answers_equal_single_process_decoding(cluster, model_settings):
 def test_a_killed_replica_fails_over_and_is_replaced(cluster):
     key = "bob:file:///c.py"
     before = ask(cluster, PREFIX, OPTIONS, key=key)
-    slow = DecodeOptions(k=3, max_tokens=1500, stop_at_newline=False, heal=False)  # ~2 ms a step: seconds, no early end
+    slow = DecodeOptions.of(k=3, max_tokens=1500, stop_at_newline=False, heal=False)  # ~2 ms a step: seconds, no early end
     long = protocol.complete_request(0, DecodeRequest(PREFIX, slow), affinity=key)
 
     async def killed_mid_request():

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.engined_support import REPO, wait_gone
+from tests.engine_support import REPO, wait_gone
 
 # A process that serves a socket with a standby, as `spd-lsp engine --standby` does, with a parallel region run
 # before each fork (the load's and the serving engine's) and one as the spare's self-test; each process that

@@ -64,7 +64,7 @@ class IndependentState(Progress):
     def __post_init__(self) -> None:
         self.logits = self.logits.expand(self.batch, -1)
         self.hyps = list(self.starts) or [Hypothesis(remainder=self.remainder) for _ in range(self.batch)]
-        self.temperature = self.options.nucleus_temperature if self.sample else 1.0
+        self.temperature = self.options.experimental.nucleus_temperature if self.sample else 1.0
         self.steps = self.options.step_budget(self.remainder)  # tokens per draft
         self.tokens: torch.Tensor | None = None
 
@@ -74,7 +74,7 @@ class IndependentState(Progress):
         model_logp = torch.log_softmax(logits, dim=-1)
         scaled = model_logp if self.temperature == 1.0 else torch.log_softmax(logits / self.temperature, dim=-1)
         logp = constrained_logp(scaled, self.hyps, self.rules)
-        tokens = sample_rows(logp, options.top_p, self.generator) if self.sample else torch.argmax(logp, dim=-1)
+        tokens = sample_rows(logp, options.experimental.top_p, self.generator) if self.sample else logp.argmax(dim=-1)
         token_logp = model_logp.gather(1, tokens[:, None]).squeeze(1)
         self.hyps = [
             h if self._final(h) else self.rules.extend(h, int(t), h.score + float(lp))

@@ -4,9 +4,9 @@ The alternative to Jacobi re-verification (decoding/verify.py): a draft cut at i
 implausible token gets the model's choice there, then greedy tokens up to max_tokens / the
 draft stop rules. All such drafts decode together as one batch through the one step loop
 (stepping.py, the greedy baseline's state started from the drafts), on the key/values the
-verification forward left: each row sees the prompt and its own prefix's columns (a row of the
-batched verification, or a path of its packed tree), the rest is masked, and every row runs
-at its own positions. No prefix runs twice.
+verification forward left: each row sees the prompt and its own prefix's columns (its path in
+the verification's prefix tree), the rest is masked, and every row runs at its own positions.
+No prefix runs twice.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Log-linear mix of LM and n-gram probabilities (SPD_SPEC step 4), as one tensor function."""
+"""Log-linear mix of LM and n-gram probabilities (Superposed Decoding's n-gram interpolation, Shen et al. 2024, arXiv
+2405.18400), as one tensor function."""
 
 from __future__ import annotations
 

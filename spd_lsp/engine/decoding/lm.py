@@ -343,12 +343,6 @@ class ModelRunner:
                 layer.crop(-excess)
         return True
 
-    @torch.inference_mode()
-    def score(self, cache: DynamicCache, ids: torch.Tensor) -> torch.Tensor:
-        """Append ids [B, T] to cache; return the logits at every position [B, T, V] in fp32 (verification)."""
-        out = self.net(input_ids=ids.to(self.device), **{self._cache_kwarg: cache, "use_cache": True})
-        return out.logits.float()
-
 
 @dataclass
 class Partial:

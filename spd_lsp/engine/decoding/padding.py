@@ -1,6 +1,6 @@
 """Left-padded key/value caches: several requests' rows in one batch cache, their pads masked.
 
-Shared by the engine's batch (`engined.batching`) and the joint prefill of several prompt caches
+Shared by the engine's batch (`engine.batcher`) and the joint prefill of several prompt caches
 (`lm.prefill_together`).
 """
 

@@ -14,13 +14,7 @@ made in Python anyway, and kept on the device a step would cross three times
 
 from __future__ import annotations
 
-import time
-from contextlib import contextmanager
-from typing import Iterator
-
 import torch
-
-from spd_lsp.api import Timings
 
 CPU = torch.device("cpu")
 
@@ -31,16 +25,6 @@ def device_sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
     elif device.type == "mps":
         torch.mps.synchronize()
-
-
-@contextmanager
-def model_step(timings: Timings, device: torch.device) -> Iterator[None]:
-    """Count one forward step and its time: until the device has run it, not just queued it."""
-    started = time.perf_counter()
-    yield
-    device_sync(device)
-    timings.model_s += time.perf_counter() - started
-    timings.steps += 1
 
 
 def move_pair(ids: torch.Tensor, logp: torch.Tensor, device: torch.device | None) -> tuple[torch.Tensor, torch.Tensor]:

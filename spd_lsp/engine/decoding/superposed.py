@@ -81,7 +81,7 @@ class SuperposedState(Progress):
     @property
     def resets(self) -> bool:
         """Paper 5.3: this step re-feeds the best draft instead of the superposed embedding."""
-        every = self.options.reset_every
+        every = self.options.experimental.reset_every
         return bool(every) and self.step % every == 0
 
     def select(self, *, candidates: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
@@ -101,7 +101,8 @@ class SuperposedState(Progress):
             started = time.perf_counter()
             p_ngram = ngram_probabilities(self.ngrams, self.prompt_ids, self.hyps, cand_ids, options)
             self.timings.ngram_s += time.perf_counter() - started
-        mixed = interpolate(cand_lm, p_ngram, self.alpha, options.log_delta, drop_unsupported=options.drop_unsupported)
+        knobs = options.experimental
+        mixed = interpolate(cand_lm, p_ngram, self.alpha, knobs.log_delta, drop_unsupported=knobs.drop_unsupported)
         self.hyps, _ = select(self.hyps, cand_ids, extension_totals(self.hyps, mixed), options.k, self.rules, self.finished)
         self.step += 1
         self.done = not self.hyps or self.finished.saturated(self.hyps) or self.step == self.steps

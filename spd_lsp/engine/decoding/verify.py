@@ -2,9 +2,9 @@
 
 SPD feeds a superposition of the drafts' tokens, so a draft's later tokens are chosen
 from a distribution that mostly follows the top draft: the other drafts get blends
-(`if args.path isexists():`). Here every draft's real tokens run as one batch on a
-fork of the prompt cache (right-padded; causal attention keeps padding invisible),
-which gives every token's exact log-probability under the model. With it:
+(`if args.path isexists():`). Here every draft's real tokens run as one prefix tree on the
+prompt cache (tree attention: shared prefixes run once), which gives every token's exact
+log-probability under the model. With it:
 
 - rank: a draft's score is the sum of its exact log-probabilities, mixed with the
   n-grams exactly as during decoding;
@@ -85,16 +85,12 @@ def judge(
     rows: list[tuple[int, ...]],
     remainder: str,
     rules: DraftRules,
-    *,
-    packed: bool = False,
 ) -> list[Verdict]:
-    """One forward of every row (all non-empty) after the prompt in `cache`, cropped back after.
-
-    Batch len(rows) on a forked cache, or (`packed`) batch 1 on the prompt cache itself with the
-    rows packed as a prefix tree under a tree attention mask (shared prefixes run once).
+    """One forward of every row (all non-empty) after the prompt in `cache` (batch 1), cropped back after: the rows
+    packed as a prefix tree under a tree attention mask, so shared prefixes run once.
     first_logits [1, V] are the prompt's last logits: the distribution of every row's first token.
     """
-    return verdicts_of(run_rows(runner, first_logits, cache, rows, packed=packed, keep=False), remainder, rules)
+    return verdicts_of(run_rows(runner, first_logits, cache, rows, keep=False), remainder, rules)
 
 
 @dataclass
@@ -103,36 +99,26 @@ class Judged:
 
     rows: list[tuple[int, ...]]
     logits: list[torch.Tensor]  # each row's logits at each of its positions [len(row), V]
-    cache: DynamicCache | None  # kept: the prompt, then the rows' tokens (a cache row per row, or one packed tree)
-    row: list[int]  # each row's row of `cache`
-    columns: list[list[int]]  # the columns after the prompt holding each row's tokens (all but its last)
+    cache: DynamicCache | None  # kept: the prompt, then the rows' packed tree
+    columns: list[list[int]]  # the columns after the prompt holding each row's tokens (all but its last): its tree path
 
 
 def run_rows(runner: ModelRunner, first_logits: torch.Tensor, cache: DynamicCache, rows: list[tuple[int, ...]], *,
-             packed: bool, keep: bool) -> Judged:
-    """`judge`'s forward: the logits at every position of every row; with `keep`, the rows' key/values too
-    (`cache` itself where batched, a copy where packed: the prompt cache is cropped back either way)."""
-    first = first_logits.reshape(1, -1)
+             keep: bool) -> Judged:
+    """`judge`'s forward: the logits at every position of every row; with `keep`, a copy of the cache with the rows'
+    key/values too (the prompt cache is cropped back either way)."""
     length = cache.get_seq_length()
-    if packed:
-        later, columns = _packed_logits(runner, cache, rows)
-        kept = copy.deepcopy(cache) if keep else None
-        _crop(cache, length)
-    else:
-        later, columns = [first[:0]] * len(rows), [list(range(len(r) - 1)) for r in rows]
-        if max(len(r) for r in rows) > 1:
-            later = list(_batch_logits(runner, cache, rows))
-        kept = cache if keep else None
-        if not keep:
-            _crop(cache, length)
-    logits = row_logits(first, later, rows)
-    return Judged(rows, logits, kept, [0 if packed else i for i in range(len(rows))], columns)
+    later, columns = _packed_logits(runner, cache, rows)
+    kept = copy.deepcopy(cache) if keep else None
+    _crop(cache, length)
+    return Judged(rows, row_logits(first_logits, later, rows), kept, columns)
 
 
 def row_logits(first_logits: torch.Tensor, later: list[torch.Tensor], rows: list[tuple[int, ...]]) -> list[torch.Tensor]:
     """Each row's logits at each of its positions [len(row), V]: the prompt's last [1, V], then its own later ones."""
     first = first_logits.reshape(1, -1)
-    return [torch.cat([first, x.to(first.device)])[: len(row)].float() for row, x in zip(rows, later)]
+    return [(torch.cat([first, x.to(first.device)]) if len(x) else first)[: len(row)].float()  # one-token rows: no tree
+            for row, x in zip(rows, later)]
 
 
 def verdicts_of(judged: Judged, remainder: str, rules: DraftRules) -> list[Verdict]:
@@ -144,14 +130,6 @@ def row_verdicts(logits: list[torch.Tensor], rows: list[tuple[int, ...]], remain
                  rules: DraftRules) -> list[Verdict]:
     """The verdicts on `rows` from each row's logits at each of its positions (`row_logits`)."""
     return [_verdict(x, row, remainder, rules) for x, row in zip(logits, rows)]
-
-
-def _batch_logits(runner: ModelRunner, cache: DynamicCache, rows: list[tuple[int, ...]]) -> torch.Tensor:
-    """[B, width - 1, V]: right-padded rows appended to `cache`, batch B; causal attention keeps the padding invisible."""
-    ids = torch.zeros(len(rows), max(len(r) for r in rows) - 1, dtype=torch.long)
-    for b, row in enumerate(rows):
-        ids[b, : len(row) - 1] = torch.tensor(row[:-1], dtype=torch.long)
-    return runner.score(cache, ids)
 
 
 def prefix_tree(rows: list[tuple[int, ...]]) -> tuple[list[int], list[int], list[list[int]]]:
@@ -268,7 +246,7 @@ def _exact_scores(
     contexts = [(tail + list(v.tokens[:i]))[-span:] for v in verdicts for i in range(len(v.tokens))]
     candidates = [[t] for v in verdicts for t in v.tokens]
     p = torch.tensor(ngrams.p_ngram(contexts, candidates, options.ngram_weights), dtype=torch.float32)
-    mixed = interpolate(torch.cat(logp), p, options.alpha, options.log_delta, drop_unsupported=False)
+    mixed = interpolate(torch.cat(logp), p, options.alpha, options.experimental.log_delta, drop_unsupported=False)
     return [float(part.sum()) for part in torch.split(mixed[:, 0], [len(v.tokens) for v in verdicts])]
 
 
@@ -304,15 +282,11 @@ def verify(
     """
     def judge_round(rounds: list[tuple[int, list[tuple[int, ...]]]]) -> list[list[Verdict]]:
         runner.rewind(len(prompt_ids))  # drop the superposed positions
-        rows = rounds[0][1]
-        cache = runner.cache if options.verify_packed else runner.fork(len(rows))
-        return [judge(runner, first_logits, cache, rows, remainder, rules, packed=options.verify_packed)]
+        return [judge(runner, first_logits, runner.cache, rounds[0][1], remainder, rules)]
 
     def continued(rows: list[tuple[int, ...]], fixed: int) -> list[Verdict]:
         runner.rewind(len(prompt_ids))
-        packed = options.verify_packed
-        kept = run_rows(runner, first_logits, runner.cache if packed else runner.fork(len(rows)), rows, packed=packed,
-                        keep=True)
+        kept = run_rows(runner, first_logits, runner.cache, rows, keep=True)
         return _continued(runner, verdicts_of(kept, remainder, rules), kept, remainder, rules, options,
                           cancelled or never_cancelled, fixed=fixed)
 
@@ -348,9 +322,9 @@ def closes_drafts(options: DecodeOptions, remainder: str) -> bool:
     """Whether verification chooses the last token of drafts that run to the budget (`last_token="tree"`), so the
     superposed pass stops one step short of it: where every shown draft is judged (not "keep" without a gate) and
     repaired by "jacobi" rounds (a "continue" repair decodes on itself), and the budget leaves the pass a step."""
-    return (options.last_token == "tree" and options.verify_rounds >= 1 and options.verify_repair == "jacobi"
-            and not (options.verify_first == "keep" and options.verify_gate is None)
-            and options.step_budget(remainder) > 1)
+    knobs = options.experimental
+    return (knobs.last_token == "tree" and options.verify_rounds >= 1 and options.verify_repair == "jacobi"
+            and not (knobs.verify_first == "keep" and knobs.verify_gate is None) and options.step_budget(remainder) > 1)
 
 
 def open_draft(hyp: Hypothesis, options: DecodeOptions, remainder: str) -> bool:
@@ -376,8 +350,9 @@ def verification(prompt_ids: list[int], remainder: str, hyps: list[Hypothesis], 
     drafts = shown(hyps, options.k, opened=opened)
     if not drafts:  # nothing the editor would show yet (e.g. still inside the healed text): nothing to judge
         return hyps
-    keep = options.verify_first == "keep" and bool(drafts)
-    judged = drafts[1:] if keep and options.verify_gate is None else drafts
+    knobs = options.experimental
+    keep = knobs.verify_first == "keep" and bool(drafts)
+    judged = drafts[1:] if keep and knobs.verify_gate is None else drafts
     if not judged:
         return drafts
     # A draft the pass left open gets a stand-in last token (its own last): the forward runs every row but its last
@@ -393,12 +368,12 @@ def verification(prompt_ids: list[int], remainder: str, hyps: list[Hypothesis], 
     totals = _exact_scores(verdicts, prompt_ids, ngrams, options)
     out = [replace(replay(rules, remainder, v.tokens), score=s) for v, s in zip(verdicts, totals)]
     nothing_left = not any(h.text.strip() for h in out)
-    if (keep and not fixed) or (nothing_left and options.verify_empty == "top"):  # top not run, or nothing left
+    if (keep and not fixed) or (nothing_left and knobs.verify_empty == "top"):  # top not run, or nothing left
         out = [drafts[0]] + out
     elif nothing_left:  # the model finds every draft implausible from its start: show nothing
         out = []
     timings.verify_s += time.perf_counter() - started
-    return ranked(out, options, lead=1 if options.verify_first != "rank" else 0)
+    return ranked(out, options, lead=1 if knobs.verify_first != "rank" else 0)
 
 
 def _repaired_verdicts(
@@ -462,7 +437,7 @@ def _continued(
     if not going:
         return out
     firsts = [rows[0] for rows in going.values()]
-    kept.cache.reorder_cache(torch.tensor([kept.row[i] for i in firsts], dtype=torch.long, device=runner.device))
+    kept.cache.reorder_cache(torch.zeros(len(firsts), dtype=torch.long, device=runner.device))  # a row each, the tree's
     ragged = RaggedRows(runner, kept.cache, runner.cache.get_seq_length(), [kept.columns[i][: bad[i]] for i in firsts])
     starts = [replay(rules, remainder, verdicts[i].tokens[: bad[i]]) for i in firsts]
     logits = torch.stack([kept.logits[i][bad[i]] for i in firsts])  # the model's choice comes first
@@ -480,14 +455,15 @@ def ranked(hyps: list[Hypothesis], options: DecodeOptions, *, lead: int) -> list
     """The first `lead` drafts stay in front; the rest by exact score (total or mean), gated; each keeps
     its own exact score and carries its place (`rank`), which the engine's final sort keeps."""
     head, rest = hyps[:lead], hyps[lead:]
-    by_total = options.verify_score == "total"
+    by_total = options.experimental.verify_score == "total"
     rest = sorted(rest, key=lambda h: h.score if by_total else h.normalised, reverse=True)
-    out = gate(head + rest, options.verify_gate, against=head[0] if head else None)
+    out = gate(head + rest, options.experimental.verify_gate, against=head[0] if head else None)
     return [replace(hyp, rank=place) for place, hyp in enumerate(out)]
 
 
 def _first_bad(verdict: Verdict, options: DecodeOptions) -> int | None:
-    return verdict.first_implausible(options.verify_top, options.verify_log_ratio)
+    knobs = options.experimental
+    return verdict.first_implausible(knobs.verify_top, knobs.verify_log_ratio)
 
 
 def _repaired(verdict: Verdict, bad: int, rules: DraftRules, remainder: str) -> tuple[int, ...]:

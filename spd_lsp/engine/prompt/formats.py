@@ -10,12 +10,12 @@ control tokens, not its name. Templates, from each family's public sources:
   repository data `<repo_name>{repo}<file_sep>{path}\\n{code}<file_sep>...` with the FIM file as
   `<file_sep><fim_prefix>{path}\\n{prefix}<fim_suffix>{suffix}<fim_middle>`
   (StarCoder2 paper, arXiv 2402.19173 §5; Continue's `stableCodeFimTemplate`/`starcoder2FimTemplate`
-  in core/autocomplete/templating/AutocompleteTemplate.ts).
+  in its `AutocompleteTemplate.ts`).
 - DeepSeek-Coder: `<｜fim▁begin｜>{prefix}<｜fim▁hole｜>{suffix}<｜fim▁end｜>` after the BOS its
   tokenizer adds; other files as `#{path}` comment blocks (deepseek-ai/DeepSeek-Coder README,
   "code insertion" and "repository level code completion").
 - CodeLlama: `<s>▁<PRE> {prefix}▁<SUF>{suffix}▁<MID>`, the tokens `▁<PRE>`/`▁<SUF>`/`▁<MID>`/`▁<EOT>`
-  (meta-llama/codellama generation.py `infilling_prompt_tokens`; Tabby MODEL_SPEC.md
+  (meta-llama/codellama's `infilling_prompt_tokens`; Tabby's model spec
   `<PRE> {prefix} <SUF>{suffix} <MID>`); the space before the prefix is SentencePiece's dummy
   prefix, which a Llama tokenizer adds itself.
 - Codestral: suffix first, `[SUFFIX]{suffix}[PREFIX]{prefix}` (mistral-common `encode_fim`;

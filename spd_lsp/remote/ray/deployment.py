@@ -19,7 +19,7 @@ from typing import Any
 from ray import serve
 from ray.serve.config import RequestRouterConfig
 
-from spd_lsp.remote.ray.replica import EngineReplica, ModelSettings
+from spd_lsp.remote.ray.replica import EngineReplica, ReplicaSettings
 
 APP_NAME = "spd-lsp"
 DEPLOYMENT_NAME = "engine"
@@ -28,13 +28,13 @@ ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
 
 @dataclass(frozen=True)
 class ServeSettings:
-    model: ModelSettings = field(default_factory=ModelSettings)
+    replica: ReplicaSettings = field(default_factory=ReplicaSettings)
     replicas: int = 1  # the fixed count, or the autoscaling floor when max_replicas is larger
     max_replicas: int | None = None  # autoscale between `replicas` and this on queue length
-    target_ongoing_requests: float = 8.0  # running + queued per replica; a replica batches up to model.max_batch
+    target_ongoing_requests: float = 8.0  # running + queued per replica; a replica batches up to replica.max_batch
     num_gpus: float = 0.0  # per replica: 1 = one model per GPU
     num_cpus: float = 1.0  # per replica (CPU replicas decode on this many threads)
-    max_ongoing_requests: int | None = None  # per replica (default model.max_batch); past it the router
+    max_ongoing_requests: int | None = None  # per replica (default replica.max_batch); past it the router
     # spills a key to the next replica on the ring
     fallback_replicas: int = 1  # ring successors tried when the owner is full or gone
     health_check_period_s: float = 10.0
@@ -59,7 +59,7 @@ def deployment_options(settings: ServeSettings) -> dict[str, Any]:
         **scaling,
         "name": DEPLOYMENT_NAME,
         "ray_actor_options": {"num_cpus": settings.num_cpus, "num_gpus": settings.num_gpus},
-        "max_ongoing_requests": settings.max_ongoing_requests or settings.model.max_batch,
+        "max_ongoing_requests": settings.max_ongoing_requests or settings.replica.max_batch,
         "health_check_period_s": settings.health_check_period_s,
         "request_router_config": RequestRouterConfig(
             request_router_class=ROUTER,
@@ -69,10 +69,10 @@ def deployment_options(settings: ServeSettings) -> dict[str, Any]:
 
 
 def application(settings: ServeSettings) -> serve.Application:
-    model = settings.model
-    if settings.num_gpus > 0 and model.device == "auto":
-        model = replace(model, device="cuda")  # never a silent CPU fallback on a GPU box
-    return serve.deployment(EngineReplica).options(**deployment_options(settings)).bind(model)
+    replica = settings.replica
+    if settings.num_gpus > 0 and replica.model.device == "auto":
+        replica = replace(replica, model=replace(replica.model, device="cuda"))  # never a silent CPU fallback on a GPU box
+    return serve.deployment(EngineReplica).options(**deployment_options(settings)).bind(replica)
 
 
 def deploy(settings: ServeSettings) -> serve.handle.DeploymentHandle:

@@ -18,20 +18,16 @@ from typing import Any
 
 from ray import serve
 
-from spd_lsp.api import DecodeResult
+from spd_lsp.api import DecodeResult, ModelSpec
 from spd_lsp.remote import protocol
 
 
 @dataclass(frozen=True)
-class ModelSettings:
-    """What each replica loads (the engine's own settings), plus a read-only base store."""
+class ReplicaSettings:
+    """What each replica loads (a GPU replica's device is `cuda`: Ray sets CUDA_VISIBLE_DEVICES to its own GPU), plus a
+    read-only base store."""
 
-    model: str | None = None  # bundled default, a .gguf file or a local Hugging Face directory
-    device: str = "auto"  # a GPU replica gets `cuda` (Ray sets CUDA_VISIBLE_DEVICES to its own GPU)
-    dtype: str = "auto"
-    quantize: str = "none"
-    fast_path: bool = True  # the fast decode path where the family is covered (Settings.fast_path)
-    output_weights: str = "q8"  # its output projection in CPU decode steps (Settings.output_weights)
+    model: ModelSpec = ModelSpec()
     base_store: str | None = None  # the team's base n-gram store on the serving machine
     max_batch: int = 32  # superposed requests decoded together on one replica
 
@@ -46,12 +42,11 @@ class Answer:
 
 
 class EngineReplica:
-    def __init__(self, settings: ModelSettings):
+    def __init__(self, settings: ReplicaSettings):
         from spd_lsp.engine.loading import load_local
         from spd_lsp.remote.server import EngineServer, Listener
 
-        loaded = load_local(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path,
-                            head=settings.output_weights)
+        loaded = load_local(settings.model)
         self.name = serve.get_replica_context().replica_id.to_full_id_str()
         self.info = {**loaded.info, "replica": self.name}
         # Never listens: the daemon's request reading, stores and scheduler, with the rules of a

@@ -19,5 +19,4 @@ def load_engine(settings: Settings, *, compile: bool = True) -> Loaded:
         return load_remote(settings)
     from spd_lsp.engine.loading import load_local
 
-    return load_local(settings.model, settings.device, settings.dtype, settings.quantize, fast=settings.fast_path,
-                      compile=compile, head=settings.output_weights, kernels=settings.kernels)
+    return load_local(settings.model_spec(), compile=compile)

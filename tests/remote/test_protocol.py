@@ -20,7 +20,7 @@ def _pair() -> tuple[socket.socket, socket.socket]:
 
 def test_round_trip_over_a_socket() -> None:
     a, b = _pair()
-    options = DecodeOptions(k=4, seed=7, ngram_weights={2: 0.5, 4: 0.25})
+    options = DecodeOptions.of(k=4, seed=7, ngram_weights={2: 0.5, 4: 0.25})
     request = DecodeRequest("def f(", options, ids=(1, 2), context=PromptContext(suffix="):", filename="f.py",
                             snippets=(("g.py", "def g(): pass\n"),), language="python"), prompt_format="fim")
     message = protocol.complete_request(3, request, ngrams={"stores": [{"path": "/x", "weight": 1.0}], "document": None})
@@ -32,7 +32,8 @@ def test_round_trip_over_a_socket() -> None:
 
 @pytest.mark.parametrize("frame, complaint", [
     ({"prompt": {"prefix": "x", "ids": None, "args": {"suffix": ")"}}, "options": {}}, "version 1"),
-    ({"request": {"prefix": "x", "args": {}}}, "unknown request fields: args"),
+    ({"request": {"prefix": "x", "options": {"experimental": {"colour": 1}}}}, "unknown experimental decode options: colour"),
+    ({"request": {"prefix": "x", "options": {"experimental": {"seed": "7"}}}}, "wrong type"),
     ({"request": {"ids": [1]}}, "string 'prefix'"),
     ({"request": {"prefix": "x", "ids": ["a"]}}, "token ids"),
     ({"request": {"prefix": "x", "snippets": [["a.py"]]}}, "[path, code]"),
@@ -95,10 +96,40 @@ def test_asyncio_reader_matches_the_blocking_one() -> None:
 
 
 def test_bad_decode_options_name_the_problem() -> None:
-    with pytest.raises(ValueError, match="unknown decode options: colour"):
-        DecodeOptions.from_dict({"colour": 1})
+    with pytest.raises(ValueError, match="unknown experimental decode options: colour"):
+        DecodeOptions.from_dict({"experimental": {"colour": 1}})
     with pytest.raises(ValueError, match="k='3'"):
         DecodeOptions.from_dict({"k": "3"})
+    with pytest.raises(ValueError, match="verify_first='sideways'"):
+        DecodeOptions.from_dict({"experimental": {"verify_first": "sideways"}})
+
+
+def test_only_experimental_options_set_away_from_their_defaults_travel() -> None:
+    assert "experimental" not in DecodeOptions().to_dict()  # the product's request: its options alone
+    assert set(DecodeOptions().to_dict()) == {"method", "k", "max_tokens", "temperature", "alpha", "ngram_weights",
+                                              "stop_at_newline", "verify_rounds", "verify_repair"}
+    studied = DecodeOptions.of(k=2, seed=3, heal=False, verify_first="cut")  # "cut" is the default: it stays home
+    assert studied.to_dict()["experimental"] == {"seed": 3, "heal": False}
+    assert DecodeOptions.from_dict(studied.to_dict()) == studied
+
+
+def test_fields_an_engine_does_not_know_are_ignored_and_named() -> None:
+    """The compatibility rule (protocol.py): a newer front end's optional fields reach an older engine as nothing."""
+    wire = {"prefix": "x", "colour": "red", "options": {"k": 2, "verify_packed": False, "future_option": 1}}
+    message = {"op": protocol.COMPLETE, "id": 1, "request": wire}
+    assert protocol.read_request(message) == DecodeRequest("x", DecodeOptions(k=2))
+    assert protocol.ignored(message) == ["colour", "options.future_option", "options.verify_packed"]
+    answer = protocol.result(1, DecodeResult([], Timings(), "superposed"), ignored=protocol.ignored(message))
+    assert answer["ignored"] == ["colour", "options.future_option", "options.verify_packed"]
+    assert "ignored" not in protocol.result(1, DecodeResult([], Timings(), "superposed"))
+
+
+def test_options_split_into_the_products_and_the_experimental_ones() -> None:
+    options = DecodeOptions.of(k=4, seed=7, verify_top=3)
+    assert (options.k, options.experimental.seed, options.experimental.verify_top) == (4, 7, 3)
+    assert options.but(max_tokens=5, heal=False).flat() == {**options.flat(), "max_tokens": 5, "heal": False}
+    with pytest.raises(TypeError, match="verify_packed"):
+        DecodeOptions.of(verify_packed=False)  # retired: verification always runs the drafts as one prefix tree
 
 
 def test_the_engines_tokenizer_travels_and_tokenizes_alike() -> None:

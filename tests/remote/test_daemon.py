@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from spd_lsp.settings import Settings
-from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest
+from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest, ModelSpec
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.remote import daemon
 from spd_lsp.remote.client import REQUEST_TIMEOUT_S
 from spd_lsp.remote.connect import load_remote
 from bench.bench_engine_faults import engine_pids
-from tests.engined_support import REPO, engine_env, wait_gone
+from tests.engine_support import REPO, engine_env, wait_gone
 from tests.tiny_models import tiny_model
 
 PREFIX = "def add(a, b):\n    return"
@@ -181,10 +181,18 @@ def test_a_restarted_engine_that_drops_the_first_hello_still_answers(runtime: Pa
     loaded.engine.close()
 
 
+@pytest.mark.parametrize("spec", [ModelSpec(), ModelSpec(path="/m.gguf", device="cpu", dtype="bfloat16", quantize="int4",
+                                                          head="float", fast_path=False, kernels=("amx", "attention"))])
+def test_the_engine_reads_back_the_model_the_daemon_asks_for(spec: ModelSpec) -> None:
+    from spd_lsp.commands.engine import model_spec, parse_args
+
+    assert model_spec(parse_args(["--socket", "/tmp/e.sock", *daemon.model_args(spec)])) == spec
+
+
 def test_another_protocol_version_gets_its_own_engine_socket(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A front end after an upgrade (protocol 2: the typed request) must not find an engine of protocol 1
     at its socket: that one would refuse its hello until it idled out."""
-    flags = daemon.model_args(Settings())
+    flags = daemon.model_args(Settings().model_spec())
     now = daemon.paths_for(flags).socket
     monkeypatch.setattr(daemon.protocol, "VERSION", daemon.protocol.VERSION - 1)
     assert daemon.paths_for(flags).socket != now

@@ -1,4 +1,5 @@
-"""Where the front end finds its engine: the `engine` setting, parsed (plain values only)."""
+"""Where the front end finds its engine: the `engine` setting, parsed (plain values only; spd_lsp/remote reaches
+the engine at it, spd_lsp/settings.py checks the setting with it)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def parse(value: str) -> Address:
 
 
 def check_setting(value: object) -> str:
-    """The `engine` setting's validation (config.py)."""
+    """The `engine` setting's validation (settings.py)."""
     if value in (AUTO, IN_PROCESS):
         return value  # type: ignore[return-value]
     if not isinstance(value, str):

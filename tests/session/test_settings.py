@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spd_lsp.settings import Settings, parse_settings, settings_from_configuration
-from spd_lsp.api import PAPER_NGRAM_WEIGHTS
+from spd_lsp.settings import MODEL_KEYS, Settings, check_options, parse_settings, settings_from_configuration
+from spd_lsp.api import PAPER_NGRAM_WEIGHTS, DecodeOptions, ModelSpec
 
 
 def test_missing_options_give_defaults_without_warnings() -> None:
@@ -91,3 +91,26 @@ def test_model_key_tracks_what_a_reload_depends_on() -> None:
     assert parse_settings({"k": 7})[0].model_key() == base.model_key()
     assert parse_settings({"model": "/x.gguf"})[0].model_key() != base.model_key()
     assert parse_settings({"dtype": "float16"})[0].model_key() != base.model_key()
+
+
+def test_the_model_spec_holds_every_model_setting() -> None:
+    raw = {"model": "/x.gguf", "device": "cpu", "dtype": "bfloat16", "quantize": "int4", "outputWeights": "float",
+           "fastPath": False, "kernels": ["amx"]}
+    assert set(raw) == set(MODEL_KEYS)
+    settings, warnings = parse_settings(raw)
+    assert not warnings
+    assert settings.model_spec() == ModelSpec(path="/x.gguf", device="cpu", dtype="bfloat16", quantize="int4",
+                                              head="float", fast_path=False, kernels=("amx",))
+    for key, value in raw.items():  # each one reloads the model
+        assert parse_settings({key: value})[0].model_key() != Settings().model_key(), key
+
+
+@pytest.mark.parametrize("option, key, past", [("k", "k", 17), ("max_tokens", "maxTokens", 257),
+                                                ("temperature", "temperature", 10.5), ("alpha", "ngrams", 1.5)])
+def test_the_shared_engine_bounds_options_by_the_settings_own_checks(option: str, key: str, past: float) -> None:
+    """One definition of each bound (settings.SCHEMA): what a setting refuses, the shared engine refuses too."""
+    raw = {"ngrams": {"alpha": past}} if key == "ngrams" else {key: past}
+    assert parse_settings(raw)[1]  # the setting refuses it
+    with pytest.raises(ValueError, match=f"decode option {option}="):
+        check_options(DecodeOptions.of(**{option: past}))
+    check_options(Settings().decode_options())  # the shipped options pass

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from spd_lsp.settings import Settings
 from spd_lsp.api import DecodeOptions, DecodeRequest
 from spd_lsp.remote import protocol
-from spd_lsp.remote.address import parse
+from spd_lsp.address import parse
 from spd_lsp.remote.client import Connection
 from spd_lsp.remote.connect import load_remote
-from tests.engined_support import engine_env, start_engine
+from tests.engine_support import engine_env, start_engine
 
 TOKEN = "team-token-" + "x" * 24
 PREFIX = "def add(a, b):\n    return"

@@ -14,7 +14,7 @@ from spd_lsp.api import Loaded
 from tests.tiny_models import tiny_model
 
 REPO = Path(__file__).resolve().parent.parent
-LOADER = "tests.engined_support:tiny_loaded"
+LOADER = "tests.engine_support:tiny_loaded"
 
 
 def tiny_loaded(settings: Any) -> Loaded:

@@ -4,7 +4,6 @@ each would alone; a request joining mid-way or cancelled mid-way disturbs no oth
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 
 import pytest
 import torch
@@ -13,7 +12,10 @@ from ngram_db.memory import MemoryNgrams
 from spd_lsp.api import Cancelled, DecodeOptions, DecodeRequest, PromptContext
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.batcher import BatchJob, Batcher
+from bench.baselines import register as register_baselines
 from tests.tiny_models import CORPUS, LLAMA_BACKENDS, tiny_model, tiny_tokenizer
+
+register_baselines()  # nucleus_batched, the benchmarks' baseline: the engine decodes it where they run it
 
 PREFIXES = [
     "for name in names:\n    if name",
@@ -42,19 +44,19 @@ def _texts(result) -> list[tuple[str, float]]:
 
 @pytest.mark.parametrize("verify", [
     {"verify_rounds": 0}, {"verify_rounds": 1}, {"verify_rounds": 3, "verify_log_ratio": -0.5},
-    {"verify_first": "keep", "verify_gate": None}, {"verify_packed": False},
+    {"verify_first": "keep", "verify_gate": None},
     {"verify_rounds": 1, "verify_repair": "continue", "verify_log_ratio": -0.5},  # decodes: verifies alone
 ])
 def test_batched_answers_equal_single_answers_and_leavers_verify_in_one_forward(
         engine: LocalEngine, ngrams: MemoryNgrams, verify: dict) -> None:
-    options = replace(OPTIONS, **verify)
+    options = OPTIONS.but(**verify)
     alone = []
     for prefix in PREFIXES:
         engine.set_ngrams(ngrams)
         alone.append(_texts(engine.complete(DecodeRequest(prefix, options))))
     scheduler = Batcher(engine)
     try:  # a request that runs alone holds the model thread while the others queue: they join in one step
-        blocker = scheduler.submit(BatchJob(DecodeRequest(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1))))
+        blocker = scheduler.submit(BatchJob(DecodeRequest(PREFIXES[0], DecodeOptions.of(method="nucleus", k=2, max_tokens=8, seed=1))))
         jobs = [BatchJob(DecodeRequest(prefix, options), ngrams=ngrams, affinity=f"editor{i}") for i, prefix in enumerate(PREFIXES)]
         futures = [scheduler.submit(job) for job in jobs]
         blocker.result(timeout=60)
@@ -69,13 +71,13 @@ def test_batched_answers_equal_single_answers_and_leavers_verify_in_one_forward(
 
 
 def test_requests_with_other_pools_and_temperatures_select_in_one_batch_as_alone(engine: LocalEngine) -> None:
-    variants = [replace(OPTIONS, alpha=0.0, **v) for v in
+    variants = [OPTIONS.but(alpha=0.0, **v) for v in
                 ({}, {"candidate_pool": 4}, {"temperature": 0.7}, {}, {"candidate_pool": 4}, {"temperature": 0.7})]
     jobs = [(PREFIXES[i % len(PREFIXES)] + " " * (i // len(PREFIXES)), o) for i, o in enumerate(variants)]
     alone = [_texts(engine.complete(DecodeRequest(prefix, options))) for prefix, options in jobs]
     scheduler = Batcher(engine)
     try:
-        blocker = scheduler.submit(BatchJob(DecodeRequest(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1))))
+        blocker = scheduler.submit(BatchJob(DecodeRequest(PREFIXES[0], DecodeOptions.of(method="nucleus", k=2, max_tokens=8, seed=1))))
         futures = [scheduler.submit(BatchJob(DecodeRequest(prefix, options), affinity=str(i))) for i, (prefix, options) in enumerate(jobs)]
         blocker.result(timeout=60)
         together = [_texts(f.result(timeout=60)) for f in futures]
@@ -148,7 +150,7 @@ def test_a_cold_prompt_is_prefilled_a_chunk_between_steps_with_its_single_answer
 
 @pytest.mark.parametrize("method", ["beam", "nucleus_batched", "greedy"])
 def test_batched_baselines_keep_k_rows_and_their_answers(engine: LocalEngine, method: str) -> None:
-    options = DecodeOptions(method=method, k=3, max_tokens=6, stop_at_newline=False, seed=11)
+    options = DecodeOptions.of(method=method, k=3, max_tokens=6, stop_at_newline=False, seed=11)
     alone = [_texts(engine.complete(DecodeRequest(prefix, options))) for prefix in PREFIXES]
     mixed = DecodeOptions(k=3, max_tokens=9, stop_at_newline=False, alpha=0.0)  # SPD rows in the same batch
     spd_alone = _texts(engine.complete(DecodeRequest(PREFIXES[0], mixed)))
@@ -164,7 +166,7 @@ def test_batched_baselines_keep_k_rows_and_their_answers(engine: LocalEngine, me
 
 
 def test_unbatchable_requests_run_alone_with_the_same_answer(engine: LocalEngine) -> None:
-    options = DecodeOptions(method="nucleus", k=2, max_tokens=6, stop_at_newline=False, seed=3)
+    options = DecodeOptions.of(method="nucleus", k=2, max_tokens=6, stop_at_newline=False, seed=3)
     expected = _texts(engine.complete(DecodeRequest(PREFIXES[0], options)))
     scheduler = Batcher(engine)
     try:
@@ -182,7 +184,7 @@ def test_editors_typing_join_in_one_prefill_forward_with_their_single_answers(en
         for i, prefix in enumerate(PREFIXES):  # each editor's first request: its prompt cache, cold
             scheduler.submit(BatchJob(DecodeRequest(prefix, OPTIONS), affinity=f"editor{i}")).result(timeout=60)
         before = scheduler.counts["prefillForwards"]
-        blocker = scheduler.submit(BatchJob(DecodeRequest(PREFIXES[0], DecodeOptions(method="nucleus", k=2, max_tokens=8, seed=1))))
+        blocker = scheduler.submit(BatchJob(DecodeRequest(PREFIXES[0], DecodeOptions.of(method="nucleus", k=2, max_tokens=8, seed=1))))
         futures = [scheduler.submit(BatchJob(DecodeRequest(prefix + more, OPTIONS), affinity=f"editor{i}"))
                    for i, (prefix, more) in enumerate(zip(PREFIXES, typed))]
         blocker.result(timeout=60)
@@ -208,7 +210,7 @@ def test_editor_requests_with_their_context_batch_and_answer_as_alone() -> None:
     alone = [engine.complete(request) for request in requests]
     scheduler = Batcher(engine)
     try:
-        blocker = scheduler.submit(BatchJob(DecodeRequest(PREFIXES[0], DecodeOptions(method="nucleus", k=2, seed=1))))
+        blocker = scheduler.submit(BatchJob(DecodeRequest(PREFIXES[0], DecodeOptions.of(method="nucleus", k=2, seed=1))))
         futures = [scheduler.submit(BatchJob(request, affinity=f"editor{i}")) for i, request in enumerate(requests)]
         blocker.result(timeout=60)
         together = [f.result(timeout=60) for f in futures]

@@ -1,4 +1,4 @@
-"""The small-query attention (decoding/attention.py): SDPA's results without SDPA's repeat_kv."""
+"""The small-query attention (decoding/small_query.py): SDPA's results without SDPA's repeat_kv."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from spd_lsp.engine.decoding import attention
-from spd_lsp.engine.decoding.attention import NAME, MAX_QUERY, small_query_attention, use_small_query_attention
+from spd_lsp.engine.decoding import small_query
+from spd_lsp.engine.decoding.small_query import NAME, MAX_QUERY, small_query_attention, use_small_query_attention
 from spd_lsp.engine.decoding.drafts import DraftRules
 from spd_lsp.engine.decoding.verify import judge, packed_logits
 from spd_lsp.engine.local import LocalEngine
@@ -47,7 +47,7 @@ def test_equals_sdpa_on_random_tensors(q: int | str, group: int, kind: str, dtyp
     q = MAX_QUERY[dtype] if q == "the bound" else q
     query, key, value, mask = _inputs(group, q, dtype, kind)
     calls = []
-    monkeypatch.setattr(attention, "grouped_attention", lambda *a, **k: calls.append(1) or GROUPED(*a, **k))
+    monkeypatch.setattr(small_query, "grouped_attention", lambda *a, **k: calls.append(1) or GROUPED(*a, **k))
     out, weights = small_query_attention(_module(group), query, key, value, mask, scaling=0.3)
     exact_mask = mask if kind == "bool" else mask.float()
     exact, _ = sdpa_attention_forward(_module(group), query.float(), key.float(), value.float(), exact_mask,
@@ -58,7 +58,7 @@ def test_equals_sdpa_on_random_tensors(q: int | str, group: int, kind: str, dtyp
     torch.testing.assert_close(out.float(), exact, atol=TOLERANCE[dtype], rtol=TOLERANCE[dtype])
 
 
-GROUPED = attention.grouped_attention
+GROUPED = small_query.grouped_attention
 
 
 def test_does_not_write_into_the_callers_query() -> None:
@@ -81,7 +81,7 @@ def test_what_it_does_not_handle_goes_to_sdpa(case: str, monkeypatch) -> None:
               "dropout": {"dropout": 0.1}}.get(case, {})
     mask = {"no mask": None, "per-head mask": mask.expand(-1, 6, -1, -1)}.get(case, mask)
     handed = []
-    monkeypatch.setattr(attention, "sdpa_attention_forward", lambda *a, **k: handed.append(k) or ("sdpa", None))
+    monkeypatch.setattr(small_query, "sdpa_attention_forward", lambda *a, **k: handed.append(k) or ("sdpa", None))
     assert small_query_attention(_module(group), query, key, value, mask, scaling=0.5, **kwargs)[0] == "sdpa"
     assert handed[0].get("dropout") == kwargs.get("dropout", 0.0)
 
@@ -98,8 +98,8 @@ def test_a_long_masked_query_on_grouped_heads_runs_sdpas_gqa_not_repeat_kv(kind:
     exact, _ = sdpa_attention_forward(_module(3), query.float(), key.float(), value.float(),
                                       mask if kind == "bool" else mask.float(), scaling=0.3)
     handed, repeated = [], []
-    monkeypatch.setattr(attention, "sdpa_attention_forward", lambda *a, **k: handed.append(1))
-    monkeypatch.setattr(attention, "grouped_attention", lambda *a, **k: handed.append(1))
+    monkeypatch.setattr(small_query, "sdpa_attention_forward", lambda *a, **k: handed.append(1))
+    monkeypatch.setattr(small_query, "grouped_attention", lambda *a, **k: handed.append(1))
     real = torch.nn.functional.scaled_dot_product_attention
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
                         lambda q, k, v, **kw: repeated.append((k.shape[1], kw.get("enable_gqa"))) or real(q, k, v, **kw))
@@ -136,7 +136,7 @@ def test_packed_verification_logits_equal_the_sdpa_models(architecture: str, dty
     prompt = engine.encode("for name in names:\n    if name")
     rows = _trees(engine)
     calls = []
-    monkeypatch.setattr(attention, "grouped_attention", lambda *a, **k: calls.append(1) or GROUPED(*a, **k))
+    monkeypatch.setattr(small_query, "grouped_attention", lambda *a, **k: calls.append(1) or GROUPED(*a, **k))
     results, ran = {}, {}
     for implementation in ("sdpa", NAME):
         loaded.model.set_attn_implementation(implementation)
@@ -154,8 +154,7 @@ def test_packed_verification_logits_equal_the_sdpa_models(architecture: str, dty
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
-@pytest.mark.parametrize("packed", [True, False])
-def test_verdicts_are_those_of_the_sdpa_model(architecture: str, packed: bool) -> None:
+def test_verdicts_are_those_of_the_sdpa_model(architecture: str) -> None:
     loaded = tiny_model(architecture)
     engine = LocalEngine(loaded)
     prompt, rows = engine.encode("import os\nimport sys\nresult = os"), _trees(engine)
@@ -163,8 +162,7 @@ def test_verdicts_are_those_of_the_sdpa_model(architecture: str, packed: bool) -
     for implementation in ("sdpa", NAME):
         loaded.model.set_attn_implementation(implementation)
         logits, _ = engine.runner.prefill(prompt)
-        cache = engine.runner.cache if packed else engine.runner.fork(len(rows))
-        verdicts[implementation] = judge(engine.runner, logits, cache, rows, "", _rules(engine), packed=packed)
+        verdicts[implementation] = judge(engine.runner, logits, engine.runner.cache, rows, "", _rules(engine))
     for plain, small in zip(verdicts["sdpa"], verdicts[NAME]):
         assert (small.tokens, small.choice, small.rank) == (plain.tokens, plain.choice, plain.rank)
         assert small.logp == pytest.approx(plain.logp, abs=1e-4)
@@ -195,7 +193,7 @@ def test_the_bundled_models_float32_drafts_are_sdpas(monkeypatch) -> None:
     texts = ["".join(lines[:i]) + lines[i][: len(lines[i]) // 2] for i in (400, 1200, 2000)]
     prefixes = [engine.tokenizer.decode(engine.encode(text)[-370:]) for text in texts]  # as bench_verify's
     calls = []
-    monkeypatch.setattr(attention, "grouped_attention", lambda *a, **k: calls.append(1) or GROUPED(*a, **k))
+    monkeypatch.setattr(small_query, "grouped_attention", lambda *a, **k: calls.append(1) or GROUPED(*a, **k))
     drafts = {}
     for implementation in ("sdpa", NAME):
         engine.loaded.model.set_attn_implementation(implementation)
@@ -211,8 +209,8 @@ def test_an_unmasked_one_token_query_on_grouped_heads_goes_to_sdpas_packed_path(
     without one it ran `enable_gqa`), and answers as without it."""
     query, key, value, _ = _inputs(3, 1, torch.float32, "bool")
     seen = []
-    real = attention.sdpa_attention_forward
-    monkeypatch.setattr(attention, "sdpa_attention_forward",
+    real = small_query.sdpa_attention_forward
+    monkeypatch.setattr(small_query, "sdpa_attention_forward",
                         lambda module, q, k, v, mask, **kw: seen.append(mask) or real(module, q, k, v, mask, **kw))
     out, _ = small_query_attention(_module(3), query, key, value, None, scaling=0.3)
     exact, _ = sdpa_attention_forward(_module(3), query, key, value, None, scaling=0.3)

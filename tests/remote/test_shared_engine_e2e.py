@@ -19,7 +19,7 @@ from pytest_lsp import ClientServerConfig
 
 from bench.isolation import isolated_env
 from tests.code_samples import WALK_HEAD
-from tests.engined_support import wait_gone
+from tests.engine_support import wait_gone
 from tests.lsp.test_server_e2e import capabilities, end_of, inline, open_doc, status
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
@@ -81,7 +81,7 @@ async def test_two_front_ends_complete_through_one_engine(clients: list[Any]) ->
 
 def engine_status(runtime: Path) -> dict[str, Any]:
     """The shared engine's own status (its batcher's counters), asked over its socket."""
-    from spd_lsp.remote.address import Address
+    from spd_lsp.address import Address
     from spd_lsp.remote.client import Connection
 
     (sock,) = (runtime / "spd-lsp").glob("engine-*.sock")
