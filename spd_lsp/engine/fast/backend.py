@@ -76,9 +76,9 @@ def held_blocks(linear: Linear) -> Blocks | list | None:
     if isinstance(weights, Blocks):
         return weights
     if isinstance(linear, (Q4Matvec, Q4Amx)):
-        return blocks_of_q4(linear.rows)
+        return blocks_of_q4(linear.rows, linear.layout)
     if isinstance(linear, (Q8Matvec, Q8Amx)):
-        return blocks_of_q8(linear.blocks)
+        return blocks_of_q8(linear.blocks, linear.layout)
     return None
 
 
@@ -90,14 +90,14 @@ def on_blocks(held: Blocks | list, choice: Choice, *, bf16_dot: bool) -> Linear:
     tuned_q8 = held.kind == "q8" and held.group == 32 and len(held.parts) == 2
     if choice.kernel == "matvec":
         if bf16_dot and held.kind == "q4":
-            return Q4Matvec(Q4Rows(*held.parts))
+            return Q4Matvec(Q4Rows(*held.parts), layout=held.layout)
         if bf16_dot and tuned_q8:
-            return Q8Matvec(Q8Blocks(*held.parts))
+            return Q8Matvec(Q8Blocks(*held.parts), layout=held.layout)
         return BlocksMatvec(held)
     if choice.kernel == "amx" and held.kind == "q4":
-        return Q4Amx(Q4Rows(*held.parts))
+        return Q4Amx(Q4Rows(*held.parts), layout=held.layout)
     if choice.kernel == "amx" and tuned_q8:
-        return Q8Amx(Q8Blocks(*held.parts))
+        return Q8Amx(Q8Blocks(*held.parts), layout=held.layout)
     if choice.kernel == "tiles":
         return BlocksTiles(held)
     if choice.kernel == "torch":

@@ -232,12 +232,11 @@ def resolve_facts(facts: ModelFacts, target: Target, *, left_out: tuple[str, ...
     graphs = compile and "compile" not in left_out
     if not compile or "compile" in left_out:
         why.setdefault("compile", "left out by the kernels setting" if "compile" in left_out else "compile off")
-    fused = usable("fused-step", bf16_only, no_bf16_dot, (facts.family in ("llama", "qwen2"), f"family {facts.family}"),
-                   (facts.head_dim in (64, 128), f"a head size of {facts.head_dim}"),
-                   (all(r.decode.kernel == "matvec" and r.decode.layout in ("q4_0", "q4_1") for r in roles[:-1]),
-                    "projections not in Q4_0/Q4_1 on the matvec kernel"),
-                   (roles[-1].decode.kernel == "matvec" and roles[-1].decode.layout in ("q8_0", "int8 rows"),
-                    "a head not in Q8_0 (or int8 rows) on the matvec kernel"),
+    fused = usable("fused-step", bf16_only, no_bf16_dot,
+                   (facts.family in ("llama", "qwen2", "qwen3", "gemma3_text"), f"family {facts.family}"),
+                   (facts.head_dim in (64, 128, 256), f"a head size of {facts.head_dim}"),
+                   (all(r.decode.kernel == "matvec" for r in roles[:-1]), "projections not on the matvec kernels"),
+                   (roles[-1].decode.kernel == "matvec", "a head not on the matvec kernels"),
                    (not facts.biases_outside_qkv, "biases outside q/k/v"))
     attention = "ours" if usable("attention", (target.dtype in ("bfloat16", "float32"), f"{target.dtype}")) else "sdpa"
     prompt = usable("prompt-attention", bf16_only, no_bf16_dot,

@@ -155,14 +155,14 @@ at::Tensor tuned(const at::Tensor& x, const Blocks& b) {
     for (int64_t m0 = 0; m0 < M; m0 += MAX_ROWS) {
       const float* xm = xf.data();
       switch (std::min<int64_t>(M - m0, MAX_ROWS)) {
-        case 1: Q8Block<1>::run(m0, xm, xs.data(), b, n0, n1, o); break;
-        case 2: Q8Block<2>::run(m0, xm, xs.data(), b, n0, n1, o); break;
-        case 3: Q8Block<3>::run(m0, xm, xs.data(), b, n0, n1, o); break;
-        case 4: Q8Block<4>::run(m0, xm, xs.data(), b, n0, n1, o); break;
-        case 5: Q8Block<5>::run(m0, xm, xs.data(), b, n0, n1, o); break;
-        case 6: Q8Block<6>::run(m0, xm, xs.data(), b, n0, n1, o); break;
-        case 7: Q8Block<7>::run(m0, xm, xs.data(), b, n0, n1, o); break;
-        default: Q8Block<8>::run(m0, xm, xs.data(), b, n0, n1, o); break;
+        case 1: Q8Block<1>::run(m0, xm, xs.data(), b, n0, n1, o, b.N); break;
+        case 2: Q8Block<2>::run(m0, xm, xs.data(), b, n0, n1, o, b.N); break;
+        case 3: Q8Block<3>::run(m0, xm, xs.data(), b, n0, n1, o, b.N); break;
+        case 4: Q8Block<4>::run(m0, xm, xs.data(), b, n0, n1, o, b.N); break;
+        case 5: Q8Block<5>::run(m0, xm, xs.data(), b, n0, n1, o, b.N); break;
+        case 6: Q8Block<6>::run(m0, xm, xs.data(), b, n0, n1, o, b.N); break;
+        case 7: Q8Block<7>::run(m0, xm, xs.data(), b, n0, n1, o, b.N); break;
+        default: Q8Block<8>::run(m0, xm, xs.data(), b, n0, n1, o, b.N); break;
       }
     }
   });
@@ -191,8 +191,8 @@ at::Tensor matvec(const at::Tensor& x, const std::string& kind, at::TensorList p
   return x.scalar_type() == at::kFloat ? out : out.to(x.scalar_type());
 }
 
-// Rows of W dequantised a tile at a time: this many rows, or fewer for wide rows (a tile of at most ~1 MB in bf16).
-int64_t tile_rows(int64_t K) { return std::max<int64_t>(16, std::min<int64_t>(256, (1 << 19) / K)); }
+// Rows of W dequantised a tile at a time: this many rows, or fewer for wide rows (a tile of at most ~2 MB in bf16).
+int64_t tile_rows(int64_t K) { return std::max<int64_t>(16, std::min<int64_t>(1024, (1 << 20) / K)); }
 
 at::Tensor linear(const at::Tensor& x, const std::string& kind, at::TensorList parts, int64_t group) {
   const Blocks b = blocks_of(kind, parts, group, "blocks_linear");
@@ -201,11 +201,19 @@ at::Tensor linear(const at::Tensor& x, const std::string& kind, at::TensorList p
   at::Tensor transposed = at::empty({b.N, M}, x.options());  // W x^T, a tile's rows at a time
   if (M == 0 || b.N == 0) return transposed.t().contiguous();
   at::Tensor tile = at::empty({T, b.K}, x.options());
-  const at::Tensor xt = x.t();
+  const at::Tensor xt = x.t().contiguous();  // [K, M]: each tile's matmul reads it as it is
   const bool bf16 = x.scalar_type() == at::kBFloat16;
   for (int64_t n0 = 0; n0 < b.N; n0 += T) {
     const int64_t rows = std::min(T, b.N - n0);
     at::parallel_for(0, rows, std::max<int64_t>(1, grain(b) / 4), [&](int64_t i0, int64_t i1) {
+#ifdef SPD_MATVEC
+      if (bf16) {
+        alignas(64) float s[MAX_GROUPS], m[MAX_GROUPS];
+        for (int64_t i = i0; i < i1; ++i)
+          dequantise_row_bf16(b, n0 + i, s, m, tile.mutable_data_ptr<c10::BFloat16>() + i * b.K);
+        return;
+      }
+#endif
       std::vector<float> w(b.K), s(b.groups()), m(b.groups());
       for (int64_t i = i0; i < i1; ++i) {
         b.row(n0 + i, w.data(), s.data(), m.data());

@@ -92,9 +92,55 @@ struct HalfScales {
   const void* ahead(int64_t n, int64_t groups) const { return scales + n * groups; }
 };
 
+// The super-scales of 16 consecutive groups from group g (fp16, a super-scale for each `per_super` groups: 8 or 16).
+inline __m512 supers_of(const c10::Half* d, int64_t g, int64_t per_super, int64_t supers) {
+  const int64_t u = g / per_super;
+  if (per_super == 16) return _mm512_set1_ps(static_cast<float>(d[u]));
+  const __mmask8 live = supers - u >= 2 ? 0x3 : 0x1;
+  const __m128 two = _mm_cvtph_ps(_mm_maskz_loadu_epi16(live, d + u));
+  const __m512i index = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_permutexvar_ps(index, _mm512_castps128_ps512(two));
+}
+
+// 16 8-bit values from p (those of `live`) as fp32.
+inline __m512 bytes_as_floats(const void* p, __mmask16 live, bool is_signed) {
+  const __m128i bytes = _mm_maskz_loadu_epi8(live, p);
+  return _mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes));
+}
+
+// Any `Blocks`' row n widened, 16 groups at a time: the fp16 kinds' scales and minima converted, the two-level ones'
+// sub-scales and sub-minima times their super-scales (the same fp32 products as `Blocks::widen`).
+inline void widen_row(const Blocks& b, int64_t n, float* d, float* mn) {
+  const int64_t groups = b.groups();
+  if (b.kind == Kind::Q4 || b.kind == Kind::Q8) {
+    widen_scales(b.scales + n * groups, groups, d);
+    if (b.mins != nullptr)
+      widen_scales(b.mins + n * groups, groups, mn);
+    else
+      std::fill(mn, mn + groups, 0.f);
+    return;
+  }
+  const int64_t per_super = SUPER / b.G, supers = b.K / SUPER;
+  const c10::Half* ds = b.d + n * supers;
+  const c10::Half* dm = b.dmin != nullptr ? b.dmin + n * supers : nullptr;
+  const bool is_signed = b.sub_i8 != nullptr;
+  const void* subs = is_signed ? static_cast<const void*>(b.sub_i8 + n * groups) : b.sub_u8 + n * groups;
+  for (int64_t g = 0; g < groups; g += 16) {
+    const __mmask16 live = groups_from(g, groups);
+    const __m512 sub = bytes_as_floats(static_cast<const int8_t*>(subs) + g, live, is_signed);
+    _mm512_store_ps(d + g, _mm512_mul_ps(supers_of(ds, g, per_super, supers), sub));
+    if (dm != nullptr) {
+      const __m512 sub_min = bytes_as_floats(b.sub_min + n * groups + g, live, false);
+      _mm512_store_ps(mn + g, _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), supers_of(dm, g, per_super, supers)), sub_min));
+    } else {
+      _mm512_store_ps(mn + g, _mm512_setzero_ps());
+    }
+  }
+}
+
 struct BlockScales {
   const Blocks* b;
-  void widen(int64_t n, int64_t, float* d, float* mn) const { b->widen(n, d, mn); }
+  void widen(int64_t n, int64_t, float* d, float* mn) const { widen_row(*b, n, d, mn); }
   const void* ahead(int64_t n, int64_t groups) const {
     return b->kind == Kind::Q4K ? static_cast<const void*>(b->sub_u8 + n * groups) : b->scales + n * groups;
   }
@@ -278,7 +324,7 @@ struct Int4 {
 // then its scale; the minima's terms at the end of the row.
 template <int M>
 void q8_block_rows(const float* x, const float* xs, int64_t m0, const Blocks& b, int64_t n0, int64_t n1,
-                   c10::BFloat16* out) {
+                   c10::BFloat16* out, int64_t stride) {
   const int64_t K = b.K, N = b.N, groups = b.groups(), G = b.G;
   const bool minima = b.mins != nullptr || b.sub_min != nullptr;
   alignas(64) float d[MAX_GROUPS], mn[MAX_GROUPS];
@@ -286,7 +332,7 @@ void q8_block_rows(const float* x, const float* xs, int64_t m0, const Blocks& b,
     const int8_t* w = b.codes8 + n * K;
     if (n + AHEAD < N)
       for (int64_t line = 0; line < K; line += 64) _mm_prefetch(reinterpret_cast<const char*>(w + AHEAD * K + line), _MM_HINT_T0);
-    b.widen(n, d, mn);
+    widen_row(b, n, d, mn);
     __m512 acc[M];
     for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
     if (G == 32) {
@@ -316,15 +362,42 @@ void q8_block_rows(const float* x, const float* xs, int64_t m0, const Blocks& b,
         for (int m = 0; m < M; ++m)
           acc[m] = _mm512_fmadd_ps(minimum, _mm512_maskz_loadu_ps(live, xs + (m0 + m) * groups + g), acc[m]);
       }
-    for (int m = 0; m < M; ++m) out[(m0 + m) * N + n] = c10::BFloat16(_mm512_reduce_add_ps(acc[m]));
+    for (int m = 0; m < M; ++m) out[(m0 + m) * stride + n] = c10::BFloat16(_mm512_reduce_add_ps(acc[m]));
   }
 }
 
+// Row n of any `Blocks` dequantised into bf16 (d, mn: fp32 scratch of MAX_GROUPS, 64-byte aligned): a tile of the
+// tile-at-a-time matmul (blocks.cpp `linear`), 16 weights a vector.
+inline void dequantise_row_bf16(const Blocks& b, int64_t n, float* d, float* mn, c10::BFloat16* out) {
+  widen_row(b, n, d, mn);
+  const int64_t groups = b.groups();
+  if (b.four_bit()) {
+    const uint8_t* c = b.codes4 + n * (b.K / 2);
+    for (int64_t g = 0; g < groups; ++g) {
+      const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + g * 16)));
+      const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(bytes, _mm512_set1_epi32(15)));
+      const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(bytes, 4));
+      const __m512 s = _mm512_set1_ps(d[g]), m = _mm512_set1_ps(mn[g]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + g * 32), (__m256i)_mm512_cvtneps_pbh(_mm512_fmadd_ps(lo, s, m)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + g * 32 + 16), (__m256i)_mm512_cvtneps_pbh(_mm512_fmadd_ps(hi, s, m)));
+    }
+    return;
+  }
+  const int8_t* c = b.codes8 + n * b.K;
+  for (int64_t k = 0; k < b.K; k += 16) {
+    const int64_t g = k / b.G;
+    const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + k))));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k),
+                        (__m256i)_mm512_cvtneps_pbh(_mm512_fmadd_ps(q, _mm512_set1_ps(d[g]), _mm512_set1_ps(mn[g]))));
+  }
+}
+
+// `stride`: of out's rows (the whole projection's outputs, where b is one segment of it).
 template <int M>
 struct Q8Block {
   static void run(int64_t m0, const float* x, const float* xs, const Blocks& b, int64_t n0, int64_t n1,
-                  c10::BFloat16* out) {
-    q8_block_rows<M>(x, xs, m0, b, n0, n1, out);
+                  c10::BFloat16* out, int64_t stride) {
+    q8_block_rows<M>(x, xs, m0, b, n0, n1, out, stride);
   }
 };
 

@@ -1,13 +1,16 @@
-"""The whole plain decode step of a Llama-family decoder in one call (`step.cpp`): `spd.StepModel` holds views of the
-weights, `decode_step` runs a step on it. Assembled from a model by `engine/fast/fused.py`."""
+"""The whole plain decode step of a decoder in one call (`step.cpp`): `spd.StepModel` holds views of the weights (added
+layer by layer, segment by segment), `decode_step` runs a step on it. Assembled from a model by
+`engine/fast/fused.py`."""
 
 from __future__ import annotations
 
 import torch
 
 
-def step_model(tensors: list[torch.Tensor], sizes: list[int], numbers: list[float]) -> torch.ScriptObject:
-    return torch.classes.spd.StepModel(tensors, sizes, numbers)
+def step_model(sizes: list[int], numbers: list[float], tables: list[torch.Tensor]) -> torch.ScriptObject:
+    """An empty model: sizes [layers, hidden, heads, kv heads, head dim, intermediate, window, activation], numbers
+    [eps, attention scale], the rotary tables (cos, sin pairs)."""
+    return torch.classes.spd.StepModel(sizes, numbers, tables)
 
 
 def decode_step(model: torch.ScriptObject, x: torch.Tensor, column: int, keys: list[torch.Tensor],

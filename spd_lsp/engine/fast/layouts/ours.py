@@ -14,8 +14,8 @@ from spd_lsp.engine.kernels import amx, blocks, matvec
 class Q4Matvec(Linear):
     layout, kernel = "q4_1", "matvec"
 
-    def __init__(self, rows: Q4Rows) -> None:
-        self.rows = rows
+    def __init__(self, rows: Q4Rows, *, layout: str = "q4_1") -> None:
+        self.rows, self.layout = rows, layout  # Q4_0's blocks are Q4_1 rows too (min = -8 d)
         self.out_features, self.in_features = rows.codes.shape[0], rows.codes.shape[1] * 2
 
     def mm(self, x: torch.Tensor) -> torch.Tensor:
@@ -35,8 +35,8 @@ class Q4Amx(Q4Matvec):
 class Q8Matvec(Linear):
     layout, kernel = "q8_0", "matvec"
 
-    def __init__(self, blocks: Q8Blocks) -> None:
-        self.blocks = blocks
+    def __init__(self, blocks: Q8Blocks, *, layout: str = "q8_0") -> None:
+        self.blocks, self.layout = blocks, layout  # Q5_0 and IQ4_NL are 8-bit codes with a scale a block of 32 too
         self.out_features, self.in_features = blocks.codes.shape
 
     def mm(self, x: torch.Tensor) -> torch.Tensor:
