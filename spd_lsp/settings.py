@@ -24,6 +24,8 @@ OUTPUT_WEIGHTS: tuple[str, ...] = ("q8", "int8", "float")  # the fast path's out
 # continued greedily by the model, or not verified (blends reach the editor).
 VERIFY: tuple[str, ...] = ("cut", "continue", "off")
 STORE_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6)
+# Multi-line drafts: never, always, or where the cursor opens a block or sits in an empty one (spd_lsp/fit/blocks.py).
+MULTILINE: tuple[bool | str, ...] = (False, True, "auto")
 # Where snippets come from (spd_lsp/context/): open documents, recently edited ranges, the workspace index.
 SOURCES: tuple[str, ...] = ("open", "edited", "workspace")
 # The CPU budget: the largest whose cold request stays <= 1 s on a 2-core CPU (prefill ~0.45 ms per
@@ -78,7 +80,7 @@ class Settings:
     # resolved at load (engine/fast/plan.py) serves the rest
     kernels: tuple[str, ...] = ()
     max_prefix_tokens: int | None = None  # None = CPU_PREFIX_TOKENS / ACCELERATOR_PREFIX_TOKENS
-    multiline: bool = False
+    multiline: bool | str = False  # one of MULTILINE
     verify: str = "cut"
     ngrams: NgramSettings = field(default_factory=NgramSettings)
     # Where decoding runs (spd_lsp/remote): "in-process", "auto" (one shared engine per user
@@ -89,6 +91,10 @@ class Settings:
     engine_standby: bool = True  # "auto": the engine keeps a forked spare that takes over if it dies (remote/standby.py)
     prompt_format: str = "auto"  # "auto": the tokenizer's own family (spd_lsp/engine/prompt/formats.py)
     context: ContextSettings = field(default_factory=ContextSettings)
+    # Content exclusion: documents whose path matches one of these gitignore-style globs are never completed
+    # nor read (not the prompt, not snippets, not the store); None = the indexer's secret-file names
+    # (`ngram_db.ignore.SECRET_PATTERNS`: `.env*`, keys, certificates, credentials).
+    exclude: tuple[str, ...] | None = None
 
     def decode_options(self) -> DecodeOptions:
         defaults = DecodeOptions()
@@ -99,7 +105,7 @@ class Settings:
             temperature=defaults.temperature if self.temperature is None else self.temperature,
             alpha=self.ngrams.alpha if self.ngrams.enabled else 0.0,
             ngram_weights={n: self.ngrams.weights[n] for n in self.ngrams.orders},
-            stop_at_newline=not self.multiline,
+            stop_at_newline=self.multiline is not True,  # "auto" widens it per request (session)
             verify_rounds=0 if self.verify == "off" else defaults.verify_rounds,
             verify_repair="continue" if self.verify == "continue" else defaults.verify_repair,
         )
@@ -154,6 +160,15 @@ def _choice(options: tuple[str, ...]) -> Check:
 
     check.choices = options  # type: ignore[attr-defined]  # the command line offers them (commands/flags.py)
     return check
+
+
+def _multiline(value: Any) -> bool | str:
+    if value not in MULTILINE or (value in (0, 1) and not isinstance(value, bool)):
+        raise _Invalid("expected true, false or \"auto\"")
+    return value
+
+
+_multiline.choices = MULTILINE  # type: ignore[attr-defined]  # the command line offers them (commands/flags.py)
 
 
 def _optional(inner: Check) -> Check:
@@ -244,13 +259,14 @@ KEYS: dict[str, tuple[str, Check]] = {
     "outputWeights": ("output_weights", _choice(OUTPUT_WEIGHTS)),
     "kernels": ("kernels", _kernels),
     "maxPrefixTokens": ("max_prefix_tokens", _optional(_integer(16, 32768))),
-    "multiline": ("multiline", _boolean),
+    "multiline": ("multiline", _multiline),
     "verify": ("verify", _choice(VERIFY)),
     "engine": ("engine", engine_address.check_setting),
     "engineTokenFile": ("engine_token_file", _optional(_text)),
     "engineCertificate": ("engine_certificate", _optional(_text)),
     "engineStandby": ("engine_standby", _boolean),
     "promptFormat": ("prompt_format", _choice(PROMPT_FORMATS)),
+    "exclude": ("exclude", _optional(_globs)),
 }
 # Every setting: (section, its keys, its dataclass); "" is the top level.
 SCHEMA: tuple[tuple[str, Mapping[str, tuple[str, Check]], type], ...] = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 from ngram_db.secrets import contains_secret
 from spd_lsp.cursor import EOL, Cursor, units
@@ -122,17 +122,24 @@ class LineEdit:
     end_character: int
     new_text: str
     draft: str  # the inserted continuation alone, for labels and acceptance
+    rank: int = 0  # the draft's rank when it was offered (typing through may have dropped drafts above it)
+    offer: int = 0  # the decode that offered it: typing through keeps it, so the client's events count once
 
 
-def line_edits(drafts: Iterable[str], cursor: Cursor, line: int, replaced: str, encoding: str) -> list[LineEdit]:
+def line_edits(
+    drafts: Sequence[str], cursor: Cursor, line: int, replaced: str, encoding: str, *,
+    ranks: Sequence[int] | None = None, offer: int = 0,
+) -> list[LineEdit]:
     """Edits for drafts continuing `cursor` (possibly after an applied selection).
 
     `replaced` is the original document text of the line up to the edit's end;
-    the new text is the (edited) typed line followed by the draft.
+    the new text is the (edited) typed line followed by the draft. `ranks`: each draft's
+    rank when offered (default: its place here).
     """
     end = units(replaced, encoding)
     typed = cursor.line_prefix
-    return [LineEdit(line, end, typed + draft, draft) for draft in drafts]
+    ranks = range(len(drafts)) if ranks is None else ranks
+    return [LineEdit(line, end, typed + draft, draft, rank, offer) for draft, rank in zip(drafts, ranks, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -144,10 +151,11 @@ class Shown:
     prefix_hash: int  # of the text before the cursor; a hash keeps a 5 MB prefix out of memory
     suffix: str
     drafts: tuple[str, ...]
+    offer: int = 0  # the id of the decode that made them
 
     @classmethod
-    def of(cls, prefix: str, suffix: str, drafts: Iterable[str]) -> Shown:
-        return cls(len(prefix), hash(prefix), suffix, tuple(drafts))
+    def of(cls, prefix: str, suffix: str, drafts: Iterable[str], *, offer: int = 0) -> Shown:
+        return cls(len(prefix), hash(prefix), suffix, tuple(drafts), offer)
 
     def follow(self, prefix: str, suffix: str) -> list[str]:
         """What remains of the drafts that the newly typed text agrees with.
@@ -156,9 +164,14 @@ class Shown:
         after the ghost) is answered with the same drafts, not a second decode whose
         numerics may differ.
         """
+        return [draft for _, draft in self.follow_ranked(prefix, suffix)]
+
+    def follow_ranked(self, prefix: str, suffix: str) -> list[tuple[int, str]]:
+        """`follow`, each remainder with its draft's rank among the drafts offered."""
         typed = prefix[self.prefix_length :]
         if EOL.search(typed) or suffix != self.suffix:
             return []
         if len(prefix) < self.prefix_length or hash(prefix[: self.prefix_length]) != self.prefix_hash:
             return []
-        return [d[len(typed) :] for d in self.drafts if d.startswith(typed) and d[len(typed) :].strip()]
+        return [(rank, d[len(typed) :]) for rank, d in enumerate(self.drafts)
+                if d.startswith(typed) and d[len(typed) :].strip()]

@@ -87,8 +87,8 @@ def _edits(ls: FakeSpdServer, before: str, pos: types.Position) -> list[LineEdit
     drafts = ls.drafts if ls.drafts is not None else ([MULTILINE_SUFFIX] if ls.settings.get("multiline") else []) + SUFFIXES
     reindent = ls.reindent is not None and not before.strip()
     return [
-        LineEdit(pos.line, pos.character, " " * ls.reindent + draft.lstrip() if reindent else before + draft, draft)
-        for draft in drafts[: int(ls.settings.get("k", 3))]
+        LineEdit(pos.line, pos.character, " " * ls.reindent + draft.lstrip() if reindent else before + draft, draft, rank)
+        for rank, draft in enumerate(drafts[: int(ls.settings.get("k", 3))])
     ]
 
 
