@@ -26,6 +26,7 @@ VERIFY: tuple[str, ...] = ("cut", "continue", "off")
 STORE_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6)
 # Multi-line drafts: never, always, or where the cursor opens a block or sits in an empty one (spd_lsp/fit/blocks.py).
 MULTILINE: tuple[bool | str, ...] = (False, True, "auto")
+MULTILINE_MAX_TOKENS = 48
 # Where snippets come from (spd_lsp/context/): open documents, recently edited ranges, the workspace index.
 SOURCES: tuple[str, ...] = ("open", "edited", "workspace")
 # The CPU budget: the largest whose cold request stays <= 1 s on a 2-core CPU (prefill ~0.45 ms per
@@ -81,6 +82,7 @@ class Settings:
     kernels: tuple[str, ...] = ()
     max_prefix_tokens: int | None = None  # None = CPU_PREFIX_TOKENS / ACCELERATOR_PREFIX_TOKENS
     multiline: bool | str = False  # one of MULTILINE
+    multiline_max_tokens: int = MULTILINE_MAX_TOKENS  # the tokens of a draft "auto" lets span lines
     verify: str = "cut"
     ngrams: NgramSettings = field(default_factory=NgramSettings)
     # Where decoding runs (spd_lsp/remote): "in-process", "auto" (one shared engine per user
@@ -96,16 +98,18 @@ class Settings:
     # (`ngram_db.ignore.SECRET_PATTERNS`: `.env*`, keys, certificates, credentials).
     exclude: tuple[str, ...] | None = None
 
-    def decode_options(self) -> DecodeOptions:
+    def decode_options(self, *, block: bool = False) -> DecodeOptions:
+        """The options of a request; `block`: one that `multiline` "auto" lets span lines (the cursor starts
+        an empty block), with `multiline_max_tokens`."""
         defaults = DecodeOptions()
         return DecodeOptions(
             method=self.decoding,
             k=self.k,
-            max_tokens=self.max_tokens,
+            max_tokens=self.multiline_max_tokens if block else self.max_tokens,
             temperature=defaults.temperature if self.temperature is None else self.temperature,
             alpha=self.ngrams.alpha if self.ngrams.enabled else 0.0,
             ngram_weights={n: self.ngrams.weights[n] for n in self.ngrams.orders},
-            stop_at_newline=self.multiline is not True,  # "auto" widens it per request (session)
+            stop_at_newline=not (block or self.multiline is True),  # "auto": per request (spd_lsp/fit/blocks.py)
             verify_rounds=0 if self.verify == "off" else defaults.verify_rounds,
             verify_repair="continue" if self.verify == "continue" else defaults.verify_repair,
         )
@@ -260,6 +264,7 @@ KEYS: dict[str, tuple[str, Check]] = {
     "kernels": ("kernels", _kernels),
     "maxPrefixTokens": ("max_prefix_tokens", _optional(_integer(16, 32768))),
     "multiline": ("multiline", _multiline),
+    "multilineMaxTokens": ("multiline_max_tokens", _integer(1, 512)),
     "verify": ("verify", _choice(VERIFY)),
     "engine": ("engine", engine_address.check_setting),
     "engineTokenFile": ("engine_token_file", _optional(_text)),

@@ -12,6 +12,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from ngram_db.secrets import contains_secret
 from spd_lsp.cursor import EOL, Cursor, units
+from spd_lsp.fit.blocks import Block, block_end, block_start, within
 from spd_lsp.fit.nesting import CLOSERS, QUOTES, Nesting, scan, states
 from spd_lsp.fit.syntax import SyntaxCheck
 from spd_lsp.languages import comment_marker
@@ -40,6 +41,10 @@ class Fit:
     exists; a shorter cut is tried before a draft is dropped. At the end of a
     line that has code, a draft may not break a region that parsed; on a blank
     line it starts a statement the user goes on typing.
+
+    `multiline` (at a line end only): a draft may go on over further lines, to its
+    block's end (`spd_lsp.fit.blocks`); past its first line it ends only at a line's
+    end with its brackets and strings closed, and adds no syntax error.
     """
 
     def __init__(self, cursor: Cursor, language: str | None = None, *, multiline: bool = False) -> None:
@@ -49,16 +54,23 @@ class Fit:
         self.start = scan(self.prefix, self.marker)
         self.line_end = not self.suffix.strip()
         self.multiline = multiline and self.line_end
-        self.check = SyntaxCheck(language, cursor.text, cursor.offset, line_end=self.line_end)
+        opened = block_start(cursor, language, self.marker) if self.multiline else None
+        self.block = opened or within(cursor)
+        self.check = SyntaxCheck(language, cursor.text, cursor.offset, line_end=self.line_end,
+                                 placeholder=_placeholder(opened, cursor))
 
     def __call__(self, draft: str) -> str:
         """The longest safe cut of `draft`; "" when none is."""
-        if not self.multiline:
-            draft = EOL.split(draft, maxsplit=1)[0]
+        if self.multiline:
+            whole = EOL.sub("\n", draft)
+            draft = block_end(whole, self.block)
+            ran_out = draft == whole  # nothing after it: its last line may be cut short by the token budget
+        else:
+            draft, ran_out = EOL.split(draft, maxsplit=1)[0], False
         if not self.prefix.strip() or self.prefix[-1:].isspace():
             draft = draft.lstrip(" \t")  # the line's own indentation and spacing stand
         checks = 0
-        for end in self._ends(draft):
+        for end in self._ends(draft, last_line=not ran_out):
             cut = draft[:end]
             if self.start.quote is None and glues(cut, self.suffix):
                 continue
@@ -69,11 +81,19 @@ class Fit:
                 return cut
         return ""
 
-    def _ends(self, draft: str) -> list[int]:
+    def _ends(self, draft: str, *, last_line: bool = True) -> list[int]:
         """Where a cut may end, longest first: between words, and mid-line only where the
-        draft's brackets and strings are back at the cursor's level."""
+        draft's brackets and strings are back at the cursor's level; past a draft's first
+        line, only at a line's end at that level (not the draft's end where `last_line` is
+        false: a line the token budget may have cut short)."""
         ends = []
+        first_line = len(draft.split("\n", 1)[0])
         for end, state in enumerate(self._states(draft), start=1):
+            if end > first_line:
+                line_end = draft[end] == "\n" if end < len(draft) else last_line
+                if line_end and draft[end - 1] != "\n" and (self._level(state) or self._closes_block(state, end, draft)):
+                    ends.append(end)
+                continue
             if draft[end - 1] in " \t." or (end < len(draft) and WORD.match(draft[end - 1]) and WORD.match(draft[end])):
                 continue  # never in a word, nor after a dot (an attribute or a number goes on)
             if self.line_end or self._level(state):
@@ -97,8 +117,22 @@ class Fit:
             or (state.comment and not self.start.comment)
         )
 
+    def _closes_block(self, state: Nesting, end: int, draft: str) -> bool:
+        """The draft's last line closes the bracket its block opened (kept by `block_end` where nothing
+        after the cursor closes it)."""
+        return end == len(draft) and not self.block.closed and state.owed == self.start.owed[:-1] and not state.quote
+
     def _level(self, state: Nesting) -> bool:
         return state.owed == self.start.owed and state.quote == self.start.quote and not state.escaped
+
+
+def _placeholder(block: Block | None, cursor: Cursor) -> str:
+    """What stands in for a block's body in the syntax check's reference (an empty body does not parse)."""
+    if block is None:
+        return ""
+    if cursor.line_prefix.strip():
+        return "\n" + " " * (block.base + 4) + "pass"
+    return "pass"
 
 
 def finalize(drafts: Iterable[str], fit: Callable[[str], str], k: int) -> list[str]:

@@ -47,7 +47,8 @@ from spd_lsp.api import CancelCheck, DecodeRequest, Loaded, Timings
 from spd_lsp.fit.edits import Fit, LineEdit, Shown, finalize, line_edits
 from spd_lsp.context.gather import ContextGatherer
 from spd_lsp.worker import Job, KeyedWorker
-from spd_lsp.languages import language_of
+from spd_lsp.fit.blocks import block_start
+from spd_lsp.languages import comment_marker, language_of
 from spd_lsp.session import report
 from spd_lsp.session.compile_progress import watch_compile
 from spd_lsp.session.exclusion import Exclusion, patterns_of
@@ -431,7 +432,8 @@ class Session:
         self.readiness.settled()
         if result.prompt:
             self.stats.prompted(result.prompt)
-        drafts = finalize((d.text for d in result.drafts), Fit(cursor, language_of(key), multiline=settings.multiline), settings.k)
+        fit = Fit(cursor, language_of(key), multiline=settings.multiline is True or starts_block(settings, cursor, key))
+        drafts = finalize((d.text for d in result.drafts), fit, settings.k)
         return drafts, result.timings
 
     def _request(
@@ -615,7 +617,15 @@ def decode_request(
         key, cursor, eol_count(cursor.text, cursor.offset), settings, spans=token_spans(tokenizer),
         count_tokens=lambda text: len(token_ids(tokenizer)(text)), roots=roots, neighbours=neighbours,
     )
-    return DecodeRequest(prefix, settings.decode_options(), window.ids, context, settings.prompt_format)
+    options = settings.decode_options(block=starts_block(settings, cursor, key))
+    return DecodeRequest(prefix, options, window.ids, context, settings.prompt_format)
+
+
+def starts_block(settings: Settings, cursor: Cursor, key: str) -> bool:
+    """`multiline` "auto" lets this request's drafts span lines: the cursor starts an empty block
+    (`spd_lsp.fit.blocks`) of document `key`."""
+    language = language_of(key)
+    return settings.multiline == "auto" and block_start(cursor, language, comment_marker(language)) is not None
 
 
 def indexed(settings: Settings) -> NgramSettings:

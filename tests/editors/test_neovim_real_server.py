@@ -81,10 +81,14 @@ def test_spd_status_reports_the_model_and_the_acceptance(nvim: Nvim) -> None:
     nvim.input("<Esc>")
     nvim.api.command("SpdStatus")
     text = nvim.wait_for(nvim.float_text, "the status window")
+    print(text)  # docs/editors.md shows one (pytest -s)
     lines = text.splitlines()
-    assert lines[0].startswith("Model:    ") and " on cpu, " in lines[0], text
-    assert lines[1] == "Engine:   in-process (the model runs in this server)", text
-    assert "Drafts:   accepted/offered by rank: #1 1/" in text, "the draft accepted with Tab: rank 1"
+    assert lines[0] == "Client:   on; filetype python: completed", text
+    assert lines[1].startswith("Model:    ") and " on cpu, " in lines[1], text
+    assert lines[2] == "Engine:   in-process (the model runs in this server)", text
+    assert "Drafts:   accepted/shown by rank: #1 1/" in text, "the draft accepted with Tab: rank 1, drawn first"
+    assert "; offered " in text and "State:    ready" in text, text
+    assert nvim.lua("return require('spd').statusline()") == "SPD: ready"
     assert "Last:     " in text and " steps " in text and "Latency:  p50 " in text
     assert "{" not in text and "latencyMs" not in text, "readable lines, not the fields"
 
