@@ -203,6 +203,15 @@ class VSCode:
         box.send_keys(Keys.ENTER)
         self.wait_for(lambda: not self._shown(".quick-input-widget input"), "the palette to close")
 
+    def pick(self, label: str, choice: str) -> None:
+        """Clicks the status bar item whose text contains `label` and picks `choice` from its menu."""
+        self.wait_for(lambda: [i for i in self._shown(".statusbar-item") if label in i.text], f"the {label} item")[0].click()
+        box = self.wait_for(lambda: self._shown(".quick-input-widget input"), "the item's menu")[0]
+        self.wait_for(lambda: any(choice in row.text for row in self._shown(".quick-input-list .monaco-list-row")), f"{choice} in the menu")
+        box.send_keys(choice)
+        box.send_keys(Keys.ENTER)
+        self.wait_for(lambda: not self._shown(".quick-input-widget input"), "the menu to close")
+
     # -- the language server ------------------------------------------------------------
 
     def server_processes(self) -> list[psutil.Process]:
