@@ -53,7 +53,7 @@ def _bodies(tree: ast.AST) -> Iterator[list[ast.stmt]]:
             yield from (handler.body for handler in node.handlers)
 
 
-def _block_edits(path: Path, text: str) -> Iterator[Edit]:
+def block_edits(path: Path, text: str) -> Iterator[Edit]:
     lines = text.splitlines(keepends=True)
     starts = [0]
     for line in lines:
@@ -108,7 +108,7 @@ def sample_edits(files: list[Path], per_kind: int, seed: int = 0, kinds: tuple[s
     pools: dict[str, list[Edit]] = {kind: [] for kind in kinds}
     for path in files:
         text = path.read_text(encoding="utf-8", errors="replace")
-        for edit in (*_block_edits(path, text), *_line_edits(path, text, rng)):
+        for edit in (*block_edits(path, text), *_line_edits(path, text, rng)):
             if edit.kind in pools and edit.horizon > 0:
                 pools[edit.kind].append(edit)
     return {kind: rng.sample(pool, min(per_kind, len(pool))) for kind, pool in pools.items()}

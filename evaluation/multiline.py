@@ -3,10 +3,10 @@
 At held-out positions (`evaluation.edits`: a block's header or empty body, a line's start or middle,
 with the code the user writes there removed), a typist writes the real code through the server's
 own session (`spd_lsp.session.Session`: type-through, the prompt window, fitting; the bundled model in
-process, n-grams off, the shipped decoding). At each request it takes the draft that saves the most
-keystrokes: all of a draft the real code starts with (Tab, after one `Alt+]` per rank below the
-first), or a draft's first line (accept line), else it types the next character. Indentation after a
-newline costs nothing (the editor indents). It asks again after each accept, and after a keystroke
+process, n-grams off, the shipped decoding). At each request it takes what saves the most
+keystrokes of a draft the real code starts with: all of it (Tab), its first line (accept line) or its
+next words (one accept-word each), a draft below the first after one `Alt+]` per rank; else it types
+the next character. Indentation after a newline costs nothing (the editor indents). It asks again after each accept, and after a keystroke
 where no shown draft agrees any more and a word ends (the editor's debounce waits for a pause). Per
 position and configuration:
 
@@ -33,7 +33,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import platformdirs
 
@@ -52,6 +52,7 @@ from spd_lsp.session.session import Session
 from spd_lsp.settings import Settings, parse_settings
 
 WORD = re.compile(r"\w")
+SEGMENT = re.compile(r"[^\w]*\w*")  # what one accept-word takes (Ctrl+Right, <M-Right>): separators, then a word
 MAX_REQUESTS = 40  # per position: a typist who never accepts asks at most this often
 
 
@@ -90,19 +91,33 @@ def cost(target: str, index: int) -> int:
     return 0 if "\n" in target[:index] and not line_head.strip() and target[index] in " \t" else 1
 
 
+def _accepts(draft: str, rest: str) -> Iterator[tuple[int, int]]:
+    """(keystrokes, characters) of each way to take a start of `draft` that `rest` begins with: all of it
+    (Tab), its first line with the line break (accept line), or its next words (one accept-word each)."""
+    if draft and rest.startswith(draft):
+        yield 1, len(draft)
+    line_end = draft.find("\n", 1 if draft.startswith("\n") else 0)
+    if line_end >= 0 and rest.startswith(draft[: line_end + 1]):
+        yield 1, line_end + 1
+    at = presses = 0
+    while at < len(draft):
+        end = max(SEGMENT.match(draft, at).end(), at + 1)  # type: ignore[union-attr]
+        if not rest.startswith(draft[:end]):
+            return
+        presses, at = presses + 1, end
+        yield presses, at
+
+
 def _best(drafts: Sequence[str], rest: str) -> tuple[int, int, int]:
-    """(keystrokes saved, keystrokes spent, characters inserted) of the best accept; saved 0 when none helps."""
+    """(keystrokes saved, keystrokes spent, characters inserted) of the best accept; saved 0 when none helps.
+    A draft below the first costs one Alt+] per rank to reach."""
     best = (0, 0, 0)
     for rank, draft in enumerate(drafts):
-        taken = [draft] if draft and rest.startswith(draft) else []
-        if "\n" in draft.strip("\n") or draft.startswith("\n"):
-            line = draft[: draft.index("\n", 1 if draft.startswith("\n") else 0) + 1] if "\n" in draft[1:] else ""
-            taken += [line] if line and rest.startswith(line) else []
-        for text in taken:
-            spent = rank + 1
-            saved = sum(cost(rest, i) for i in range(len(text))) - spent
+        for presses, length in _accepts(draft, rest):
+            spent = rank + presses
+            saved = sum(cost(rest, i) for i in range(length)) - spent
             if saved > best[0]:
-                best = (saved, spent, len(text))
+                best = (saved, spent, length)
     return best
 
 

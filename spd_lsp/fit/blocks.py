@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spd_lsp.cursor import EOL, Cursor
-from spd_lsp.fit.nesting import CLOSERS, states
+from spd_lsp.fit.nesting import CLOSERS, scan, states
 
 INDENTED_BLOCKS = frozenset({"python"})  # languages whose blocks open with a trailing ':'
 CLOSING_LINE = frozenset(CLOSERS) | frozenset(";,")  # what a line that only closes the block may hold
-UNKNOWN_BLOCKS = ("{", ":")  # a document of no known language: either opens a block
+HEADER_LINES = 20  # a block's header may span this many lines (`def f(a,` … `b):`)
 
 
 @dataclass(frozen=True)
@@ -42,18 +42,17 @@ def code_of(line: str, comment_marker: str | None) -> str:
 
 
 def opens_block(line: str, language: str | None, comment_marker: str | None) -> bool:
-    """Whether `line` ends by opening a block: a trailing `{`, or `:` in an indentation language."""
+    """Whether `line` ends by opening a block: a trailing `{`, or `:` in an indentation language outside
+    any bracket the line opened (not a dict's key, a slice, a lambda in a call)."""
     code = code_of(line, comment_marker)
     if not code.strip():
         return False
     ending = code[-1]
     if ending == "{":
         return True
-    if ending != ":":
+    if ending != ":" or (language is not None and language not in INDENTED_BLOCKS):
         return False
-    if language is None:
-        return True
-    return language in INDENTED_BLOCKS
+    return not scan(code, comment_marker).owed
 
 
 def _line_around(text: str, offset: int) -> tuple[int, int]:
@@ -71,12 +70,28 @@ def _next_code_line(text: str, offset: int) -> str | None:
     return None
 
 
-def _previous_code_line(text: str, offset: int) -> str | None:
+def _previous_code_lines(text: str, offset: int, most: int = HEADER_LINES) -> list[str]:
+    """The non-blank lines before the line holding `offset`, the nearest first (at most `most`)."""
     start, _ = _line_around(text, offset)
-    for line in reversed(EOL.split(text[:start])[:-1]):
+    found: list[str] = []
+    for line in reversed(EOL.split(text[max(0, start - most * 200) : start])[:-1]):
         if line.strip():
-            return line
-    return None
+            found.append(line)
+            if len(found) == most:
+                break
+    return found
+
+
+def _header_indentation(opener: str, above: list[str], comment_marker: str | None) -> int:
+    """The indentation of the statement whose last line is `opener`: a header over several lines
+    (`def f(a,` … `b):`) starts where the brackets its last line closes were opened."""
+    joined = code_of(opener, comment_marker)
+    for line in [opener, *above]:
+        if line is not opener:
+            joined = code_of(line, comment_marker) + "\n" + joined
+        if not scan(joined, comment_marker).unmatched:
+            return indentation(line)
+    return indentation(opener)
 
 
 def block_start(cursor: Cursor, language: str | None, comment_marker: str | None = None) -> Block | None:
@@ -86,15 +101,18 @@ def block_start(cursor: Cursor, language: str | None, comment_marker: str | None
     if cursor.line_suffix.strip():
         return None
     head = cursor.line_prefix
+    above = _previous_code_lines(cursor.text, cursor.offset)
     if head.strip():
         opener = head
+    elif not above:
+        return None
     else:
-        opener = _previous_code_line(cursor.text, cursor.offset)
-        if opener is None or len(head.expandtabs()) <= indentation(opener.expandtabs()):
-            return None  # not inside the block: the user dedented, or has not indented yet
+        opener, above = above[0], above[1:]
     if not opens_block(opener, language, comment_marker):
         return None
-    base = indentation(opener)
+    base = _header_indentation(opener, above, comment_marker)
+    if not head.strip() and len(head.expandtabs()) <= base:
+        return None  # not inside the block: the user dedented, or has not indented yet
     following = _next_code_line(cursor.text, cursor.offset)
     if following is not None and indentation(following) > base:
         return None  # the body is written already

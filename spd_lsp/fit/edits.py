@@ -127,12 +127,15 @@ class Fit:
 
 
 def _placeholder(block: Block | None, cursor: Cursor) -> str:
-    """What stands in for a block's body in the syntax check's reference (an empty body does not parse)."""
+    """What stands in for a block's body in the syntax check's reference (an empty body does not parse),
+    indented as the opener's line is (tabs or spaces) and one level deeper."""
     if block is None:
         return ""
-    if cursor.line_prefix.strip():
-        return "\n" + " " * (block.base + 4) + "pass"
-    return "pass"
+    head = cursor.line_prefix
+    if not head.strip():
+        return "pass"
+    indent = head[: len(head) - len(head.lstrip(" \t"))]
+    return "\n" + indent + ("\t" if "\t" in indent else "    ") + "pass"
 
 
 def finalize(drafts: Iterable[str], fit: Callable[[str], str], k: int) -> list[str]:

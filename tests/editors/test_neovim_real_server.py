@@ -110,3 +110,21 @@ def test_omnifunc_fallback_inserts_exactly_the_servers_item(nvim: Nvim) -> None:
     assert nvim.line() == "                print(" + items[0]["word"], items
     nvim.input("<Esc>")
     nvim.api.command("SpdToggle")
+
+
+def test_multiline_auto_draws_a_block_body_after_its_header_and_accept_line_takes_it(nvim: Nvim) -> None:
+    """`multiline = 'auto'` (setup() again: the running server gets it): at the end of a header whose body
+    is still empty the draft spans lines, drawn as virtual lines; elsewhere drafts stay on their line."""
+    nvim.input("<Esc>")
+    nvim.lua("local opts = vim.deepcopy(require('spd').config); opts.multiline = 'auto'; opts.multiline_max_tokens = 32; "
+             "require('spd').setup(opts)")
+    nvim.api.command("normal! Go")
+    nvim.api.current.line = "def total_of(values):"
+    nvim.input("A")
+    ghost = nvim.wait_for(lambda: (g := nvim.ghost()).get("lines") and g, "a draft over several lines", timeout=120)
+    assert ghost["text"] == "" and ghost["lines"][0].startswith("    "), ghost  # the body, one level in
+    row = nvim.api.current.window.cursor[0]
+    nvim.input("<M-C-Right>")
+    nvim.wait_for(lambda: len(nvim.lines()) > row, "the body's first line accepted")
+    body = nvim.lines()[row]
+    assert body.startswith("    ") and body.strip() and body == ghost["lines"][0], (body, ghost)

@@ -60,6 +60,7 @@ def code(workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         "spd.device": "cpu",  # what the status item is asserted to show, on any machine
         "spd.k": K,
         "spd.maxTokens": 8,
+        "spd.multiline": "auto",  # multi-line drafts where a block starts (the last test); one line elsewhere
         "spd.ngrams.db": str(tmp_path_factory.mktemp("store")),
     }
     shutil.rmtree(ARTIFACTS, ignore_errors=True)  # this run's screenshots only
@@ -236,3 +237,21 @@ def test_restart_server_after_a_kill_brings_drafts_back(code: VSCode) -> None:
     ghost = code.wait_ghost(timeout=120)
     assert ghost.strip(), ghost
     code.screenshot("07-after-restart")
+
+
+def test_multiline_auto_offers_a_block_body_after_its_header_and_tab_inserts_it(code: VSCode, workspace: Path) -> None:
+    code.wait_for(lambda: code.status_icon("SPD") == "sparkle", "the server to be ready", timeout=150)
+    code.open("walk.py")
+    code.chord(Keys.CONTROL, key=Keys.END)
+    code.keys(Keys.ENTER, Keys.ENTER)
+    code.chord(Keys.SHIFT, key=Keys.TAB)  # out of the function body, whatever the editor indented
+    code.chord(Keys.SHIFT, key=Keys.TAB)
+    code.keys("def total_of(values):")
+    code.wait_for(lambda: len(code.ghost_lines()) >= 1, "a draft over several lines", timeout=120)
+    code.screenshot("08-multiline-auto")
+    before = len(saved_lines(code, workspace))
+    code.keys(Keys.TAB)
+    lines = code.wait_for(lambda: len(ls := saved_lines(code, workspace)) > before and ls, "the body inserted")
+    header = max(i for i, line in enumerate(lines) if line.strip() == "def total_of(values):")
+    indent = len(lines[header]) - len(lines[header].lstrip())
+    assert lines[header + 1].strip() and len(lines[header + 1]) - len(lines[header + 1].lstrip()) > indent, lines[header:]

@@ -141,6 +141,11 @@ class VSCode:
         parts = self._shown(".monaco-editor .ghost-text-decoration, .monaco-editor .ghost-text-decoration-preview")
         return "".join(part.text for part in parts).replace("\u00a0", " ")
 
+    def ghost_lines(self) -> list[str]:
+        """The lines of a multi-line inline suggestion drawn below the cursor's line ([] when none)."""
+        return [line.text for line in self._shown(".monaco-editor .suggest-preview-text .view-line")
+                if line.text.strip()]
+
     def wait_ghost(self, unlike: str | None = None, timeout: float = 30.0) -> str:
         """The ghost text once one is shown (and differs from `unlike`, when given)."""
         return self.wait_for(lambda: (text := self.ghost()) and text != unlike and text, "ghost text", timeout)

@@ -19,6 +19,8 @@ def at(document: str) -> Cursor:
 @pytest.mark.parametrize(("document", "language", "expected"), [
     ("def f(x):|\n\ndef g():\n    pass\n", "python", Block(0, closed=False)),  # opens a block
     ("class A:\n    def f(self):  # the body next|\n", "python", Block(4, closed=False)),  # after a comment
+    ("def f(a,\n      b):|\n", "python", Block(0, closed=False)),  # a header over two lines: its first line's
+    ("    def f(a,\n          b):\n        |\n", "python", Block(4, closed=False)),
     ("def f(x):\n    |\n\nx = 1\n", "python", Block(0, closed=False)),  # an empty line of its empty body
     ("for x in y:\n\n        |\n", "python", Block(0, closed=False)),  # blank lines between
     ("function f(x) {|\n}\n", "javascript", Block(0, closed=True)),  # the closer is there already
@@ -38,6 +40,9 @@ def test_the_cursor_starts_an_empty_block(document: str, language: str, expected
     ("d = {1: 2}|\n", "python"),
     ("    return x  # note:|\n", "python"),  # the colon is in a comment
     ("s = 'a:'|\n", "python"),
+    ("d = {'key':|\n", "python"),  # a dict's key
+    ("xs = values[1:|\n", "python"),  # a slice
+    ("f = sorted(xs, key=lambda x:|\n", "python"),  # a lambda in a call
     ("def f(x):| pass\n", "python"),  # text after the cursor
     ("label:|\n", "javascript"),  # ':' opens no block outside Python
     ("x = {|}\n", "javascript"),
@@ -94,3 +99,12 @@ def test_braces_cut_at_the_closer_and_keep_it_only_where_the_text_after_has_none
     assert fitted("function f(x) {|\n}\n", ["\n  const y = x + 1;\n  return y;\n}\nf(2);\n"], "javascript") == [
         "\n  const y = x + 1;\n  return y;"]
     assert fitted("function f(x) {|\n", ["\n  return x;\n}\nf(2);\n"], "javascript") == ["\n  return x;\n}"]
+
+
+def test_tab_indented_blocks_are_checked_as_strictly() -> None:
+    """Seen in the accept-safety suite: a body of a comment alone, or a header without its body, in a file
+    indented with tabs (the syntax check's reference body was indented with spaces, so it checked nothing)."""
+    document = "def f(items):\n\tfor item in items:\n\t\tif item:|\n\treturn items\n"
+    assert fitted(document, ["\n\t\t\t# the pattern\n\t\t\t# matches\n\treturn 1"]) == []
+    assert fitted(document, ["\n\t\t\tfor name in item:\n\treturn 1"]) == []
+    assert fitted(document, ["\n\t\t\tyield item\n\treturn 1"]) == ["\n\t\t\tyield item"]
