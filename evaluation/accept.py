@@ -47,6 +47,7 @@ KINDS = ("inside call", "mid-line", "line end")
 BLOCK_KINDS = ("open block", "empty body")
 PACKAGES = ("pathspec", "platformdirs", "tqdm", "watchdog")
 SETTINGS = {"k": 3, "maxTokens": 8, "maxPrefixTokens": 256, "ngrams": {"enabled": False}}
+AUTO = {**SETTINGS, "multiline": "auto", "multilineMaxTokens": 32}  # the block positions' server
 WORDS = (tokenize.NAME, tokenize.NUMBER, tokenize.STRING)
 LAYOUT = (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT)
 

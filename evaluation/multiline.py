@@ -283,7 +283,7 @@ def mean_ms(r: dict[str, Any]) -> float:
 METRICS: dict[str, tuple[str, Callable[[dict[str, Any]], float]]] = {
     "keystrokes saved": ("difference", saved),
     "chars accepted / request": ("ratio", per_request),
-    "first request chars": ("ratio", lambda r: float(r["first_chars"])),
+    "first request chars": ("difference", lambda r: float(r["first_chars"])),  # single's is 0 after a header
     "ms / request": ("ratio", mean_ms),
     "requests": ("ratio", lambda r: float(r["requests"])),
 }
@@ -337,7 +337,7 @@ SUMMARY_COLUMNS = [("config", "config", "str"), ("positions", "positions", "str"
                    ("multi-line share", "multi-line requests", "pct"), ("decode ms p50", "decode ms p50", "ms"),
                    ("decode ms mean", "decode ms mean", "ms")]
 PAIRED_COLUMNS = [("config", "config", "str"), ("vs", "against", "str"), ("Δ keystrokes saved", "keystrokes saved", "str"),
-                  ("chars / request ×", "chars accepted / request", "str"), ("1st request chars ×", "first request chars", "str"),
+                  ("chars / request ×", "chars accepted / request", "str"), ("Δ 1st request chars", "first request chars", "str"),
                   ("ms / request ×", "ms / request", "str"), ("requests ×", "requests", "str")]
 
 

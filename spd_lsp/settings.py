@@ -26,7 +26,7 @@ VERIFY: tuple[str, ...] = ("cut", "continue", "off")
 STORE_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6)
 # Multi-line drafts: never, always, or where the cursor opens a block or sits in an empty one (spd_lsp/fit/blocks.py).
 MULTILINE: tuple[bool | str, ...] = (False, True, "auto")
-MULTILINE_MAX_TOKENS = 48
+MULTILINE_MAX_TOKENS = 32  # validation split: the same keystrokes saved as 64, half the time (docs/quality.md)
 # Where snippets come from (spd_lsp/context/): open documents, recently edited ranges, the workspace index.
 SOURCES: tuple[str, ...] = ("open", "edited", "workspace")
 # The CPU budget: the largest whose cold request stays <= 1 s on a 2-core CPU (prefill ~0.45 ms per

@@ -17,14 +17,13 @@ import pytest_asyncio
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig
 
-from evaluation.accept import BLOCK_KINDS, KINDS, SETTINGS, Case, block_cases, cases, model_ready, package_files, run
+from evaluation.accept import AUTO, BLOCK_KINDS, KINDS, SETTINGS, Case, block_cases, cases, model_ready, package_files, run
 from bench.isolation import isolated_env as server_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 PER_KIND = 70
 BLOCKS_PER_KIND = 40
-AUTO = {**SETTINGS, "multiline": "auto", "multilineMaxTokens": 32}
 SHOP = '''class Shop:
     def __init__(self):
         self.items = {}
