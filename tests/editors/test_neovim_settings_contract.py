@@ -90,7 +90,7 @@ def test_vscode_contributes_one_setting_per_server_key_with_the_servers_choices(
     properties = json.loads(VSCODE_MANIFEST.read_text())["contributes"]["configuration"]["properties"]
     server = ({f"spd.{key}" for key in KEYS} | {f"spd.ngrams.{key}" for key in NGRAM_KEYS}
               | {f"spd.context.{key}" for key in CONTEXT_KEYS})
-    assert set(properties) - {"spd.serverPath"} == server
+    assert set(properties) - {"spd.serverPath", "spd.enable"} == server  # the client's own two
     choices_of = {"decoding": DECODINGS, "device": DEVICES, "dtype": DTYPES, "quantize": QUANTIZE, "outputWeights": OUTPUT_WEIGHTS, "verify": VERIFY,
                   "promptFormat": PROMPT_FORMATS}
     for key, choices in choices_of.items():
