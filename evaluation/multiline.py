@@ -40,9 +40,9 @@ import platformdirs
 from evaluation import report
 from evaluation.compare import paired
 from evaluation.corpus import fetch_packages, split_files
-from evaluation.edits import HORIZON_LINES, KINDS, Edit, sample_edits
+from evaluation.edits import KINDS, Edit, sample_edits
 from evaluation.positions import matched_prefix
-from evaluation.study import STUDY_PACKAGES
+from evaluation.study import STUDY_PACKAGES, _done, _say
 from spd_lsp.api import Loaded
 from spd_lsp.engine.local import LocalEngine
 from spd_lsp.engine.model import load_model
@@ -193,16 +193,6 @@ class Quiet:
 
     def end(self, message: str) -> None:
         pass
-
-
-def _say(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def _done(out: Path) -> set[tuple[str, str, int, str]]:
-    if not out.exists():
-        return set()
-    return {(r["corpus"], r["kind"], r["index"], r["config"]) for r in map(json.loads, out.read_text().splitlines())}
 
 
 def run(args: argparse.Namespace) -> None:
