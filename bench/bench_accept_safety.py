@@ -6,7 +6,9 @@ prefix, no n-gram store), asks it at positions of three kinds in real sources
 broken files and glued suffixes; then times the server's fitting alone (nesting
 scan + tree-sitter checks) per request, without the model.
 
-    .venv/bin/python -m bench.bench_accept_safety [--per-kind 70] [--seed 0]
+    .venv/bin/python -m bench.bench_accept_safety [--per-kind 70] [--blocks-per-kind 40] [--seed 0]
+
+First, with `multiline: "auto"`, positions at blocks whose body was removed (`evaluation.accept.block_cases`).
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ from pygls.lsp.client import LanguageClient
 
 from bench.isolation import isolated_env
 from spd_lsp.cursor import Cursor, offset_of
-from evaluation.accept import SETTINGS, Case, Tally, cases, model_ready, package_files, run
+from evaluation.accept import AUTO, SETTINGS, Case, Tally, block_cases, cases, model_ready, package_files, run
 from spd_lsp.fit.edits import Fit, finalize
 
 
-async def served(positions: list[Case], workspace: Path) -> Tally:
+async def served(positions: list[Case], workspace: Path, settings: dict = SETTINGS) -> Tally:
     client = LanguageClient("spd-accept-bench", "1")
     await client.start_io(sys.executable, "-m", "spd_lsp.cli", "--stdio", env=isolated_env(workspace))
     try:
@@ -36,7 +38,7 @@ async def served(positions: list[Case], workspace: Path) -> Tally:
             lsp.InitializeParams(
                 capabilities=lsp.ClientCapabilities(),
                 root_uri=workspace.as_uri(),
-                initialization_options=SETTINGS,
+                initialization_options=settings,
             )
         )
         client.initialized(lsp.InitializedParams())
@@ -83,7 +85,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--per-kind", type=int, default=80)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--blocks-per-kind", type=int, default=40,
+                        help='positions at blocks (open block, empty body) with multiline "auto"; 0: none')
     args = parser.parse_args()
+    if args.blocks_per_kind:
+        blocks = block_cases(package_files(), args.blocks_per_kind, args.seed)
+        with tempfile.TemporaryDirectory() as tmp:
+            started = time.perf_counter()
+            tally = asyncio.run(served(blocks, Path(tmp), AUTO))
+            elapsed = time.perf_counter() - started
+        print(f'multiline "auto" (multilineMaxTokens {AUTO["multilineMaxTokens"]}):\n{tally.table()}')
+        print(f"\n{len(blocks)} positions in {elapsed:.0f} s\n")
+        for failure in tally.failures[:20]:
+            print(failure)
     positions = cases(package_files(), args.per_kind, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()

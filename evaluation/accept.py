@@ -7,10 +7,17 @@ repository:
 - inside call: cursor right after a call's `(`, its arguments removed, `)` kept
   (as auto-pairs leave it); the file without them still parses;
 - mid-line: cursor at the start of a word with code after it on the line;
-- line end: a line cut after one of its tokens, the rest of the line removed.
+- line end: a line cut after one of its tokens, the rest of the line removed;
+
+and, for multi-line drafts (`multiline: "auto"`), two more from the same sources:
+
+- open block: the cursor at the end of a compound statement's header, its body removed;
+- empty body: the cursor on an indented empty line where that body was.
 
 Every returned item's edit is applied exactly as LSP says. An item *breaks* the
-file when the document parsed (`ast`) before and not after; it *glues* when the
+file when the document parsed (`ast`) before and not after; a multi-line item at
+a block (whole code the user did not type) breaks it when the document with `pass`
+for the body parses and the document with the item does not; it *glues* when the
 text after the cursor is no longer the same tokens (Python's `tokenize`), a
 name, number, string or closer now runs straight into the next name, number or
 string, or an unclosed quote now swallows the rest of the line.
@@ -33,11 +40,14 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from lsprotocol import types as lsp
 
+from evaluation.edits import block_edits
 from spd_lsp.cursor import offset_of, units
 
 KINDS = ("inside call", "mid-line", "line end")
+BLOCK_KINDS = ("open block", "empty body")
 PACKAGES = ("pathspec", "platformdirs", "tqdm", "watchdog")
 SETTINGS = {"k": 3, "maxTokens": 8, "maxPrefixTokens": 256, "ngrams": {"enabled": False}}
+AUTO = {**SETTINGS, "multiline": "auto", "multilineMaxTokens": 32}  # the block positions' server
 WORDS = (tokenize.NAME, tokenize.NUMBER, tokenize.STRING)
 LAYOUT = (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT)
 
@@ -49,10 +59,15 @@ class Case:
     text: str  # the document as the editor has it
     line: int
     character: int  # UTF-16 units
+    reference: str | None = None  # a block's: the document with `pass` for its body
 
     @cached_property
     def parsed(self) -> bool:
         return parses(self.text)
+
+    @cached_property
+    def reference_parses(self) -> bool:
+        return self.reference is not None and parses(self.reference)
 
 
 def parses(text: str) -> bool:
@@ -123,6 +138,36 @@ def _closer(tokens: Sequence[tokenize.TokenInfo], opener: int) -> tokenize.Token
     return None
 
 
+def _block_cases(path: Path) -> Iterator[Case]:
+    """A compound statement's body removed: the cursor at the end of its header, or on an empty line in it."""
+    source = f"{path.parent.name}/{path.name}"
+    text = path.read_text(encoding="utf-8")
+    for edit in block_edits(path, text):
+        line = edit.before.count("\n")
+        column = units(edit.before[edit.before.rfind("\n") + 1 :], "utf-16")
+        indent = edit.before[edit.before.rfind("\n") + 1 :]
+        if edit.kind == "open_block":
+            body = edit.target.split("\n")[1]
+            pass_line = "\n" + body[: len(body) - len(body.lstrip(" \t"))] + "pass"
+            yield Case("open block", f"{source}:{line + 1}", edit.before + edit.after, line, column,
+                       edit.before + pass_line + edit.after)
+        else:
+            yield Case("empty body", f"{source}:{line + 1}", edit.before + edit.after, line, column,
+                       edit.before + "pass" + edit.after if indent.strip() == "" else None)
+
+
+def block_cases(files: Iterable[Path], per_kind: int, seed: int = 0) -> list[Case]:
+    """`per_kind` positions of each block kind, drawn at random (seeded), the kinds interleaved."""
+    pools: dict[str, list[Case]] = {kind: [] for kind in BLOCK_KINDS}
+    for path in files:
+        for case in _block_cases(path):
+            if case.reference_parses:
+                pools[case.kind].append(case)
+    rng = random.Random(seed)
+    drawn = [rng.sample(pools[kind], min(per_kind, len(pools[kind]))) for kind in BLOCK_KINDS]
+    return [case for turn in zip_longest(*drawn) for case in turn if case is not None]
+
+
 def cases(files: Iterable[Path], per_kind: int, seed: int = 0) -> list[Case]:
     """`per_kind` positions of each kind, drawn at random (seeded) from `files`, the kinds interleaved
     (a run cut short still measures every kind)."""
@@ -170,7 +215,9 @@ def judge(case: Case, edit: lsp.Range, insert: str) -> Verdict:
     # an unclosed quote swallows the rest of the line (at a line end there is none: the user types on)
     opens = bool(old_tokens) and _error_tokens(new_all) > _error_tokens(_line_tokens(old_line))
     glued = old_tokens != new_tokens or straddles or runs_on or opens
-    return Verdict(broken=case.parsed and not parses(new), glued=glued)
+    whole_code = case.reference is not None and "\n" in insert  # a multi-line item at a block
+    broken = (case.parsed or (whole_code and case.reference_parses)) and not parses(new)
+    return Verdict(broken=broken, glued=glued)
 
 
 def _error_tokens(tokens: Sequence[tokenize.TokenInfo]) -> int:
@@ -184,6 +231,7 @@ class Tally:
     items: Counter[str] = field(default_factory=Counter)
     broken: Counter[str] = field(default_factory=Counter)
     glued: Counter[str] = field(default_factory=Counter)
+    lines: Counter[str] = field(default_factory=Counter)  # items of several lines
     failures: list[str] = field(default_factory=list)
 
     def add(self, case: Case, items: Sequence[lsp.InlineCompletionItem]) -> None:
@@ -193,6 +241,7 @@ class Tally:
             assert item.range is not None, f"{case.source}: an item without a range"
             verdict = judge(case, item.range, str(item.insert_text))
             self.items[case.kind] += 1
+            self.lines[case.kind] += "\n" in str(item.insert_text)
             self.broken[case.kind] += verdict.broken
             self.glued[case.kind] += verdict.glued
             if verdict.broken or verdict.glued:
@@ -204,13 +253,16 @@ class Tally:
 
     def table(self) -> str:
         rows = [
-            "| position | n | offered | items | broken | glued |",
-            "|---|---:|---:|---:|---:|---:|",
+            "| position | n | offered | items | multi-line | broken | glued |",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
-        for kind in KINDS:
+        for kind in (*KINDS, *BLOCK_KINDS):
+            if not self.positions[kind]:
+                continue
             n = self.positions[kind]
             rate = f"{100 * self.offered[kind] / n:.0f} %" if n else "-"
-            rows.append(f"| {kind} | {n} | {rate} | {self.items[kind]} | {self.broken[kind]} | {self.glued[kind]} |")
+            rows.append(f"| {kind} | {n} | {rate} | {self.items[kind]} | {self.lines[kind]} | {self.broken[kind]} | "
+                        f"{self.glued[kind]} |")
         return "\n".join(rows)
 
 

@@ -24,6 +24,9 @@ OUTPUT_WEIGHTS: tuple[str, ...] = ("q8", "int8", "float")  # the fast path's out
 # continued greedily by the model, or not verified (blends reach the editor).
 VERIFY: tuple[str, ...] = ("cut", "continue", "off")
 STORE_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6)
+# Multi-line drafts: never, always, or where the cursor opens a block or sits in an empty one (spd_lsp/fit/blocks.py).
+MULTILINE: tuple[bool | str, ...] = (False, True, "auto")
+MULTILINE_MAX_TOKENS = 32  # validation split: the same keystrokes saved as 64, half the time (docs/quality.md)
 # Where snippets come from (spd_lsp/context/): open documents, recently edited ranges, the workspace index.
 SOURCES: tuple[str, ...] = ("open", "edited", "workspace")
 # The CPU budget: the largest whose cold request stays <= 1 s on a 2-core CPU (prefill ~0.45 ms per
@@ -78,7 +81,8 @@ class Settings:
     # resolved at load (engine/fast/plan.py) serves the rest
     kernels: tuple[str, ...] = ()
     max_prefix_tokens: int | None = None  # None = CPU_PREFIX_TOKENS / ACCELERATOR_PREFIX_TOKENS
-    multiline: bool = False
+    multiline: bool | str = False  # one of MULTILINE
+    multiline_max_tokens: int = MULTILINE_MAX_TOKENS  # the tokens of a draft "auto" lets span lines
     verify: str = "cut"
     ngrams: NgramSettings = field(default_factory=NgramSettings)
     # Where decoding runs (spd_lsp/remote): "in-process", "auto" (one shared engine per user
@@ -89,17 +93,23 @@ class Settings:
     engine_standby: bool = True  # "auto": the engine keeps a forked spare that takes over if it dies (remote/standby.py)
     prompt_format: str = "auto"  # "auto": the tokenizer's own family (spd_lsp/engine/prompt/formats.py)
     context: ContextSettings = field(default_factory=ContextSettings)
+    # Content exclusion: documents whose path matches one of these gitignore-style globs are never completed
+    # nor read (not the prompt, not snippets, not the store); None = the indexer's secret-file names
+    # (`ngram_db.ignore.SECRET_PATTERNS`: `.env*`, keys, certificates, credentials).
+    exclude: tuple[str, ...] | None = None
 
-    def decode_options(self) -> DecodeOptions:
+    def decode_options(self, *, block: bool = False) -> DecodeOptions:
+        """The options of a request; `block`: one that `multiline` "auto" lets span lines (the cursor starts
+        an empty block), with `multiline_max_tokens`."""
         defaults = DecodeOptions()
         return DecodeOptions(
             method=self.decoding,
             k=self.k,
-            max_tokens=self.max_tokens,
+            max_tokens=self.multiline_max_tokens if block else self.max_tokens,
             temperature=defaults.temperature if self.temperature is None else self.temperature,
             alpha=self.ngrams.alpha if self.ngrams.enabled else 0.0,
             ngram_weights={n: self.ngrams.weights[n] for n in self.ngrams.orders},
-            stop_at_newline=not self.multiline,
+            stop_at_newline=not (block or self.multiline is True),  # "auto": per request (spd_lsp/fit/blocks.py)
             verify_rounds=0 if self.verify == "off" else defaults.verify_rounds,
             verify_repair="continue" if self.verify == "continue" else defaults.verify_repair,
         )
@@ -158,6 +168,15 @@ def _choice(options: tuple[str, ...]) -> Check:
 
     check.choices = options  # type: ignore[attr-defined]  # the command line offers them (commands/flags.py)
     return check
+
+
+def _multiline(value: Any) -> bool | str:
+    if value not in MULTILINE or (value in (0, 1) and not isinstance(value, bool)):
+        raise _Invalid("expected true, false or \"auto\"")
+    return value
+
+
+_multiline.choices = MULTILINE  # type: ignore[attr-defined]  # the command line offers them (commands/flags.py)
 
 
 def _optional(inner: Check) -> Check:
@@ -248,13 +267,15 @@ KEYS: dict[str, tuple[str, Check]] = {
     "outputWeights": ("output_weights", _choice(OUTPUT_WEIGHTS)),
     "kernels": ("kernels", _kernels),
     "maxPrefixTokens": ("max_prefix_tokens", _optional(_integer(16, 32768))),
-    "multiline": ("multiline", _boolean),
+    "multiline": ("multiline", _multiline),
+    "multilineMaxTokens": ("multiline_max_tokens", _integer(1, 512)),
     "verify": ("verify", _choice(VERIFY)),
     "engine": ("engine", engine_address.check_setting),
     "engineTokenFile": ("engine_token_file", _optional(_text)),
     "engineCertificate": ("engine_certificate", _optional(_text)),
     "engineStandby": ("engine_standby", _boolean),
     "promptFormat": ("prompt_format", _choice(PROMPT_FORMATS)),
+    "exclude": ("exclude", _optional(_globs)),
 }
 # The settings that choose the model (`Settings.model_spec`): `spd-lsp engine`'s model flags (commands/engine.py).
 MODEL_KEYS: tuple[str, ...] = ("model", "device", "dtype", "quantize", "outputWeights", "fastPath", "kernels")

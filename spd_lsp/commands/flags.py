@@ -57,6 +57,9 @@ def _kind(hint: Any, check: Callable[[Any], Any]) -> dict[str, Any]:
     """argparse's action, type, nargs and choices for a field of type `hint`."""
     if hint is bool:
         return {"action": argparse.BooleanOptionalAction}
+    if set(get_args(hint)) == {bool, str}:  # `multiline`: true, false or a word ("auto")
+        return {"type": _switch, "choices": getattr(check, "choices"), "metavar": "{true,false," + ",".join(
+            c for c in getattr(check, "choices") if isinstance(c, str)) + "}"}
     base, optional = _without_none(hint)
     kind: dict[str, Any] = {}
     if get_origin(base) in (tuple, list):
@@ -68,6 +71,10 @@ def _kind(hint: Any, check: Callable[[Any], Any]) -> dict[str, Any]:
     if choices is not None:
         kind["choices"] = choices
     return kind
+
+
+def _switch(text: str) -> bool | str:
+    return {"true": True, "false": False}.get(text.lower(), text)
 
 
 def _without_none(hint: Any) -> tuple[Any, bool]:

@@ -30,9 +30,10 @@ class Nesting:
         return len(self.owed)
 
     def step(self, char: str, comment_marker: str | None, before: str) -> Nesting:
-        """The state after `char`; `before` is the text scanned so far (for two-character markers)."""
+        """The state after `char`; `before` is the text scanned so far (for two-character markers).
+        A line comment ends with its line (a multi-line draft's next line is code again)."""
         if self.comment:
-            return self
+            return replace(self, comment=False) if char == "\n" else self
         if self.quote is not None:
             if self.escaped:
                 return replace(self, escaped=False)

@@ -57,16 +57,17 @@ def _point(text: bytes) -> tuple[int, int]:
     return text.count(b"\n"), len(text) - (text.rfind(b"\n") + 1)
 
 
-def _statement_around(root: Any, cursor: int, line_start: int) -> tuple[int, int]:
+def _statement_around(root: Any, cursor: int, line_start: int, *, continues: bool = False) -> tuple[int, int]:
     """(start in the head, end in the tail): the top-level statements touching the cursor's line.
 
     A statement that ends on the cursor's line, before the cursor (`return |` at the end of
-    a function), is one the insertion continues: it belongs to the statement around it.
+    a function), is one the insertion continues: it belongs to the statement around it; so
+    does, with `continues` (an indented line), the last statement that ends above it.
     """
     start, end = 0, root.end_byte
     for child in root.children:
         if child.end_byte < line_start:
-            start = child.end_byte
+            start = child.start_byte if continues else child.end_byte
         elif child.start_byte > cursor:
             end = child.start_byte
             break
@@ -108,12 +109,16 @@ class SyntaxCheck:
     Mid-line (`line_end` False) an insertion may add no error, nor any on its line.
     At a line end an incomplete statement is normal while typing: there the check
     only keeps a document that had no error free of them, and a blank line (a new
-    statement) is not checked.
+    statement) is not checked. An insertion of several lines is whole code the user
+    did not type: it may add no error, and in Python the statement around it must
+    parse wherever it parses with `placeholder` (e.g. `pass` in an empty body) there.
     """
 
-    def __init__(self, language: str | None, text: str, offset: int, *, line_end: bool) -> None:
+    def __init__(self, language: str | None, text: str, offset: int, *, line_end: bool, placeholder: str = "") -> None:
         line_head = text[text.rfind("\n", 0, offset) + 1 : offset]
-        self.parser = _parser(language) if language and (line_head.strip() or not line_end) else None
+        self.parser = _parser(language) if language else None
+        self.blank_line = line_end and not line_head.strip()
+        self.placeholder = placeholder.encode()
         self.line_end = line_end
         start, end = (0, len(text)) if len(text) <= WHOLE_DOCUMENT_BYTES else window(text, offset)
         self.head = text[start:offset].encode()
@@ -123,20 +128,21 @@ class SyntaxCheck:
         self.language = language
         self._tree: Any = None
         self._old: Errors | None = None
-        self._statement: tuple[int, int] | None = None  # bytes of head and tail in the cursor's statement
-        self._statement_parsed = False
+        self._statement: dict[bool, tuple[int, int]] = {}  # bytes of head and tail in the cursor's statement
+        self._statement_parsed: dict[bytes, bool] = {}  # with each placeholder at the cursor
 
     def _errors(self, tree: Any, insert: bytes) -> Errors:
         return _errors(tree, self.line_start, len(self.head) + len(insert) + self.rest_of_line)
 
     def rejects(self, insert: str) -> bool:
-        if self.parser is None:
+        lines = "\n" in insert
+        if self.parser is None or (self.blank_line and not lines):
             return False
         if self._old is None:
             self._tree = self.parser.parse(self.head + self.tail)
             self._old = self._errors(self._tree, b"")
         old = self._old
-        if self.line_end and old.count:
+        if self.line_end and old.count and not lines:
             return False
         inserted = insert.encode()
         tree = self._tree.copy()
@@ -150,19 +156,23 @@ class SyntaxCheck:
             new_end_point=(start[0] + rows, column if rows else start[1] + column),
         )
         new = self._errors(self.parser.parse(self.head + inserted + self.tail, tree), inserted)
-        if new.count > old.count or (new.on_line and not old.on_line):
+        if new.count > old.count or (new.on_line and not old.on_line and not lines):
             return True
-        return self._exact_rejects(inserted)
+        return self._exact_rejects(inserted, self.placeholder if lines else b"", lines=lines)
 
-    def _exact_rejects(self, inserted: bytes) -> bool:
-        """Python's own parser on the top-level statement around the cursor, where it parsed:
-        tree-sitter's grammar is lenient (it takes `x =` + newline + a string as an assignment)."""
+    def _exact_rejects(self, inserted: bytes, placeholder: bytes, *, lines: bool) -> bool:
+        """Python's own parser on the top-level statement around the cursor, where it parsed (with
+        `placeholder` at the cursor): tree-sitter's grammar is lenient (it takes `x =` + newline + a
+        string as an assignment)."""
         if self.language != "python":
             return False
-        if self._statement is None:
-            self._statement = _statement_around(self._tree.root_node, len(self.head), self.line_start)
-            self._statement_parsed = _python_parses(self.head[self._statement[0] :] + self.tail[: self._statement[1]])
-        if not self._statement_parsed:
+        continues = lines and self.head[self.line_start : self.line_start + 1] in (b" ", b"\t")  # an indented line's
+        if continues not in self._statement:
+            self._statement[continues] = _statement_around(self._tree.root_node, len(self.head), self.line_start,
+                                                           continues=continues)
+        start, end = self._statement[continues]
+        if self._statement_parsed.get(placeholder) is None:
+            self._statement_parsed[placeholder] = _python_parses(self.head[start:] + placeholder + self.tail[:end])
+        if not self._statement_parsed[placeholder]:
             return False
-        start, end = self._statement
         return not _python_parses(self.head[start:] + inserted + self.tail[:end])

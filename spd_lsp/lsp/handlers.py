@@ -30,6 +30,7 @@ from spd_lsp.settings import parse_settings, settings_from_configuration
 from spd_lsp.cursor import EOL, locate
 from spd_lsp.api import Cancelled
 from spd_lsp.fit.edits import LineEdit
+from spd_lsp.session.readiness import METHOD as STATUS_NOTIFICATION
 from spd_lsp.session.session import Loader, Selection, Session
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,10 @@ log = logging.getLogger(__name__)
 ACCEPT = "spd.accept"
 INDEX = "spd.indexWorkspace"
 STATUS = "spd.status"
+# The Copilot language server's notifications of a drawn and a partly accepted inline item (LSP 3.18 has
+# none): `{"item": <the item as served>}`, and `acceptedLength`, UTF-16 units from the start of its insertText.
+DID_SHOW = "textDocument/didShowCompletion"
+DID_PARTIALLY_ACCEPT = "textDocument/didPartiallyAcceptCompletion"
 MESSAGE_TYPES = {"error": lsp.MessageType.Error, "warning": lsp.MessageType.Warning, "info": lsp.MessageType.Info}
 
 
@@ -131,6 +136,10 @@ class LspClient:
         params = lsp.ShowMessageParams(type=MESSAGE_TYPES[kind], message=text)
         self.call(self.server.window_show_message, params)
 
+    def status(self, params: dict[str, Any]) -> None:
+        """The server's readiness, pushed (`spd_lsp.session.readiness`)."""
+        self.call(self.server.protocol.notify, STATUS_NOTIFICATION, params)
+
     def progress(self, title: str) -> LspProgress | LogProgress:
         capabilities = self.server.client_capabilities.window
         if not (capabilities and capabilities.work_done_progress):
@@ -148,7 +157,7 @@ class SpdServer(LanguageServer):
     def __init__(self, loader: Loader, *, max_message_bytes: int = DEFAULT_MAX_BYTES) -> None:
         super().__init__("spd-lsp", __version__, protocol_cls=SpdProtocol, converter_factory=strict_converter)
         self.client = LspClient(self)
-        self.session = Session(self.client, loader)
+        self.session = Session(self.client, loader, on_status=self.client.status)
         self.max_message_bytes = max_message_bytes
         self._connected = False
 
@@ -208,7 +217,8 @@ class SpdServer(LanguageServer):
 
     def others(self, uri: str) -> list[tuple[str, str]]:
         """(uri, text) of the open documents besides `uri`: the snippets' "open" source."""
-        return [(u, d.source) for u, d in self.workspace.text_documents.items() if u != unquote(uri)]
+        others = [(u, d.source) for u, d in self.workspace.text_documents.items() if u != unquote(uri)]
+        return self.session.readable(others)
 
     async def suggest(self, uri: str, position: lsp.Position, selection: Selection | None = None) -> list[LineEdit]:
         """Drafts for an open document; a superseded or cancelled request raises CancelledError."""
@@ -237,8 +247,24 @@ REFUSED = "spd-lsp serves one client per server and another client is connected;
 REQUEST_FAILED = -32803
 
 
-def accept_command(uri: str, rank: int, edit: LineEdit) -> lsp.Command:
-    return lsp.Command(title="Accept spd-lsp draft", command=ACCEPT, arguments=[uri, rank, edit.draft])
+def accept_command(uri: str, edit: LineEdit) -> lsp.Command:
+    """Accepting runs it: uri, the draft's rank when offered, the draft, the offer's id (a client echoes
+    the command back in `didShowCompletion` and `didPartiallyAcceptCompletion`)."""
+    return lsp.Command(title="Accept spd-lsp draft", command=ACCEPT, arguments=[uri, edit.rank, edit.draft, edit.offer])
+
+
+def offered_draft(params: Any) -> tuple[int, int] | None:
+    """(offer, rank) of the item a `didShowCompletion` / `didPartiallyAcceptCompletion` names; None for an
+    item the server did not serve (or a malformed one: a notification has no error to answer)."""
+    item = params.get("item") if isinstance(params, dict) else getattr(params, "item", None)
+    command = item.get("command") if isinstance(item, dict) else getattr(item, "command", None)
+    arguments = command.get("arguments") if isinstance(command, dict) else getattr(command, "arguments", None)
+    if not isinstance(arguments, (list, tuple)) or len(arguments) < 4:
+        return None
+    rank, offer = arguments[1], arguments[3]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (rank, offer)):
+        return None
+    return offer, rank
 
 
 def edit_range(edit: LineEdit) -> lsp.Range:
@@ -260,7 +286,7 @@ def completion_items(uri: str, before: str, edits: list[LineEdit]) -> list[lsp.C
     """
     word = WORD_END.search(before).group()
     items: list[lsp.CompletionItem] = []
-    for rank, edit in enumerate(edits):
+    for edit in edits:
         if not edit.new_text.startswith(before):
             continue
         text = word + EOL.split(edit.new_text[len(before) :], maxsplit=1)[0]
@@ -271,12 +297,12 @@ def completion_items(uri: str, before: str, edits: list[LineEdit]) -> list[lsp.C
                 label=text,
                 kind=lsp.CompletionItemKind.Text,
                 detail="spd-lsp",
-                sort_text=f"{rank:03d}",
+                sort_text=f"{edit.rank:03d}",
                 filter_text=text,
                 insert_text=text,
                 insert_text_format=lsp.InsertTextFormat.PlainText,
                 insert_text_mode=lsp.InsertTextMode.AsIs,
-                command=accept_command(uri, rank, edit),
+                command=accept_command(uri, edit),
             )
         )
     return items
@@ -324,8 +350,8 @@ def build_server(loader: Loader, *, max_message_bytes: int = DEFAULT_MAX_BYTES) 
         edits = await ls.suggest(uri, params.position, _selection(params.context))
         return lsp.InlineCompletionList(
             items=[
-                lsp.InlineCompletionItem(insert_text=e.new_text, range=edit_range(e), command=accept_command(uri, i, e))
-                for i, e in enumerate(edits)
+                lsp.InlineCompletionItem(insert_text=e.new_text, range=edit_range(e), command=accept_command(uri, e))
+                for e in edits
             ]
         )
 
@@ -365,6 +391,16 @@ def build_server(loader: Loader, *, max_message_bytes: int = DEFAULT_MAX_BYTES) 
         """`accept_command`'s arguments: uri, rank, draft (a client may send fewer)."""
         rank = args[1] if len(args) > 1 else None
         ls.session.accepted(rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None)
+
+    @server.feature(DID_SHOW)
+    def did_show(ls: SpdServer, params: Any) -> None:
+        if (found := offered_draft(params)) is not None:
+            ls.session.shown(*found)
+
+    @server.feature(DID_PARTIALLY_ACCEPT)
+    def did_partially_accept(ls: SpdServer, params: Any) -> None:
+        if (found := offered_draft(params)) is not None:
+            ls.session.partly_accepted(*found)
 
     @server.command(STATUS)
     def status(ls: SpdServer, *args: Any) -> dict[str, Any]:

@@ -44,6 +44,7 @@ def summary(status: dict[str, Any]) -> str:
         ("Latency", _latency(status)),
         ("Drafts", _drafts(status.get("drafts") or {})),
         ("Requests", _requests(status)),
+        ("State", _state(status.get("state"))),
     ]
     if not status.get("stores"):
         rows.insert(2, ("Store", "none (no workspace folder, or n-grams off)"))
@@ -104,16 +105,32 @@ def _latency(status: dict[str, Any]) -> str:
 
 
 def _drafts(drafts: dict[str, Any]) -> str:
-    offered, accepted = drafts.get("offered") or [], drafts.get("accepted") or []
-    if not offered and not accepted:
+    """Accepted of shown by rank (of offered, from a client that sends no `didShowCompletion`), partial
+    accepts beside them."""
+    offered, shown, accepted, partly = (drafts.get(key) or [] for key in ("offered", "shown", "accepted", "partlyAccepted"))
+    if not any((offered, shown, accepted, partly)):
         return "none offered yet"
+    base, label = (shown, "shown") if any(shown) else (offered, "offered")
+    ranks = range(max(len(offered), len(shown), len(accepted), len(partly)))
     parts = []
-    for rank in range(max(len(offered), len(accepted))):
-        shown = offered[rank] if rank < len(offered) else 0
-        taken = accepted[rank] if rank < len(accepted) else 0
-        rate = f" ({100 * taken / shown:.0f}%)" if shown else ""
-        parts.append(f"#{rank + 1} {taken}/{shown}{rate}")
-    return "accepted/offered by rank: " + ", ".join(parts)
+    for rank in ranks:
+        of, taken, part = _at(base, rank), _at(accepted, rank), _at(partly, rank)
+        rate = f" ({100 * taken / of:.0f}%)" if of else ""
+        parts.append(f"#{rank + 1} {taken}/{of}{rate}" + (f" +{part} partly" if part else ""))
+    text = f"accepted/{label} by rank: " + ", ".join(parts)
+    return text + ("; offered " + ", ".join(str(_at(offered, rank)) for rank in ranks) if label == "shown" else "")
+
+
+def _at(counts: list[int], rank: int) -> int:
+    return counts[rank] if rank < len(counts) else 0
+
+
+def _state(state: dict[str, Any] | None) -> str:
+    if not state:
+        return "?"
+    label = {"warming": "warming up"}.get(state.get("state"), state.get("state"))
+    message = state.get("message")
+    return f"{label}" + (f" ({message})" if message and message != label else "")
 
 
 def _requests(status: dict[str, Any]) -> str:

@@ -16,16 +16,18 @@ after the top draft are precomputed, so accepting it shows the next ones at once
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sys
 import threading
 import time
-from collections import Counter, deque
-from dataclasses import dataclass
+from collections import Counter, OrderedDict, deque
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from spd_lsp.settings import Settings
+from ngram_db.ignore import SECRET_PATTERNS
+from spd_lsp.settings import NgramSettings, Settings
 from spd_lsp.cursor import (
     EOL,
     MAX_CHARS_PER_TOKEN,
@@ -45,12 +47,16 @@ from spd_lsp.api import CancelCheck, DecodeRequest, Loaded, Timings
 from spd_lsp.fit.edits import Fit, LineEdit, Shown, finalize, line_edits
 from spd_lsp.context.gather import ContextGatherer
 from spd_lsp.worker import Job, KeyedWorker
-from spd_lsp.languages import language_of
+from spd_lsp.fit.blocks import block_start
+from spd_lsp.languages import comment_marker, language_of
 from spd_lsp.session import report
 from spd_lsp.session.compile_progress import watch_compile
+from spd_lsp.session.exclusion import Exclusion, patterns_of
+from spd_lsp.session.readiness import ERROR, LOADING, WARMING, ReadinessTracker
 from spd_lsp.session.stores import Client, WorkspaceStores
 
 log = logging.getLogger(__name__)
+LOADING_TITLE = "spd-lsp: loading the model"
 SETUP = "setup"  # scheduler key of model (re)loads and store changes: the newest wins
 WARM_UP = "warm-up"  # scheduler key of the idle prefill of a window: the newest wins, any request drops it
 RECENT_WINDOWS = 4  # per document: the windows whose prompt caches the model runner may still hold
@@ -115,7 +121,7 @@ def accepts(anticipated: Any, new: Any) -> bool:
 
 @dataclass
 class Suggestions:
-    edits: list[LineEdit]
+    edits: list[LineEdit]  # each carries its draft's rank when it was offered and the offer's id
     timings: Timings | None = None
 
 
@@ -129,7 +135,10 @@ class Stats:
         self._latencies: deque[tuple[float, Timings, bool]] = deque(maxlen=1000)
         self._prompt: dict[str, Any] | None = None  # format and token counts of the newest model prompt
         self._offered: Counter[int] = Counter()  # by rank (0: the top draft): fresh drafts answered
+        self._shown: Counter[int] = Counter()  # by rank: drafts the client drew (`didShowCompletion`), once per offer
         self._accepted: Counter[int] = Counter()  # by rank, as the client's accept command reports it
+        self._partly: Counter[int] = Counter()  # by rank: drafts partly accepted (a word, a line), once per offer
+        self._seen: OrderedDict[tuple[str, int, int], None] = OrderedDict()  # (event, offer, rank) counted
 
     def count(self, name: str) -> None:
         """One more `requests`, `answered`, `cancelled` or `accepted`."""
@@ -147,6 +156,27 @@ class Stats:
             self._counts["accepted"] += 1
             if rank is not None:
                 self._accepted[rank] += 1
+
+    def shown(self, offer: int, rank: int) -> None:
+        """The client drew the draft of `rank` in offer `offer`; a draft typed through or drawn again counts once."""
+        with self._lock:
+            if self._first("shown", offer, rank):
+                self._shown[rank] += 1
+
+    def partly_accepted(self, offer: int, rank: int) -> None:
+        """The client accepted part of a draft (a word, a line); the rest of the same draft counts once."""
+        with self._lock:
+            if self._first("partly", offer, rank):
+                self._partly[rank] += 1
+
+    def _first(self, event: str, offer: int, rank: int) -> bool:
+        key = (event, offer, rank)
+        if key in self._seen:
+            return False
+        self._seen[key] = None
+        if len(self._seen) > SEEN_EVENTS:
+            self._seen.popitem(last=False)
+        return True
 
     def failed(self, kind: str) -> bool:
         """Count a failed request of `kind`; True the first time this kind fails."""
@@ -193,7 +223,8 @@ class Stats:
             latencies = list(self._latencies)
             counts, failures = dict(self._counts), dict(self._failures)
             offered, accepted = Counter(self._offered), Counter(self._accepted)
-        ranks = range(max([*offered, *accepted], default=-1) + 1)
+            shown, partly = Counter(self._shown), Counter(self._partly)
+        ranks = range(max([*offered, *accepted, *shown, *partly], default=-1) + 1)
         phases = {
             "total": [total for total, _, _ in latencies],
             "prefill": [t.prefill_s for _, t, _ in latencies],
@@ -206,13 +237,15 @@ class Stats:
             "failed": sum(failures.values()),
             "failures": failures,
             "latencyMs": {name: _percentiles(values) for name, values in phases.items()},
-            "drafts": {"offered": [offered[r] for r in ranks], "accepted": [accepted[r] for r in ranks]},
+            "drafts": {"offered": [offered[r] for r in ranks], "shown": [shown[r] for r in ranks],
+                       "accepted": [accepted[r] for r in ranks], "partlyAccepted": [partly[r] for r in ranks]},
             "last": self.last(),
             "lastDecoded": self.last(decoded=True),
         }
 
 
-COUNTERS = ("requests", "answered", "cancelled", "accepted", "typedThrough")
+COUNTERS = ("requests", "answered", "cancelled", "accepted", "typedThrough", "excluded")
+SEEN_EVENTS = 4096  # (event, offer, rank) remembered to count each draft's shown and partly accepted once
 
 
 def _percentiles(values: Sequence[float]) -> dict[str, float | None]:
@@ -233,8 +266,13 @@ def token_ids(tokenizer: Any) -> Encode:
 
 
 class Session:
-    def __init__(self, client: Client, loader: Loader, *, anticipate: bool = True) -> None:
-        """`loader`: the engine for the settings (in process, or a shared one). `anticipate`: precompute the drafts after the top draft while idle (off: only on request)."""
+    def __init__(
+        self, client: Client, loader: Loader, *, anticipate: bool = True,
+        on_status: Callable[[dict[str, Any]], None] = lambda status: None,
+    ) -> None:
+        """`loader`: the engine for the settings (in process, or a shared one). `anticipate`: precompute the drafts
+        after the top draft while idle (off: only on request). `on_status`: each change of the readiness
+        (`readiness.py`: loading, warming up, ready, error), for the editor."""
         self.client = client
         self.anticipate = anticipate
         self.loader = loader
@@ -243,6 +281,9 @@ class Session:
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
         self.workspace = WorkspaceStores(client)
         self.stats = Stats()
+        self.readiness = ReadinessTracker(on_status)
+        self.exclusion = Exclusion()
+        self._offers = itertools.count(1)  # each fresh set of drafts is an offer; typing through keeps its id
         self.roots: list[Path] = []
         self._loaded: Loaded | None = None
         self._loaded_key: tuple[Any, ...] | None = None
@@ -264,6 +305,7 @@ class Session:
         self.scheduler.submit("forget all", lambda cancelled: self._forget())  # drafts of old settings
         if roots is not None:
             self.roots = list(roots)
+        self.exclusion = Exclusion(settings.exclude, self.roots)
         self.context.configure(settings, self.roots)
         return self.scheduler.submit(SETUP, lambda cancelled: self._setup(settings))
 
@@ -278,20 +320,30 @@ class Session:
             if (warning := resolve(self._loaded.engine.tokenizer, settings.prompt_format)[1]) is not None:
                 self.client.show("warning", f"spd-lsp settings: {warning}")
         # Stores open on the index thread; the engine gets them when they are ready.
-        self.workspace.configure(self.roots, self._loaded.engine.tokenizer, settings.ngrams,
+        self.workspace.configure(self.roots, self._loaded.engine.tokenizer, indexed(settings),
                                  on_ready=self._loaded.engine.set_ngrams)
 
     def _load(self, settings: Settings) -> None:
         if self._loaded is not None:
             self._loaded.engine.close()  # a shared engine's connection (spd_lsp/remote)
         self._loaded, self._loaded_key = None, settings.model_key()
+        self.readiness.set(LOADING, f"loading {settings.model or 'the bundled model'}")
+        progress = self.client.progress(LOADING_TITLE)
+        started = time.perf_counter()
         try:
             self._loaded = loaded = self.loader(settings)
             self._error = None
+            model = report.model_info(loaded.info, loaded.engine)
+            progress.end(f"loaded {model.get('name', 'the model')} on {model.get('device', '?')} "
+                         f"in {time.perf_counter() - started:.1f} s")
+            self.readiness.set(WARMING, "the first completion prefills the prompt",
+                               {"name": model.get("name"), "device": model.get("device")})
             watch_compile(self.client, loaded, current=lambda: self._loaded is loaded)  # progress, first start
         except Exception as exc:  # noqa: BLE001 - any load failure leaves a working, empty server
             message = f"spd-lsp: the model could not be loaded, completions are off: {exc}"
             log.error(message)
+            progress.end("failed: the model could not be loaded")
+            self.readiness.set(ERROR, message)
             if message != self._error:
                 self.client.show("error", message)
             self._error = message
@@ -306,7 +358,11 @@ class Session:
         `neighbours`: (uri, text) of the other open documents, for snippets.
         """
         self.stats.count("requests")
+        if self.excluded(key):
+            self.stats.count("excluded")
+            return _answered(key, Suggestions([]))
         settings = self.settings
+        neighbours = self.readable(neighbours)
         request = Request(line, character, text, selected=selection is not None)
         self.scheduler.cancel(("ahead", key), tag=request, keeps=accepts)  # any other edit drops it
         self.scheduler.cancel(WARM_UP)
@@ -343,20 +399,23 @@ class Session:
             return Suggestions([])
         shown = self._shown.get(key)
         timings = None
-        drafts = shown.follow(cursor.prefix, cursor.line_suffix) if shown else []
-        fresh = not drafts  # new drafts, not the shown ones typed through
-        if not drafts and (ahead := self._ahead.pop(key, None)) and _foresaw(ahead, cursor):
-            drafts = list(ahead.drafts)  # the user accepted the top draft: computed while idle
-            self._shown[key] = ahead
-        if not drafts:
+        ranked = shown.follow_ranked(cursor.prefix, cursor.line_suffix) if shown else []
+        fresh = not ranked  # new drafts, not the shown ones typed through
+        if not ranked and (ahead := self._ahead.pop(key, None)) and _foresaw(ahead, cursor):
+            shown = self._shown[key] = ahead  # the user accepted the top draft: computed while idle
+            ranked = list(enumerate(ahead.drafts))
+        if not ranked:
             self._place = (key, cursor, neighbours)
             drafts, timings = self._decode(key, settings, loaded, cursor, cancelled, neighbours)
-            self._shown[key] = Shown.of(cursor.prefix, cursor.line_suffix, drafts)
+            shown = self._shown[key] = Shown.of(cursor.prefix, cursor.line_suffix, drafts, offer=next(self._offers))
+            ranked = list(enumerate(drafts))
             if drafts and self.anticipate:
                 self._anticipate(key, settings, cursor, drafts[0], neighbours)
         replaced = text[line_start:end]
         self.stats.record(time.perf_counter() - started, timings)
-        edits = line_edits(drafts, cursor, line, replaced, encoding)
+        assert shown is not None
+        edits = line_edits([d for _, d in ranked], cursor, line, replaced, encoding, ranks=[r for r, _ in ranked],
+                           offer=shown.offer)
         if fresh:
             self.stats.offered(len(edits))
         return Suggestions(edits, timings)
@@ -370,9 +429,11 @@ class Session:
         if request is None:
             return [], None
         result = loaded.engine.complete(request, cancelled)
+        self.readiness.settled()
         if result.prompt:
             self.stats.prompted(result.prompt)
-        drafts = finalize((d.text for d in result.drafts), Fit(cursor, language_of(key), multiline=settings.multiline), settings.k)
+        fit = Fit(cursor, language_of(key), multiline=settings.multiline is True or starts_block(settings, cursor, key))
+        drafts = finalize((d.text for d in result.drafts), fit, settings.k)
         return drafts, result.timings
 
     def _request(
@@ -407,8 +468,12 @@ class Session:
         use (None: the document's opening window, what a request near its top uses), its context
         (snippets from `neighbours`, the other open documents, and the path) included, so that
         request finds its cache (llama.vim warms its cache so). Runs as background work: one at
-        a time, and any request or edit drops it; the chunks already run stay in the cache."""
+        a time, and any request or edit drops it; the chunks already run stay in the cache.
+        An excluded document is not warmed (its text is never read)."""
         settings = self.settings
+        if self.excluded(key):
+            return _answered(WARM_UP, None)
+        neighbours = self.readable(neighbours)
 
         def place(loaded: Loaded) -> Cursor | None:
             if line is None:
@@ -437,6 +502,7 @@ class Session:
             key, cursor, neighbours = found
             if (request := self._request(key, settings, loaded, cursor, neighbours)) is not None:
                 loaded.engine.warm(request, cancelled)
+                self.readiness.settled()
 
         return self.scheduler.submit(WARM_UP, work, background=True)
 
@@ -454,7 +520,7 @@ class Session:
         def work(cancelled: CancelCheck) -> None:
             if self._loaded is not None:
                 drafts, _ = self._decode(key, settings, self._loaded, accepted, cancelled, neighbours)
-                self._ahead[key] = Shown.of(accepted.prefix, accepted.line_suffix, drafts)
+                self._ahead[key] = Shown.of(accepted.prefix, accepted.line_suffix, drafts, offer=next(self._offers))
 
         self._ahead.pop(key, None)
         self.scheduler.submit(("ahead", key), work, tag=tag, background=True)
@@ -485,6 +551,22 @@ class Session:
     def accepted(self, rank: int | None = None) -> None:
         self.stats.accepted(rank)
 
+    def shown(self, offer: int, rank: int) -> None:
+        """The client drew a draft (`textDocument/didShowCompletion`)."""
+        self.stats.shown(offer, rank)
+
+    def partly_accepted(self, offer: int, rank: int) -> None:
+        """The client accepted part of a draft (`textDocument/didPartiallyAcceptCompletion`)."""
+        self.stats.partly_accepted(offer, rank)
+
+    def excluded(self, key: str) -> bool:
+        """The document is never completed nor read (`exclude`); said once per document in the log."""
+        return self.exclusion.excludes(key)
+
+    def readable(self, neighbours: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The other open documents whose text may go into a prompt: not the excluded ones."""
+        return [(uri, text) for uri, text in neighbours if self.exclusion.pattern_for(uri) is None]
+
     def failed(self, error: BaseException) -> None:
         """A completion failed (answered empty): counted by kind, the first of each kind shown."""
         kind = type(error).__name__
@@ -499,6 +581,7 @@ class Session:
         """What the server does, for `spd.status`: the fields, and `summary`, the same as readable lines."""
         loaded = self._loaded
         status = {
+            "state": self.readiness.current.to_dict(),
             "model": report.model_info(loaded.info, loaded.engine) if loaded else None,
             "error": self._error,
             "engine": report.engine_link(self.settings.engine, loaded.engine if loaded else None),
@@ -534,7 +617,29 @@ def decode_request(
         key, cursor, eol_count(cursor.text, cursor.offset), settings, spans=token_spans(tokenizer),
         count_tokens=lambda text: len(token_ids(tokenizer)(text)), roots=roots, neighbours=neighbours,
     )
-    return DecodeRequest(prefix, settings.decode_options(), window.ids, context, settings.prompt_format)
+    options = settings.decode_options(block=starts_block(settings, cursor, key))
+    return DecodeRequest(prefix, options, window.ids, context, settings.prompt_format)
+
+
+def starts_block(settings: Settings, cursor: Cursor, key: str) -> bool:
+    """`multiline` "auto" lets this request's drafts span lines: the cursor starts an empty block
+    (`spd_lsp.fit.blocks`) of document `key`."""
+    language = language_of(key)
+    return settings.multiline == "auto" and block_start(cursor, language, comment_marker(language)) is not None
+
+
+def indexed(settings: Settings) -> NgramSettings:
+    """The store's settings: `ngrams.exclude` and the content exclusion's own patterns (an excluded file is not read;
+    the secret-file names the indexer leaves out anyway)."""
+    extra = tuple(p for p in patterns_of(settings.exclude) if p not in settings.ngrams.exclude + SECRET_PATTERNS)
+    return replace(settings.ngrams, exclude=settings.ngrams.exclude + extra)
+
+
+def _answered(key: str, value: Any) -> Job:
+    """A job that needs no worker: its answer is known (an excluded document)."""
+    job = Job(key, lambda cancelled: value)
+    job.future.set_result(value)
+    return job
 
 
 def opening(text: str, spans: TokenSpans, budget: int) -> str:

@@ -47,6 +47,22 @@ class FakeSpdServer(LanguageServer):
         self.delay_s = 0.0  # --delay-ms: think time per request, to test cancellation
         self.drafts: list[str] | None = None  # --drafts
         self.reindent: int | None = None  # --reindent
+        self.shown: list[Any] = []  # textDocument/didShowCompletion params
+        self.partly: list[Any] = []  # textDocument/didPartiallyAcceptCompletion params
+        self.ready = False
+
+
+def plain(value: Any) -> Any:
+    """pygls hands a custom notification's params over as named tuples; as JSON values."""
+    if hasattr(value, "_asdict"):
+        return {key: plain(item) for key, item in value._asdict().items()}
+    return [plain(item) for item in value] if isinstance(value, (list, tuple)) else value
+
+
+def push_status(ls: "FakeSpdServer", state: str) -> None:
+    """The real server's `spd/didChangeStatus` (spd_lsp.session.readiness)."""
+    ls.protocol.notify("spd/didChangeStatus", {"state": state, "message": state, "kind": "Normal",
+                                              "busy": state != "ready", "model": {"name": "fake-model", "device": "cpu"}})
 
 
 server = FakeSpdServer()
@@ -62,6 +78,21 @@ def _word_start(line: str, col: int) -> int:
 @server.feature(types.INITIALIZE)
 def initialize(ls: FakeSpdServer, params: types.InitializeParams) -> None:
     ls.settings.update(params.initialization_options or {})
+
+
+@server.feature(types.INITIALIZED)
+def initialized(ls: FakeSpdServer, params: types.InitializedParams) -> None:
+    push_status(ls, "warming")
+
+
+@server.feature("textDocument/didShowCompletion")
+def did_show(ls: FakeSpdServer, params: Any) -> None:
+    ls.shown.append(plain(params))
+
+
+@server.feature("textDocument/didPartiallyAcceptCompletion")
+def did_partially_accept(ls: FakeSpdServer, params: Any) -> None:
+    ls.partly.append(plain(params))
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -87,8 +118,8 @@ def _edits(ls: FakeSpdServer, before: str, pos: types.Position) -> list[LineEdit
     drafts = ls.drafts if ls.drafts is not None else ([MULTILINE_SUFFIX] if ls.settings.get("multiline") else []) + SUFFIXES
     reindent = ls.reindent is not None and not before.strip()
     return [
-        LineEdit(pos.line, pos.character, " " * ls.reindent + draft.lstrip() if reindent else before + draft, draft)
-        for draft in drafts[: int(ls.settings.get("k", 3))]
+        LineEdit(pos.line, pos.character, " " * ls.reindent + draft.lstrip() if reindent else before + draft, draft, rank)
+        for rank, draft in enumerate(drafts[: int(ls.settings.get("k", 3))])
     ]
 
 
@@ -110,6 +141,9 @@ async def inline_completion(ls: FakeSpdServer, params: types.InlineCompletionPar
         text = edit.new_text[start:]
         command = types.Command(title="Accept", command="spd.accept", arguments=[{"draft": index, "text": text}])
         items.append(types.InlineCompletionItem(insert_text=text, range=span, command=command))
+    if not ls.ready:  # the first answer settles the (fake) warm-up
+        ls.ready = True
+        push_status(ls, "ready")
     return types.InlineCompletionList(items=items)
 
 
@@ -141,9 +175,16 @@ def status(ls: FakeSpdServer, *args: Any) -> dict[str, Any]:
         "latencyMs": {"total": {"p50": 12.0, "p95": 20.0}},
         "settings": ls.settings,
         "configChanges": ls.config_changes,
+        "state": {"state": "ready" if ls.ready else "warming", "message": "fake"},
         "acceptedArguments": ls.accepted,
     }
     return {**fields, "summary": summary(fields)}
+
+
+@server.command("fake.seen")
+def seen(ls: FakeSpdServer, *args: Any) -> dict[str, Any]:
+    """What the tests of the client's events read (kept out of spd.status: its float has a height)."""
+    return {"documents": sorted(ls.workspace.text_documents), "shownItems": ls.shown, "partlyAccepted": ls.partly}
 
 
 @server.command("spd.indexWorkspace")

@@ -221,7 +221,7 @@ def float_height(nvim: Nvim) -> int:
 def test_spd_status_shows_the_servers_summary_and_with_bang_every_field(nvim: Nvim) -> None:
     nvim.api.command("SpdStatus")
     text = nvim.wait_for(nvim.float_text, "the status window")
-    assert text == status(nvim)["summary"], "the server's own lines, as they are"
+    assert text == "Client:   on; filetype python: completed\n" + status(nvim)["summary"], "the client's line, then the server's own"
     for expected in ("Model:    fake-model on cpu, eager", "Store:    /tmp/fake: 0 files, 0 tokens",
                      "Latency:  p50 12 ms, p95 20 ms"):
         assert expected in text

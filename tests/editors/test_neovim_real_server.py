@@ -81,10 +81,14 @@ def test_spd_status_reports_the_model_and_the_acceptance(nvim: Nvim) -> None:
     nvim.input("<Esc>")
     nvim.api.command("SpdStatus")
     text = nvim.wait_for(nvim.float_text, "the status window")
+    print(text)  # docs/editors.md shows one (pytest -s)
     lines = text.splitlines()
-    assert lines[0].startswith("Model:    ") and " on cpu, " in lines[0], text
-    assert lines[1] == "Engine:   in-process (the model runs in this server)", text
-    assert "Drafts:   accepted/offered by rank: #1 1/" in text, "the draft accepted with Tab: rank 1"
+    assert lines[0] == "Client:   on; filetype python: completed", text
+    assert lines[1].startswith("Model:    ") and " on cpu, " in lines[1], text
+    assert lines[2] == "Engine:   in-process (the model runs in this server)", text
+    assert "Drafts:   accepted/shown by rank: #1 1/" in text, "the draft accepted with Tab: rank 1, drawn first"
+    assert "; offered " in text and "State:    ready" in text, text
+    assert nvim.lua("return require('spd').statusline()") == "SPD: ready"
     assert "Last:     " in text and " steps " in text and "Latency:  p50 " in text
     assert "{" not in text and "latencyMs" not in text, "readable lines, not the fields"
 
@@ -106,3 +110,21 @@ def test_omnifunc_fallback_inserts_exactly_the_servers_item(nvim: Nvim) -> None:
     assert nvim.line() == "                print(" + items[0]["word"], items
     nvim.input("<Esc>")
     nvim.api.command("SpdToggle")
+
+
+def test_multiline_auto_draws_a_block_body_after_its_header_and_accept_line_takes_it(nvim: Nvim) -> None:
+    """`multiline = 'auto'` (setup() again: the running server gets it): at the end of a header whose body
+    is still empty the draft spans lines, drawn as virtual lines; elsewhere drafts stay on their line."""
+    nvim.input("<Esc>")
+    nvim.lua("local opts = vim.deepcopy(require('spd').config); opts.multiline = 'auto'; opts.multiline_max_tokens = 32; "
+             "require('spd').setup(opts)")
+    nvim.api.command("normal! Go")
+    nvim.api.current.line = "def total_of(values):"
+    nvim.input("A")
+    ghost = nvim.wait_for(lambda: (g := nvim.ghost()).get("lines") and g, "a draft over several lines", timeout=120)
+    assert ghost["text"] == "" and ghost["lines"][0].startswith("    "), ghost  # the body, one level in
+    row = nvim.api.current.window.cursor[0]
+    nvim.input("<M-C-Right>")
+    nvim.wait_for(lambda: len(nvim.lines()) > row, "the body's first line accepted")
+    body = nvim.lines()[row]
+    assert body.startswith("    ") and body.strip() and body == ghost["lines"][0], (body, ghost)

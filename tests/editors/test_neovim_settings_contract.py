@@ -33,7 +33,8 @@ NEOVIM_OPTIONS = {
     "output_weights": "float",
     "kernels": ["amx", "compile"],
     "max_prefix_tokens": 256,
-    "multiline": True,
+    "multiline": "auto",
+    "multiline_max_tokens": 40,
     "verify": "continue",
     "engine": "tcp://127.0.0.1:7777",
     "engine_token_file": "/run/team.token",
@@ -51,6 +52,7 @@ NEOVIM_OPTIONS = {
     },
     "prompt_format": "file_sep",
     "context": {"snippets": True, "header": True, "tokens": 128, "suffixTokens": 64, "sources": ["open"]},
+    "exclude": ["*.secret", ".env*"],
 }
 
 
@@ -75,19 +77,20 @@ def test_neovim_options_become_exactly_the_server_settings(nvim: Nvim) -> None:
     assert (parsed.k, parsed.max_tokens, parsed.max_prefix_tokens, parsed.quantize) == (4, 12, 256, "int8")
     assert parsed.decode_options().verify_repair == "continue"
     assert parsed.ngrams.exclude == ("*.lock",)
+    assert (parsed.multiline, parsed.multiline_max_tokens, parsed.exclude) == ("auto", 40, ("*.secret", ".env*"))
 
 
 def test_neovim_defaults_are_valid_server_settings(nvim: Nvim) -> None:
     settings = nvim.lua("local config = require('spd.config'); return config.server_settings(config.resolve({}))")
     assert parse_settings(settings)[1] == []
-    assert settings == {"k": 3, "maxTokens": 10, "decoding": "superposed", "multiline": False}
+    assert settings == {"k": 3, "maxTokens": 10, "decoding": "superposed"}  # multiline: the server's default
 
 
 def test_vscode_contributes_one_setting_per_server_key_with_the_servers_choices() -> None:
     properties = json.loads(VSCODE_MANIFEST.read_text())["contributes"]["configuration"]["properties"]
     server = ({f"spd.{key}" for key in KEYS} | {f"spd.ngrams.{key}" for key in NGRAM_KEYS}
               | {f"spd.context.{key}" for key in CONTEXT_KEYS})
-    assert set(properties) - {"spd.serverPath"} == server
+    assert set(properties) - {"spd.serverPath", "spd.enable"} == server  # the client's own two
     choices_of = {"decoding": DECODINGS, "device": DEVICES, "dtype": DTYPES, "quantize": QUANTIZE, "outputWeights": OUTPUT_WEIGHTS, "verify": VERIFY,
                   "promptFormat": PROMPT_FORMATS}
     for key, choices in choices_of.items():

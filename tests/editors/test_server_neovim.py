@@ -78,10 +78,10 @@ def test_completion_items_insert_the_word_plus_the_draft_without_a_text_edit() -
 
     before = "    naïve = load_"
     edits = [
-        LineEdit(0, len(before), before + "rows(path, mode='r')", "rows(path, mode='r')"),
-        LineEdit(0, len(before), before + "rows(path, mode='r')\nnext", "rows(path, mode='r')\nnext"),  # same first line
-        LineEdit(0, len(before), "load_x", "x"),  # rewrites the typed text: left to the inline path
-        LineEdit(0, len(before), before + "all()", "all()"),
+        LineEdit(0, len(before), before + "rows(path, mode='r')", "rows(path, mode='r')", rank=0),
+        LineEdit(0, len(before), before + "rows(path, mode='r')\nnext", "rows(path, mode='r')\nnext", rank=1),  # same first line
+        LineEdit(0, len(before), "load_x", "x", rank=2),  # rewrites the typed text: left to the inline path
+        LineEdit(0, len(before), before + "all()", "all()", rank=3, offer=7),
     ]
     items = completion_items("file:///a.py", before, edits)
     assert [(i.insert_text, i.filter_text, i.label, i.text_edit) for i in items] == [
@@ -89,5 +89,5 @@ def test_completion_items_insert_the_word_plus_the_draft_without_a_text_edit() -
         ("load_all()", "load_all()", "load_all()", None),
     ]
     assert [i.sort_text for i in items] == ["000", "003"]
-    assert items[1].command.arguments == ["file:///a.py", 3, "all()"]
+    assert items[1].command.arguments == ["file:///a.py", 3, "all()", 7]
     assert completion_items("file:///a.py", "x = naïve", [LineEdit(0, 9, "x = naïve_ok", "_ok")])[0].insert_text == "naïve_ok"

@@ -60,6 +60,7 @@ def code(workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         "spd.device": "cpu",  # what the status item is asserted to show, on any machine
         "spd.k": K,
         "spd.maxTokens": 8,
+        "spd.multiline": "auto",  # multi-line drafts where a block starts (the last test); one line elsewhere
         "spd.ngrams.db": str(tmp_path_factory.mktemp("store")),
     }
     shutil.rmtree(ARTIFACTS, ignore_errors=True)  # this run's screenshots only
@@ -70,7 +71,9 @@ def code(workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     try:
         # Inline completions are asked for only once the client has registered its provider,
         # which it does when the server answers `initialize`: type before that and nothing asks.
-        session.wait_for(lambda: session.status_icon("SPD") == "sparkle", "the server to be running", timeout=60)
+        # From then on the item shows what the server pushes: loading the model, warming up, ready.
+        session.wait_for(lambda: re.search(r"SPD (loading|warming up)", session.status_item("SPD")) or session.status_icon("SPD") == "sparkle",
+                         "the server to be running", timeout=60)
         session.open("walk.py")
         yield session
     finally:
@@ -95,6 +98,14 @@ def cycle(code: VSCode, first: str, count: int) -> list[str]:
             return drafts
         drafts.append(shown)
     raise AssertionError(f"Alt+] did not come back to the first draft after {count} presses: {drafts}")
+
+
+def test_the_status_item_says_ready_once_the_opened_file_is_warm_with_no_latency_figure_yet(code: VSCode) -> None:
+    # Opening walk.py prefilled its prompt while idle: the server's first model call, after which it pushes
+    # "ready". No completion ran yet, so the item names the model and device, and no latency.
+    item = code.wait_for(lambda: code.status_icon("SPD") == "sparkle" and code.status_item("SPD"), "ready", timeout=150)
+    assert re.fullmatch(r"SPD SmolLM2\S* · cpu", item), item
+    code.screenshot("00-ready")
 
 
 def test_ghost_text_appears_as_you_type(code: VSCode) -> None:
@@ -130,14 +141,65 @@ def test_status_item_names_the_model_and_device(code: VSCode) -> None:
     assert re.search(r"SPD SmolLM2\S* · cpu \d+ ms", item), item
 
 
-def test_show_status_reports_the_accepted_draft(code: VSCode) -> None:
+def test_ctrl_right_accepts_a_word_and_the_server_counts_a_partial_accept(code: VSCode, workspace: Path) -> None:
+    typed = "paths.append(os.path.jo"
+    code.keys(Keys.ENTER, typed)
+    ghost = code.wait_ghost(timeout=60)
+    code.chord(Keys.CONTROL, key=Keys.ARROW_RIGHT)
+    code.wait_for(lambda: code.ghost() != ghost, "a word of the draft accepted")
+    line = saved_lines(code, workspace)[-1]
+    taken = line[line.index(typed) + len(typed):].removesuffix(")")  # the ")" VS Code auto-closed after `append(`
+    assert taken and ghost.startswith(taken) and taken != ghost, (line, ghost)
+    code.screenshot("04b-accepted-a-word")
+
+
+def test_show_status_reports_the_shown_accepted_and_partly_accepted_drafts(code: VSCode) -> None:
     code.command("SPD: Show Status")
-    # The server's summary in the SPD output channel: the model, and the draft Tab accepted
-    # (rank 2) reported by the item's `spd.accept` command.
-    text = code.wait_for(lambda: (text := code.output_text()) and "Drafts:" in text and text, "the status in the output channel", timeout=20)
+    # The server's summary in the SPD output channel: the model, the draft Tab accepted (rank 2) reported by
+    # the item's `spd.accept` command against the drafts shown (didShowCompletion: the first of each answer,
+    # and the one Alt+] lands on), and the word Ctrl+Right took (didPartiallyAcceptCompletion).
+    text = code.wait_for(lambda: (text := code.output_text()) and "State:" in text and text, "the status in the output channel", timeout=20)
     assert re.search(r"Model: +SmolLM2\S* on cpu", text), text
-    assert re.search(r"Drafts: .*#1 0/\d+.*#2 1/\d+", text, re.DOTALL), text  # a long line wraps
+    assert re.search(r"Drafts: +accepted/shown by rank: .*#1 0/\d+.*#2 1/\d+", text, re.DOTALL), text  # a long line wraps
+    assert re.search(r"#1 0/\d+ \(0%\)\s+\+1\s+partly", text), text
+    assert re.search(r"State: +ready", text), text
     code.screenshot("05-show-status")
+
+
+def test_the_status_item_menu_turns_completions_off_snoozes_them_and_turns_them_on(code: VSCode) -> None:
+    code.keys(Keys.ESCAPE)
+    code.pick("SPD", "Turn completions off")
+    code.wait_for(lambda: code.status_item("SPD") == "SPD off", "the item to say off")
+    code.open("walk.py")
+    code.chord(Keys.CONTROL, key=Keys.END)
+    code.keys(Keys.ENTER, "            paths.app")
+    code.screenshot("05b-off")
+    with pytest.raises(AssertionError):
+        code.wait_ghost(timeout=8)  # off: no request, no ghost
+    code.pick("SPD", "Snooze for 5 minutes")
+    code.wait_for(lambda: code.status_item("SPD") == "SPD snoozed 5m", "the item to say snoozed")
+    code.screenshot("05c-snoozed")
+    code.pick("SPD", "Turn completions on")
+    code.wait_for(lambda: code.status_icon("SPD") == "sparkle", "the item to be back")
+    code.open("walk.py")
+    code.chord(Keys.CONTROL, key=Keys.END)
+    code.keys("e")
+    assert code.wait_ghost(timeout=60).strip()
+
+
+def test_spd_enable_turns_a_language_off(code: VSCode, workspace: Path) -> None:
+    code.keys(Keys.ESCAPE)
+    (workspace / ".vscode").mkdir(exist_ok=True)
+    (workspace / ".vscode" / "settings.json").write_text(json.dumps({"spd.enable": {"*": True, "python": False}}))
+    code.wait_for(lambda: code.status_item("SPD") == "SPD off for python", "the item to say python is off")
+    code.open("walk.py")
+    code.chord(Keys.CONTROL, key=Keys.END)
+    code.keys("x")
+    with pytest.raises(AssertionError):
+        code.wait_ghost(timeout=8)
+    code.screenshot("05d-python-off")
+    (workspace / ".vscode" / "settings.json").write_text(json.dumps({}))
+    code.wait_for(lambda: code.status_icon("SPD") == "sparkle", "python back on")
 
 
 def test_a_changed_setting_reaches_the_server(code: VSCode, workspace: Path) -> None:
@@ -175,3 +237,21 @@ def test_restart_server_after_a_kill_brings_drafts_back(code: VSCode) -> None:
     ghost = code.wait_ghost(timeout=120)
     assert ghost.strip(), ghost
     code.screenshot("07-after-restart")
+
+
+def test_multiline_auto_offers_a_block_body_after_its_header_and_tab_inserts_it(code: VSCode, workspace: Path) -> None:
+    code.wait_for(lambda: code.status_icon("SPD") == "sparkle", "the server to be ready", timeout=150)
+    code.open("walk.py")
+    code.chord(Keys.CONTROL, key=Keys.END)
+    code.keys(Keys.ENTER, Keys.ENTER)
+    code.chord(Keys.SHIFT, key=Keys.TAB)  # out of the function body, whatever the editor indented
+    code.chord(Keys.SHIFT, key=Keys.TAB)
+    code.keys("def total_of(values):")
+    code.wait_for(lambda: len(code.ghost_lines()) >= 1, "a draft over several lines", timeout=120)
+    code.screenshot("08-multiline-auto")
+    before = len(saved_lines(code, workspace))
+    code.keys(Keys.TAB)
+    lines = code.wait_for(lambda: len(ls := saved_lines(code, workspace)) > before and ls, "the body inserted")
+    header = max(i for i, line in enumerate(lines) if line.strip() == "def total_of(values):")
+    indent = len(lines[header]) - len(lines[header].lstrip())
+    assert lines[header + 1].strip() and len(lines[header + 1]) - len(lines[header + 1].lstrip()) > indent, lines[header:]

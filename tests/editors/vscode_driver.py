@@ -141,6 +141,11 @@ class VSCode:
         parts = self._shown(".monaco-editor .ghost-text-decoration, .monaco-editor .ghost-text-decoration-preview")
         return "".join(part.text for part in parts).replace("\u00a0", " ")
 
+    def ghost_lines(self) -> list[str]:
+        """The lines of a multi-line inline suggestion drawn below the cursor's line ([] when none)."""
+        return [line.text for line in self._shown(".monaco-editor .suggest-preview-text .view-line")
+                if line.text.strip()]
+
     def wait_ghost(self, unlike: str | None = None, timeout: float = 30.0) -> str:
         """The ghost text once one is shown (and differs from `unlike`, when given)."""
         return self.wait_for(lambda: (text := self.ghost()) and text != unlike and text, "ghost text", timeout)
@@ -202,6 +207,15 @@ class VSCode:
         self.wait_for(lambda: any(title in row.text for row in self._shown(".quick-input-list .monaco-list-row")), f"{title} in the palette")
         box.send_keys(Keys.ENTER)
         self.wait_for(lambda: not self._shown(".quick-input-widget input"), "the palette to close")
+
+    def pick(self, label: str, choice: str) -> None:
+        """Clicks the status bar item whose text contains `label` and picks `choice` from its menu."""
+        self.wait_for(lambda: [i for i in self._shown(".statusbar-item") if label in i.text], f"the {label} item")[0].click()
+        box = self.wait_for(lambda: self._shown(".quick-input-widget input"), "the item's menu")[0]
+        self.wait_for(lambda: any(choice in row.text for row in self._shown(".quick-input-list .monaco-list-row")), f"{choice} in the menu")
+        box.send_keys(choice)
+        box.send_keys(Keys.ENTER)
+        self.wait_for(lambda: not self._shown(".quick-input-widget input"), "the menu to close")
 
     # -- the language server ------------------------------------------------------------
 

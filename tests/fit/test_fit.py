@@ -88,12 +88,19 @@ def test_scan_tracks_brackets_strings_and_comments() -> None:
 
 
 def test_multiline_drafts_only_at_a_line_end() -> None:
-    assert fit("        x = |", "1\n        y = 2", multiline=True) == "1\n        y = 2"
-    assert fit("        x = f(|)", "1\n        y = 2", multiline=True) == "1"
+    assert fit("        x = |", "1\n        y = 2\n", multiline=True) == "1\n        y = 2"
+    assert fit("        x = f(|)", "1\n        y = 2\n", multiline=True) == "1"
+
+
+def test_a_multiline_draft_that_ran_out_of_tokens_loses_its_last_line() -> None:
+    """Without a newline or its block's end after it, a later line may be cut short by the token budget."""
+    assert fit("        x = |", "1\n        y = compute_", multiline=True) == "1"
+    assert fit("        x = |", "1\n        y = 2\n        z = (", multiline=True) == "1\n        y = 2"
+    assert fit("        x = |", "1\n        y = 2\n    def other(self):", multiline=True) == "1\n        y = 2"  # block's end
 
 
 def test_finalize_dedups_after_cutting_and_keeps_rank_order() -> None:
-    drafts = ["a = 1\nb", "a = 1\nc", "   ", "b = 2", "c = 3", "d = 4"]
+    drafts = ["a = 1\nb\n", "a = 1\nc\n", "   ", "b = 2", "c = 3", "d = 4"]
     at_end = Cursor("", 0)
     assert finalize(drafts, Fit(at_end), 3) == ["a = 1", "b = 2", "c = 3"]
     assert finalize(drafts, Fit(at_end, multiline=True), 2) == ["a = 1\nb", "a = 1\nc"]

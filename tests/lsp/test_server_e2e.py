@@ -151,7 +151,7 @@ async def test_status_shows_model_engine_stores_last_request_and_drafts_by_rank(
     assert accepted[1] == (before["drafts"]["accepted"] + [0, 0])[1] + 1, "the rank the accept command carries"
     lines = after["summary"].splitlines()
     assert [line.split(":", 1)[0] for line in lines] == ["Model", "Engine", "Store", "Last", "Latency", "Drafts",
-                                                         "Requests"]
+                                                         "Requests", "State"]
     assert lines[0].startswith(f"Model:    {model['name']} on cpu, {model['dtype']}, ")
     assert lines[1] == "Engine:   in-process (the model runs in this server)"
     assert f"#2 {accepted[1]}/{offered[1]}" in lines[5]
@@ -226,18 +226,24 @@ async def test_saved_file_updates_the_store(client: LanguageClient, workspace: P
     new_file.write_text("def another_function_with_a_long_name():\n    return [1, 2, 3, 4, 5, 6, 7, 8]\n" * 3)
     client.text_document_did_save(lsp.DidSaveTextDocumentParams(lsp.TextDocumentIdentifier(uri=new_file.as_uri())))
     await wait_for(client, lambda s: s["stores"][0]["tokens"] > tokens)
-    reports = [r for reports in client.progress_reports.values() for r in reports]
+    [reports] = indexing_progress(client)
     assert isinstance(reports[0], lsp.WorkDoneProgressBegin) and isinstance(reports[-1], lsp.WorkDoneProgressEnd)
     started = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(command="spd.indexWorkspace"))
     assert started == {"started": True}
     await wait_for(
         client,
         lambda s: (
-            len(client.progress_reports) == 2
-            and bool(list(client.progress_reports.values())[-1])  # the token may be created before its first report
-            and isinstance(list(client.progress_reports.values())[-1][-1], lsp.WorkDoneProgressEnd)
+            len(runs := indexing_progress(client)) == 2
+            and isinstance(runs[-1][-1], lsp.WorkDoneProgressEnd)
         ),
     )
+
+
+def indexing_progress(client: LanguageClient) -> list[list[Any]]:
+    """The reports of each indexing run (not the model's load), begun ones only (a token may be created
+    before its first report)."""
+    return [reports for reports in client.progress_reports.values()
+            if reports and getattr(reports[0], "title", "").startswith("spd-lsp: indexing")]
 
 
 async def wait_for(client: LanguageClient, ready: Any, timeout: float = 20.0) -> dict[str, Any]:

@@ -8,15 +8,18 @@ from typing import Any
 
 from spd_lsp.api import Loaded
 from spd_lsp.session.compile_progress import TITLE, watch_compile
-from spd_lsp.session.session import Session
+from spd_lsp.session.session import LOADING_TITLE, Session
 from spd_lsp.settings import Settings, parse_settings
 from tests.session.test_server_session import FakeEngine
 
 
 class ProgressClient:
-    def __init__(self) -> None:
+    """Records every progress; `ended` is set when one titled `watched` ends."""
+
+    def __init__(self, watched: str = TITLE) -> None:
         self.log: list[tuple[str, str]] = []
         self.ended = threading.Event()
+        self.watched = watched
 
     def show(self, kind: str, text: str) -> None:
         self.log.append(("show", text))
@@ -31,7 +34,8 @@ class ProgressClient:
 
             def end(self, message: str) -> None:
                 client.log.append(("end", message))
-                client.ended.set()
+                if title == client.watched:
+                    client.ended.set()
 
         return Progress()
 
@@ -49,7 +53,8 @@ def test_a_loaded_model_compiling_in_the_background_shows_progress_until_compile
     deadline = time.monotonic() + 5
     while ("report", info["compileReason"]) not in client.log and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert client.log[:2] == [("begin", TITLE), ("report", "compiling in the background: 1 row, 256 positions")]
+    assert client.log[:4] == [("begin", LOADING_TITLE), ("end", "loaded fake on ? in 0.0 s"), ("begin", TITLE),
+                              ("report", "compiling in the background: 1 row, 256 positions")]
     assert not client.ended.is_set()
     info.update(compiled=True, compileState="compiled", compileReason=None, compileSeconds=73.4)  # as the compile
     # thread reports it

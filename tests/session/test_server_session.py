@@ -13,7 +13,7 @@ import pytest
 from spd_lsp.settings import Settings, parse_settings
 from spd_lsp.api import CancelCheck, Cancelled, DecodeRequest, DecodeResult, Draft, Loaded, Timings
 from spd_lsp.worker import KeyedWorker
-from spd_lsp.session.session import Selection, Session, Stats
+from spd_lsp.session.session import LOADING_TITLE, Selection, Session, Stats
 
 
 class FakeTokenizer:
@@ -63,12 +63,23 @@ class FakeEngine:
 class RecordingClient:
     def __init__(self) -> None:
         self.messages: list[tuple[str, str]] = []
+        self.progresses: list[str] = []
 
     def show(self, kind: str, text: str) -> None:
         self.messages.append((kind, text))
 
     def progress(self, title: str) -> Any:
-        raise AssertionError("no workspace folders in these tests")
+        assert title == LOADING_TITLE, "no workspace folders in these tests"
+        self.progresses.append(title)
+        return NoProgress()
+
+
+class NoProgress:
+    def report(self, message: str, percentage: int | None = None) -> None:
+        pass
+
+    def end(self, message: str) -> None:
+        pass
 
 
 def make_session(engine: FakeEngine, *, anticipate: bool = False) -> tuple[Session, RecordingClient]:
@@ -156,6 +167,7 @@ def test_a_missing_model_is_reported_once_and_answers_empty() -> None:
         assert [kind for kind, _ in client.messages] == ["error"]
         assert "/nowhere.gguf" in client.messages[0][1]
         assert session.status()["model"] is None and "nowhere" in session.status()["error"]
+        assert session.status()["state"]["state"] == "error" and "nowhere" in session.status()["state"]["message"]
     finally:
         session.close()
 

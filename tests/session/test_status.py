@@ -34,7 +34,8 @@ def test_drafts_offered_count_new_drafts_by_rank_and_accepts_count_the_reported_
         session.accepted(2)
         session.accepted(None)  # a client that does not say which
         status = session.status()
-        assert status["drafts"] == {"offered": [2, 2, 2], "accepted": [1, 0, 1]}
+        assert status["drafts"] == {"offered": [2, 2, 2], "shown": [0, 0, 0], "accepted": [1, 0, 1],
+                                    "partlyAccepted": [0, 0, 0]}
         assert status["accepted"] == 3 and status["typedThrough"] == 1
         assert "Drafts:   accepted/offered by rank: #1 1/2 (50%), #2 0/2 (0%), #3 1/2 (50%)" in status["summary"]
     finally:
@@ -105,3 +106,62 @@ def test_engine_kind_address_and_a_dead_connection() -> None:
         "Engine:   shared, unix:/run/u/spd.sock (NOT CONNECTED; 2 request(s) got no answer from it)")
     remote = engine_link("tls://gpu.example:7000", None)  # not loaded (the connection failed)
     assert remote == {"kind": "remote", "address": "tls://gpu.example:7000", "connected": None, "failures": 0}
+
+
+def test_shown_and_partly_accepted_count_each_offered_draft_once_by_its_offered_rank() -> None:
+    """`didShowCompletion` of the same draft (redrawn, typed through) counts once; a draft keeps the rank it was
+    offered at while typing drops the drafts above it."""
+    session, _ = make_session(FakeEngine(["alpha()", "beta", "altitude"]))
+    try:
+        first = session.complete("doc", TEXT, 1, 10, "utf-16").future.result(5).edits
+        assert [(e.draft, e.rank) for e in first] == [("alpha()", 0), ("beta", 1), ("altitude", 2)]
+        offer = first[0].offer
+        typed = session.complete("doc", TEXT + "alt", 1, 13, "utf-16").future.result(5).edits  # typed through
+        assert [(e.draft, e.rank, e.offer) for e in typed] == [("itude", 2, offer)]
+        session.shown(offer, 0)
+        session.shown(offer, 0)  # drawn again
+        session.shown(offer, 2)
+        session.partly_accepted(offer, 2)
+        session.partly_accepted(offer, 2)  # the next word of the same draft
+        again = session.complete("doc", TEXT + "x", 1, 11, "utf-16").future.result(5).edits  # a new offer
+        assert again[0].offer != offer
+        session.shown(again[0].offer, 0)
+        session.accepted(2)
+        status = session.status()
+        assert status["drafts"] == {"offered": [2, 2, 2], "shown": [2, 0, 1], "accepted": [0, 0, 1],
+                                    "partlyAccepted": [0, 0, 1]}
+        assert ("Drafts:   accepted/shown by rank: #1 0/2 (0%), #2 0/0, #3 1/1 (100%) +1 partly; offered 2, 2, 2"
+                in status["summary"])
+    finally:
+        session.close()
+
+
+def test_the_pushed_state_goes_loading_warming_ready_and_error_on_a_failed_load() -> None:
+    pushed: list[dict[str, Any]] = []
+    engine = FakeEngine(["alpha()"])
+    session = Session(RecordingClient(), anticipate=False, on_status=pushed.append,
+                      loader=lambda settings: Loaded(engine, {"name": "tiny", "device": "cpu"}, "cpu"))
+    try:
+        session.configure(parse_settings({"ngrams": {"enabled": False}})[0], roots=[]).future.result(5)
+        assert [p["state"] for p in pushed] == ["loading", "warming"]
+        assert pushed[1]["model"] == {"name": "tiny", "device": "cpu"} and pushed[1]["busy"] is True
+        assert session.status()["summary"].splitlines()[-1] == "State:    warming up (the first completion prefills the prompt)"
+        session.complete("doc", TEXT, 1, 10, "utf-16").future.result(5)
+        session.complete("doc", TEXT + "x", 1, 11, "utf-16").future.result(5)
+        assert [p["state"] for p in pushed] == ["loading", "warming", "ready"]  # once
+        assert pushed[-1] == {"state": "ready", "message": "ready", "kind": "Normal", "busy": False,
+                              "model": {"name": "tiny", "device": "cpu"}}
+    finally:
+        session.close()
+    pushed.clear()
+
+    def fail(settings: Any) -> Loaded:
+        raise RuntimeError("no file /x.gguf")
+
+    session = Session(RecordingClient(), loader=fail, on_status=pushed.append)
+    try:
+        session.configure(parse_settings({"ngrams": {"enabled": False}})[0], roots=[]).future.result(5)
+        assert [(p["state"], p["kind"]) for p in pushed] == [("loading", "Normal"), ("error", "Error")]
+        assert "/x.gguf" in pushed[-1]["message"]
+    finally:
+        session.close()

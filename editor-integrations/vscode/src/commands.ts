@@ -16,4 +16,28 @@ export const CLIENT_COMMANDS = {
   indexWorkspace: "spd.client.indexWorkspace",
   showStatus: "spd.client.showStatus",
   restart: "spd.client.restart",
+  toggle: "spd.client.toggle",
+  snooze: "spd.client.snooze",
+  menu: "spd.client.menu",
+  // VS Code's inline-suggestion commands, run by the extension's keys so it sees the draft shown and
+  // partly accepted (shown.ts); hidden from the palette.
+  showNext: "spd.client.showNext",
+  showPrevious: "spd.client.showPrevious",
+  acceptNextWord: "spd.client.acceptNextWord",
+  acceptNextLine: "spd.client.acceptNextLine",
+} as const;
+
+/** What the wrappers run, in VS Code's own inline-suggestion controller. */
+export const VSCODE_INLINE = {
+  showNext: "editor.action.inlineSuggest.showNext",
+  showPrevious: "editor.action.inlineSuggest.showPrevious",
+  acceptNextWord: "editor.action.inlineSuggest.acceptNextWord",
+  acceptNextLine: "editor.action.inlineSuggest.acceptNextLine",
+} as const;
+
+/** The server's notifications, as the Copilot language server names them, and its pushed status. */
+export const NOTIFICATIONS = {
+  didShow: "textDocument/didShowCompletion",
+  didPartiallyAccept: "textDocument/didPartiallyAcceptCompletion",
+  status: "spd/didChangeStatus",
 } as const;

@@ -25,7 +25,7 @@ export function indexAnswerNotice(answer: unknown): Notice {
   return { kind: "warning", text: `SPD: unexpected answer to indexing: ${JSON.stringify(answer)}` };
 }
 
-function isIndexing(title: string): boolean {
+export function isIndexing(title: string): boolean {
   return /index/i.test(title);
 }
 

@@ -38,20 +38,23 @@ export interface ServerSettings {
   fastPath?: boolean;
   outputWeights?: string;
   maxPrefixTokens?: number;
-  multiline?: boolean;
+  multiline?: boolean | "auto";
+  multilineMaxTokens?: number;
   verify?: string;
   engine?: string;
   engineTokenFile?: string;
   engineCertificate?: string;
   engineStandby?: boolean;
   promptFormat?: string;
+  exclude?: string[];
   ngrams?: NgramSettings;
   context?: ContextSettings;
 }
 
 const TOP_LEVEL = [
   "k", "maxTokens", "decoding", "temperature", "model", "device", "dtype", "quantize", "fastPath", "outputWeights", "maxPrefixTokens",
-  "multiline", "verify", "engine", "engineTokenFile", "engineCertificate", "engineStandby", "promptFormat",
+  "multiline", "multilineMaxTokens", "verify", "engine", "engineTokenFile", "engineCertificate", "engineStandby", "promptFormat",
+  "exclude",
 ] as const;
 const NGRAM_KEYS = ["enabled", "orders", "weights", "alpha", "db", "index", "exclude", "secretFilter"] as const;
 const CONTEXT_KEYS = ["snippets", "header", "tokens", "suffixTokens", "sources"] as const;

@@ -3,15 +3,31 @@
  * how `spd.status` results read in the output channel.
  */
 
+import { Control, initialControl, snoozeLeft } from "./control";
+
+/** The client's own lifecycle: starting the server, running ("ready", "indexing"), failed, stopped. */
 export type Phase = "starting" | "ready" | "indexing" | "error" | "stopped";
+
+/** What the server pushes (`spd/didChangeStatus`): loading the model, warming up, ready, error. */
+export interface ServerStatus {
+  state: string;
+  message?: string;
+  model?: ModelInfo | null;
+}
 
 export interface StatusState {
   phase: Phase;
   progress?: { title: string; message?: string; percentage?: number };
   lastLatencyMs?: number;
   error?: string;
-  /** The loaded model, from `spd.status` (the server loads it on the first request). */
+  /** The loaded model, from `spd.status` or the pushed status. */
   model?: ModelInfo;
+  server?: ServerStatus;
+  /** Answers the server gave; a server that pushes no status is settled after its first. */
+  answered?: number;
+  control: Control;
+  /** The active editor's language, and whether `spd.enable` turns it off. */
+  language?: { id: string; off: boolean };
 }
 
 export interface ModelInfo {
@@ -30,7 +46,32 @@ export type WorkDoneValue =
   | { kind: "report"; message?: string; percentage?: number }
   | { kind: "end"; message?: string };
 
-export const initialState: StatusState = { phase: "starting" };
+export const initialState: StatusState = { phase: "starting", control: initialControl };
+
+/** The pushed status; its model names the item at once. */
+export function withServer(state: StatusState, params: unknown): StatusState {
+  const pushed = params as { state?: unknown; message?: unknown; model?: { name?: unknown; device?: unknown } | null } | null;
+  if (typeof pushed?.state !== "string") {
+    return state;
+  }
+  const model = modelOf({ model: pushed.model });
+  const server: ServerStatus = { state: pushed.state, message: typeof pushed.message === "string" ? pushed.message : undefined };
+  const lastLatencyMs = pushed.state === "ready" ? state.lastLatencyMs : undefined; // no figure from a warm-up
+  return { ...state, server, model: model ?? state.model, lastLatencyMs };
+}
+
+/** Whether a request starting now measures typing latency: the server has settled (its first model call is done). */
+export function settled(state: StatusState): boolean {
+  return state.server === undefined ? (state.answered ?? 0) > 0 : state.server.state === "ready";
+}
+
+export function withControl(state: StatusState, control: Control): StatusState {
+  return { ...state, control };
+}
+
+export function withLanguage(state: StatusState, language: { id: string; off: boolean } | undefined): StatusState {
+  return { ...state, language };
+}
 
 export function applyProgress(state: StatusState, value: WorkDoneValue): StatusState {
   switch (value.kind) {
@@ -53,8 +94,9 @@ export function applyProgress(state: StatusState, value: WorkDoneValue): StatusS
   }
 }
 
-export function recordLatency(state: StatusState, ms: number): StatusState {
-  return { ...state, lastLatencyMs: ms };
+/** An answer that took `ms`; `measured`: the request started once the server had settled. */
+export function recordLatency(state: StatusState, ms: number, measured = true): StatusState {
+  return { ...state, lastLatencyMs: measured ? ms : state.lastLatencyMs, answered: (state.answered ?? 0) + 1 };
 }
 
 /** The model and device of a `spd.status` result, once the server has loaded one. */
@@ -71,7 +113,48 @@ export function withPhase(state: StatusState, phase: Phase, error?: string): Sta
   return { ...state, phase, error, progress: phase === "indexing" ? state.progress : undefined };
 }
 
-export function statusView(state: StatusState): StatusView {
+const MENU = "click for the SPD menu";
+
+export function statusView(state: StatusState, now = Date.now()): StatusView {
+  const chosen = controlView(state, now) ?? (state.phase === "ready" ? serverView(state) : undefined);
+  return chosen ?? phaseView(state);
+}
+
+/** Off, snoozed or off for this language: the user's choice shows first while the client runs. */
+function controlView(state: StatusState, now: number): StatusView | undefined {
+  if (state.phase !== "ready" && state.phase !== "indexing") {
+    return undefined;
+  }
+  if (state.control.off) {
+    return { text: "$(eye-closed) SPD off", tooltip: `SPD: completions are off (SPD: Toggle turns them on); ${MENU}` };
+  }
+  const left = snoozeLeft(state.control, now);
+  if (left !== undefined) {
+    return { text: `$(watch) SPD snoozed ${left}m`, tooltip: `SPD: completions are snoozed for ${left} more min; ${MENU}` };
+  }
+  if (state.language?.off) {
+    return { text: `$(eye-closed) SPD off for ${state.language.id}`, tooltip: `SPD: spd.enable turns ${state.language.id} off; ${MENU}` };
+  }
+  return undefined;
+}
+
+/** Loading the model, warming up, or an error, as the server pushes them (ready: the phase's view). */
+function serverView(state: StatusState): StatusView | undefined {
+  const server = state.server;
+  const detail = server?.message ? ` (${server.message})` : "";
+  switch (server?.state) {
+    case "loading":
+      return { text: "$(loading~spin) SPD loading", tooltip: `SPD: loading the model${detail}; ${MENU}` };
+    case "warming":
+      return { text: "$(flame) SPD warming up", tooltip: `SPD: warming up${detail}; ${MENU}` };
+    case "error":
+      return { text: "$(error) SPD", tooltip: `SPD: ${server.message ?? "the server reports an error"}; ${MENU}` };
+    default:
+      return undefined;
+  }
+}
+
+function phaseView(state: StatusState): StatusView {
   switch (state.phase) {
     case "starting":
       return { text: "$(loading~spin) SPD", tooltip: "SPD: starting the language server" };
@@ -90,7 +173,7 @@ export function statusView(state: StatusState): StatusView {
       const model = state.model === undefined ? "" : ` ${state.model.name} · ${state.model.device}`;
       const took = state.lastLatencyMs === undefined ? "ready" : `last completion took ${Math.round(state.lastLatencyMs)} ms`;
       const on = state.model === undefined ? "" : ` (${state.model.name} on ${state.model.device})`;
-      return { text: `$(sparkle) SPD${model}${latency}`, tooltip: `SPD: ${took}${on}` };
+      return { text: `$(sparkle) SPD${model}${latency}`, tooltip: `SPD: ${took}${on}; ${MENU}` };
     }
   }
 }

@@ -28,6 +28,11 @@ function M.cancel(client, request_id)
   call(client, 'cancel_request', request_id)
 end
 
+--- Sends a notification (didShowCompletion, didPartiallyAcceptCompletion).
+function M.notify(client, method, params)
+  return call(client, 'notify', method, params)
+end
+
 --- Runs a server command (spd.status, spd.indexWorkspace, spd.accept).
 ---@param handler fun(err: lsp.ResponseError?, result: any)?
 function M.execute(client, command, arguments, handler)
@@ -53,10 +58,6 @@ local up_since = 0 ---@type integer uv.now() when the current server was started
 function M.start_buffer(bufnr)
   local config = resolved
   if not config or not vim.api.nvim_buf_is_valid(bufnr) or vim.bo[bufnr].buftype ~= '' then
-    return
-  end
-  local filetype = vim.bo[bufnr].filetype
-  if config.filetypes and not vim.tbl_contains(config.filetypes, filetype) then
     return
   end
   config.root_dir(bufnr, function(root)
@@ -124,11 +125,19 @@ function M.start(config)
     return
   end
   M.missing = nil
+  local base_root = base_config().root_dir
   local overrides = {
     cmd = cmd,
-    filetypes = config.filetypes,
+    filetypes = vim.islist(config.filetypes or {}) and config.filetypes or nil, -- a map: decided per buffer below
+    -- A filetype that is off gets no client: its buffers never reach the server.
+    root_dir = function(bufnr, on_dir)
+      if config_mod.enabled_for(config, vim.bo[bufnr].filetype) then
+        base_root(bufnr, on_dir)
+      end
+    end,
     init_options = settings,
     settings = { spd = settings },
+    handlers = { [require('spd.state').METHOD] = require('spd.state').on_status },
     on_init = function() up_since = vim.uv.now() end,
     on_exit = on_exit,
   }

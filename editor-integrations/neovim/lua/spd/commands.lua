@@ -69,8 +69,14 @@ end
 ---@param opts { bang: boolean? }?
 function M.status(opts)
   local details = opts and opts.bang
+  local config = require('spd').config
+  local buffer_filetype = vim.bo.filetype
+  local on = config == nil or require('spd.config').enabled_for(config, buffer_filetype)
   run('spd.status', function(result)
     local lines, filetype = M.status_lines(result, details)
+    if not details then
+      lines = vim.list_extend(require('spd.state').describe(buffer_filetype, on), lines)
+    end
     local width = math.min(vim.o.columns - 4, math.max(unpack(vim.tbl_map(vim.fn.strdisplaywidth, lines))))
     vim.lsp.util.open_floating_preview(lines, filetype, {
       border = 'rounded',

@@ -4,6 +4,7 @@ local M = {}
 ---@class spd.Keymaps
 ---@field accept string|false Accept the shown draft; falls through to the key's normal meaning otherwise.
 ---@field accept_word string|false
+---@field accept_line string|false
 ---@field next string|false
 ---@field prev string|false
 ---@field dismiss string|false
@@ -11,10 +12,14 @@ local M = {}
 M.defaults = {
   -- Client side.
   cmd = nil, ---@type string[]? default: the workspace's .venv/bin/spd-lsp, else spd-lsp on PATH
-  filetypes = nil, ---@type string[]? default: every filetype
+  -- nil: every filetype; a list: only those; a map: `{ ['*'] = true, markdown = false }` (a filetype's own
+  -- entry, else '*', else on). A filetype that is off gets no client: its buffers are never sent to the server.
+  filetypes = nil, ---@type string[]|table<string, boolean>|nil
   debounce_ms = 150,
   auto_trigger = true,
-  keymaps = { accept = '<Tab>', accept_word = '<M-Right>', next = '<M-]>', prev = '<M-[>', dismiss = '<C-]>' },
+  keymaps = {
+    accept = '<Tab>', accept_word = '<M-Right>', accept_line = '<M-C-Right>', next = '<M-]>', prev = '<M-[>', dismiss = '<C-]>',
+  },
   hl_group = 'SpdGhost',
   counter_hl_group = 'NonText',
   -- Server settings (snake_case here, camelCase on the wire); nil leaves the server's default.
@@ -30,7 +35,9 @@ M.defaults = {
   output_weights = nil, ---@type 'q8'|'int8'|'float'|nil the fast path's output projection in CPU decode steps (server default: q8)
   kernels = nil, ---@type 'auto'|string[]|nil what of the fast path's kernels to leave out (server default: 'auto')
   max_prefix_tokens = nil,
-  multiline = false,
+  multiline = nil, ---@type boolean|'auto'|nil drafts over several lines: never, always, or where a block starts
+  multiline_max_tokens = nil, ---@type integer|nil tokens of a multi-line draft under 'auto'
+  exclude = nil, ---@type string[]|nil files never completed nor read (server default: the secret-file names)
   verify = nil, ---@type 'cut'|'continue'|'off'|nil
   engine = nil, ---@type 'in-process'|'auto'|string|nil an address: unix:/path, tcp://host:port, tls://host:port
   engine_token_file = nil,
@@ -43,8 +50,9 @@ M.defaults = {
 
 local CLIENT_KEYS = { 'cmd', 'filetypes', 'debounce_ms', 'auto_trigger', 'keymaps', 'hl_group', 'counter_hl_group' }
 local SERVER_KEYS = {
-  'k', 'max_tokens', 'decoding', 'temperature', 'model', 'device', 'dtype', 'quantize', 'fast_path', 'output_weights', 'kernels', 'max_prefix_tokens', 'multiline', 'verify',
-  'engine', 'engine_token_file', 'engine_certificate', 'engine_standby', 'ngrams', 'prompt_format', 'context',
+  'k', 'max_tokens', 'decoding', 'temperature', 'model', 'device', 'dtype', 'quantize', 'fast_path', 'output_weights', 'kernels', 'max_prefix_tokens', 'multiline',
+  'multiline_max_tokens', 'verify', 'engine', 'engine_token_file', 'engine_certificate', 'engine_standby', 'ngrams', 'prompt_format', 'context',
+  'exclude',
 }
 
 local function camel(key)
@@ -61,6 +69,27 @@ function M.resolve(opts)
     end
   end
   return vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts)
+end
+
+--- Whether completions are on for `filetype` (the `filetypes` option: nil, a list or a map with '*').
+---@param config table a resolved config
+---@param filetype string
+function M.enabled_for(config, filetype)
+  local filetypes = config.filetypes
+  if filetypes == nil then
+    return true
+  end
+  if vim.islist(filetypes) and (#filetypes > 0 or next(filetypes) == nil) then
+    return vim.tbl_contains(filetypes, filetype)
+  end
+  local value = filetypes[filetype]
+  if value == nil then
+    value = filetypes['*']
+  end
+  if type(value) == 'function' then
+    value = value()
+  end
+  return value == nil or value == true
 end
 
 --- The `spd` settings object the server expects, e.g. { k = 3, maxTokens = 10, ngrams = {...} }.

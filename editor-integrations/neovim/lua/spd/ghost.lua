@@ -18,6 +18,7 @@ local AUTOMATIC, INVOKED = 2, 1
 ---@field col integer range start, byte column
 ---@field tail integer bytes after the cursor (at request time) that the draft replaces
 ---@field command lsp.Command?
+---@field raw table the item as the server sent it (echoed in didShowCompletion / didPartiallyAcceptCompletion)
 
 local config ---@type table
 local enabled = true
@@ -29,6 +30,7 @@ local state = {
   requested = nil, ---@type string? where the last request was made: "changedtick:row:col"
   seen = nil, ---@type { tick: integer, row: integer, col: integer }? buffer and cursor at the last event
   seq = 0,
+  drawn = nil, ---@type spd.GhostItem? the item last reported as shown
 }
 local timer = assert(vim.uv.new_timer())
 
@@ -83,12 +85,25 @@ local function hide()
   end
 end
 
+--- Tells the server the draft on screen (Copilot's `textDocument/didShowCompletion`), once per item.
+local function report_shown(item)
+  if item == state.drawn then
+    return
+  end
+  state.drawn = item
+  local client = client_mod.get(state.bufnr)
+  if client then
+    client_mod.notify(client, 'textDocument/didShowCompletion', { item = item.raw })
+  end
+end
+
 local function render()
   hide()
   local drafts, index = visible()
   if #drafts == 0 then
     return
   end
+  report_shown(drafts[index].item)
   local lines = vim.split(drafts[index].ghost, '\n', { plain = true })
   local row, col = cursor()
   local virt_lines = {}
@@ -147,6 +162,7 @@ local function to_items(result, line, row, col, encoding)
         col = range and byte_col(line, range.start.character, encoding) or col,
         tail = math.max(0, end_col - col),
         command = item.command,
+        raw = item,
       }
     end
   end
@@ -200,7 +216,7 @@ function M.clear()
   timer:stop()
   cancel_pending()
   hide()
-  state.items, state.selected, state.requested = {}, nil, nil
+  state.items, state.selected, state.requested, state.drawn = {}, nil, nil, nil
 end
 
 --- Grey whatever the terminal: explicit gui and cterm colours (Comment has no cterm
@@ -239,18 +255,48 @@ function M.accept()
   return true
 end
 
---- Inserts the next word of the shown draft and keeps showing the rest.
----@return boolean handled
-function M.accept_word()
+--- Tells the server how much of `item` is in the buffer now (Copilot's `didPartiallyAcceptCompletion`:
+--- UTF-16 units from the start of its insertText to the cursor).
+local function report_partial(item)
+  local client = client_mod.get(state.bufnr)
+  local accepted = text.typed_since(state.bufnr, item.row, item.col)
+  if client and accepted then
+    client_mod.notify(client, 'textDocument/didPartiallyAcceptCompletion',
+      { item = item.raw, acceptedLength = text.utf16_length(accepted) })
+  end
+end
+
+--- Inserts `part` of the shown draft (its next word or line) and keeps showing the rest; all of it
+--- is a whole accept.
+local function accept_part(part)
   local draft = M.current()
   if not draft then
     return false
   end
+  local piece = part(draft.text)
+  if piece == draft.text then
+    return M.accept()
+  end
   local row, col = cursor()
   state.selected = draft.item
-  text.replace(state.bufnr, row, col, row, col, text.first_word(draft.text))
+  text.replace(state.bufnr, row, col, row, col, piece)
+  cancel_pending()
+  state.requested = here() -- the rest of this draft is the answer here: no new request for it
+  report_partial(draft.item)
   render()
   return true
+end
+
+--- Inserts the next word of the shown draft and keeps showing the rest.
+---@return boolean handled
+function M.accept_word()
+  return accept_part(text.first_word)
+end
+
+--- Inserts the shown draft up to its next line break (and the break) and keeps showing the rest.
+---@return boolean handled
+function M.accept_line()
+  return accept_part(text.first_line)
 end
 
 --- Shows the next (delta = 1) or previous (-1) draft; asks for drafts when none is shown.

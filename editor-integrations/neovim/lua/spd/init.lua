@@ -3,11 +3,12 @@
 --- require('spd').setup({ k = 3, keymaps = { accept = '<Tab>' } })
 local client_mod = require('spd.client')
 local commands = require('spd.commands')
+local state = require('spd.state')
 
 local M = {}
 
 local ui ---@type table? spd.native (Neovim >= 0.12) or spd.ghost
-local enabled = true
+local mapped = false ---@type boolean whether our keys are mapped now
 local fallbacks = {} ---@type table<string, table> mappings our keys shadow
 local keys = {} ---@type { lhs: string, action: fun(): boolean, desc: string }[] our insert-mode keys
 
@@ -59,19 +60,25 @@ end
 ---@param opts table? see spd.config.defaults
 function M.setup(opts)
   local config = require('spd.config').resolve(opts)
+  M.config = config
   ui = require('spd.native').available() and require('spd.native') or require('spd.ghost')
   if ui.setup then
     ui.setup(config)
   end
   local lhs = config.keymaps
+  if mapped then
+    vim.tbl_map(unmap, keys) -- a second setup() may change them
+  end
   keys = vim.tbl_filter(function(key) return key.lhs end, {
     { lhs = lhs.accept, action = M.accept, desc = 'accept the draft' },
     { lhs = lhs.accept_word, action = M.accept_word, desc = 'accept the next word of the draft' },
+    { lhs = lhs.accept_line, action = M.accept_line, desc = 'accept the next line of the draft' },
     { lhs = lhs.next, action = M.next, desc = 'next draft' },
     { lhs = lhs.prev, action = M.prev, desc = 'previous draft' },
     { lhs = lhs.dismiss, action = M.dismiss, desc = 'dismiss the draft' },
   })
-  vim.tbl_map(enabled and map or unmap, keys)
+  mapped = false
+  M.refresh()
 
   local group = vim.api.nvim_create_augroup('spd', {})
   vim.api.nvim_create_autocmd('LspAttach', {
@@ -100,6 +107,10 @@ function M.accept_word()
   return ui ~= nil and ui.accept_word()
 end
 
+function M.accept_line()
+  return ui ~= nil and ui.accept_line()
+end
+
 function M.next()
   return ui ~= nil and ui.cycle(1)
 end
@@ -112,15 +123,39 @@ function M.dismiss()
   return ui ~= nil and ui.dismiss()
 end
 
+--- Draws and maps as the state says: on, or off / snoozed (no drafts, the keys are the user's again).
+function M.refresh()
+  local active = state.active()
+  if ui then
+    ui.set_enabled(active)
+  end
+  if active ~= mapped then
+    vim.tbl_map(active and map or unmap, keys)
+    mapped = active
+  end
+end
+
+state.subscribe(M.refresh)
+
 function M.toggle()
   if not ui then
     return vim.notify('spd: call require("spd").setup() first', vim.log.levels.WARN)
   end
-  enabled = not enabled
-  ui.set_enabled(enabled)
-  vim.tbl_map(enabled and map or unmap, keys)
-  vim.notify('SPD inline completions ' .. (enabled and 'on' or 'off'))
+  local on = not state.active()
+  state.set_enabled(on)
+  vim.notify('SPD inline completions ' .. (on and 'on' or 'off'))
 end
+
+--- No drafts for `minutes` (default 15); 0 ends a snooze.
+---@param minutes number?
+function M.snooze(minutes)
+  minutes = minutes or 15
+  state.snooze(minutes)
+  vim.notify(minutes > 0 and ('SPD inline completions snoozed for %s min'):format(minutes) or 'SPD inline completions on')
+end
+
+--- For a statusline: `SPD: off`, `SPD: snoozed 14m`, `SPD: loading the model`, `SPD: warming up`, `SPD: ready`, `SPD: error`.
+M.statusline = state.statusline
 
 M.status = commands.status
 M.index = commands.index

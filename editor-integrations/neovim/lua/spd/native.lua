@@ -32,8 +32,8 @@ function M.accept()
   return ic.get()
 end
 
----@return boolean handled
-function M.accept_word()
+--- Accepts `part` of the candidate (its next word or line) instead of all of it.
+local function accept_part(part)
   return ic.get({
     on_accept = function(item)
       local bufnr = api.nvim_get_current_buf()
@@ -42,10 +42,20 @@ function M.accept_word()
       local rest = type(item.insert_text) == 'string' and typed and text.remainder(item.insert_text, typed)
       if rest then
         local pos = api.nvim_win_get_cursor(0)
-        text.replace(bufnr, pos[1] - 1, pos[2], pos[1] - 1, pos[2], text.first_word(rest))
+        text.replace(bufnr, pos[1] - 1, pos[2], pos[1] - 1, pos[2], part(rest))
       end
     end,
   })
+end
+
+---@return boolean handled
+function M.accept_word()
+  return accept_part(text.first_word)
+end
+
+---@return boolean handled
+function M.accept_line()
+  return accept_part(text.first_line)
 end
 
 ---@return boolean handled

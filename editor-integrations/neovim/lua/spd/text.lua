@@ -23,6 +23,25 @@ function M.first_word(remainder)
   return remainder:match('^[^%w_]*[%w_]*')
 end
 
+--- A remainder up to and with its first line break (all of it when it has none). A remainder
+--- that starts with the break (a draft after a block's header) takes the line after it too.
+---@param remainder string
+function M.first_line(remainder)
+  local from = remainder:sub(1, 1) == '\n' and 2 or 1
+  local stop = remainder:find('\n', from, true)
+  return stop and remainder:sub(1, stop) or remainder
+end
+
+--- Length of `s` in UTF-16 code units (LSP's default position unit).
+---@param s string
+function M.utf16_length(s)
+  if vim.fn.has('nvim-0.11') == 1 then
+    return vim.str_utfindex(s, 'utf-16')
+  end
+  local _, utf16 = vim.str_utfindex(s)
+  return utf16
+end
+
 --- Replaces the (0-based, end-exclusive) span with `text` and puts the cursor after it.
 ---@param text string
 function M.replace(bufnr, row, col, end_row, end_col, text)

@@ -50,9 +50,9 @@ function statusText(): string {
   return stub.statusItems[0]?.text ?? "";
 }
 
-async function waitFor(what: string, predicate: () => boolean, timeoutMs = WAIT_MS): Promise<void> {
+async function waitFor(what: string, predicate: () => boolean | Promise<boolean>, timeoutMs = WAIT_MS): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
+  while (!(await predicate())) {
     if (Date.now() > deadline) {
       throw new Error(`timed out waiting for ${what}; status bar: ${statusText()}`);
     }
@@ -60,7 +60,9 @@ async function waitFor(what: string, predicate: () => boolean, timeoutMs = WAIT_
   }
 }
 
-const running = () => statusText() === "$(sparkle) SPD";
+// The client runs once the server answered `initialize`; the fake server then pushes "warming" (the real one:
+// "loading" first), and "ready" after its first answer.
+const running = () => /^\$\((sparkle|flame)\) SPD/.test(statusText());
 const failed = () => statusText() === "$(error) SPD";
 
 function errorsNaming(text: string): number {
@@ -156,6 +158,59 @@ describe("server lifecycle with the real LanguageClient", { skip: !fs.existsSync
     assert.ok(!texts.some((text) => /index updated/i.test(text)), texts.join(" | "));
     assert.ok(texts.some((text) => /indexing started/.test(text)), texts.join(" | "));
     assert.ok(texts.some((text) => /Indexing workspace finished: 3 files, 120 tokens/.test(text)), texts.join(" | "));
+  });
+
+  test("drafts are asked only where wanted; the drawn draft and the pushed status reach the server and the item", { timeout: WAIT_MS * 2 }, async () => {
+    await waitFor("the server to run", running);
+    const file = path.join(workspace, "events.py");
+    fs.writeFileSync(file, "x = foo\n");
+    const document = { uri: stub.Uri.file(file), languageId: "python", version: 1, getText: () => "x = foo\n" };
+    const ask = async () => {
+      const provider = stub.inlineProviders.at(-1)!;
+      const token = new stub.CancellationTokenSource().token;
+      const answer = (await provider.provideInlineCompletionItems(document, new stub.Position(0, 7), { triggerKind: 1 }, token)) as
+        { items: { insertText: string }[] } | { insertText: string }[] | null;
+      return answer === null ? null : Array.isArray(answer) ? answer : answer.items;
+    };
+    const serverRequests = async () => ((await stub.runCommand("spd.status")) as { requests: number }).requests;
+    const seen = async () => (await stub.runCommand("fake.seen")) as { shownItems: { item: { insertText: string } }[] };
+    assert.equal(stub.statusItems[0].command, CLIENT_COMMANDS.menu, "a click opens the menu");
+
+    assert.equal(statusText(), "$(flame) SPD warming up");
+    const first = await ask();
+    assert.equal(first?.length, 3);
+    await waitFor("the server's ready", () => statusText().startsWith("$(sparkle) SPD"));
+    assert.doesNotMatch(statusText(), / ms$/, "no latency figure from a request made while warming up");
+    await ask();
+    await waitFor("a latency figure", () => / \d+ ms$/.test(statusText()));
+    await waitFor("the drawn drafts reported", async () => (await seen()).shownItems.length >= 2);
+
+    // Off, snoozed, or the language off: no request reaches the server.
+    const asked = await serverRequests();
+    await stub.runCommand(CLIENT_COMMANDS.toggle);
+    assert.equal(statusText(), "$(eye-closed) SPD off");
+    assert.equal(await ask(), null);
+    await stub.runCommand(CLIENT_COMMANDS.toggle);
+    stub.quickPickAnswers.push((items) => items[0]); // SPD: Snooze from the palette: 5 minutes
+    await stub.runCommand(CLIENT_COMMANDS.snooze);
+    assert.equal(statusText(), "$(watch) SPD snoozed 5m");
+    assert.equal(await ask(), null);
+    stub.quickPickAnswers.push((items) => (items as { label: string }[]).find((item) => /Turn completions on/.test(item.label)));
+    await stub.runCommand(CLIENT_COMMANDS.menu); // the status item's menu ends it
+    assert.ok(statusText().startsWith("$(sparkle) SPD"), statusText());
+    stub.setConfiguration({ "spd.enable": { "*": true, python: false } });
+    assert.equal(await ask(), null);
+    stub.setConfiguration({ "spd.enable": undefined });
+    assert.equal(await serverRequests(), asked, "nothing was asked while off");
+    assert.equal((await ask())?.length, 3);
+
+    // Alt+] runs VS Code's own next-draft command, and reports the draft it lands on.
+    const shownBefore = (await seen()).shownItems.length;
+    await stub.runCommand(CLIENT_COMMANDS.showNext);
+    assert.ok(stub.builtinCommands.includes("editor.action.inlineSuggest.showNext"));
+    await waitFor("the cycled draft reported", async () => (await seen()).shownItems.length > shownBefore);
+    const shown = (await seen()).shownItems;
+    assert.equal(shown[shown.length - 1].item.insertText, "foo_beta(y, z)");
   });
 
   test("SPD: Restart Server works from stopped", { timeout: WAIT_MS * 2 }, async () => {

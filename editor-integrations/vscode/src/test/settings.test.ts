@@ -22,7 +22,6 @@ test("manifest defaults become the server's defaults, unset values left out", ()
     quantize: "none",
     fastPath: true,
     outputWeights: "q8",
-    multiline: false,
     verify: "cut",
     engine: "in-process",
     engineStandby: true,
@@ -35,9 +34,9 @@ test("manifest defaults become the server's defaults, unset values left out", ()
 test("every key of the server contract is a contributed setting and is forwarded", () => {
   const overrides: Record<string, unknown> = {
     k: 5, maxTokens: 16, decoding: "beam", temperature: 0.7, model: "/models/x.gguf", device: "cpu",
-    dtype: "float32", quantize: "int8", fastPath: false, outputWeights: "float", maxPrefixTokens: 512, multiline: true, verify: "continue",
-    engine: "tcp://127.0.0.1:7000", engineTokenFile: "/tmp/token", engineCertificate: "/tmp/cert.pem", engineStandby: false,
-    "ngrams.enabled": false, "ngrams.orders": [2, 3], "ngrams.weights": { "2": 0.5, "3": 0.5 },
+    dtype: "float32", quantize: "int8", fastPath: false, outputWeights: "float", maxPrefixTokens: 512, multiline: "auto", multilineMaxTokens: 40,
+    verify: "continue", engine: "tcp://127.0.0.1:7000", engineTokenFile: "/tmp/token", engineCertificate: "/tmp/cert.pem", engineStandby: false,
+    exclude: [".env*"], "ngrams.enabled": false, "ngrams.orders": [2, 3], "ngrams.weights": { "2": 0.5, "3": 0.5 },
     "ngrams.alpha": 0.3, "ngrams.db": "/tmp/db", "ngrams.index": false, "ngrams.exclude": ["*.min.js"],
     "ngrams.secretFilter": false, promptFormat: "qwen", "context.snippets": true, "context.header": true, "context.tokens": 64,
     "context.suffixTokens": 32, "context.sources": ["open"],
@@ -47,9 +46,9 @@ test("every key of the server contract is a contributed setting and is forwarded
   }
   assert.deepEqual(toServerSettings(getter(overrides)), {
     k: 5, maxTokens: 16, decoding: "beam", temperature: 0.7, model: "/models/x.gguf", device: "cpu",
-    dtype: "float32", quantize: "int8", fastPath: false, outputWeights: "float", maxPrefixTokens: 512, multiline: true, verify: "continue",
-    engine: "tcp://127.0.0.1:7000", engineTokenFile: "/tmp/token", engineCertificate: "/tmp/cert.pem", engineStandby: false,
-    promptFormat: "qwen",
+    dtype: "float32", quantize: "int8", fastPath: false, outputWeights: "float", maxPrefixTokens: 512, multiline: "auto", multilineMaxTokens: 40,
+    verify: "continue", engine: "tcp://127.0.0.1:7000", engineTokenFile: "/tmp/token", engineCertificate: "/tmp/cert.pem", engineStandby: false,
+    promptFormat: "qwen", exclude: [".env*"],
     ngrams: { enabled: false, orders: [2, 3], weights: { "2": 0.5, "3": 0.5 }, alpha: 0.3, db: "/tmp/db", index: false, exclude: ["*.min.js"],
       secretFilter: false },
     context: { snippets: true, header: true, tokens: 64, suffixTokens: 32, sources: ["open"] },
@@ -57,8 +56,8 @@ test("every key of the server contract is a contributed setting and is forwarded
 });
 
 test("client-only settings are never sent to the server", () => {
-  const settings = toServerSettings(getter({ serverPath: "/usr/bin/spd-lsp" }));
-  assert.ok(!("serverPath" in settings));
+  const settings = toServerSettings(getter({ serverPath: "/usr/bin/spd-lsp", enable: { "*": false } }));
+  assert.ok(!("serverPath" in settings) && !("enable" in settings));
 });
 
 test("didChangeConfiguration nests the settings under spd", () => {

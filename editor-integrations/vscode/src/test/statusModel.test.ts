@@ -7,7 +7,7 @@ test("the status item names the loaded model and its device", () => {
   assert.deepEqual(model, { name: "SmolLM2-135M-Instruct", device: "cpu" });
   const state = recordLatency(withModel(withPhase(initialState, "ready"), model), 812);
   assert.equal(statusView(state).text, "$(sparkle) SPD SmolLM2-135M-Instruct · cpu 812 ms");
-  assert.equal(statusView(state).tooltip, "SPD: last completion took 812 ms (SmolLM2-135M-Instruct on cpu)");
+  assert.equal(statusView(state).tooltip, "SPD: last completion took 812 ms (SmolLM2-135M-Instruct on cpu); click for the SPD menu");
 });
 
 test("before the model is loaded, or from an unexpected status, the item names none", () => {

@@ -284,7 +284,14 @@ function outputChannel(name: string) {
 }
 
 export const outputs: ReturnType<typeof outputChannel>[] = [];
-export const statusItems: { text: string; tooltip: string }[] = [];
+export const statusItems: { text: string; tooltip: string; command?: string }[] = [];
+/** The inline completion providers registered (vscode-languageclient's, with the extension's middleware). */
+export const inlineProviders: { provideInlineCompletionItems(...args: unknown[]): Promise<unknown> }[] = [];
+/** What `window.showQuickPick` was offered, and the answer a test has queued (else dismissed). */
+export const quickPicks: { items: unknown[] }[] = [];
+export const quickPickAnswers: ((items: unknown[]) => unknown)[] = [];
+/** Commands run through `commands.executeCommand` that nobody registered (VS Code's own). */
+export const builtinCommands: string[] = [];
 
 const vscode = {
   version: "1.91.0",
@@ -319,7 +326,11 @@ const vscode = {
       return new Disposable(() => commandTable.delete(id));
     },
     async executeCommand(command: string, ...args: unknown[]): Promise<unknown> {
-      return commandTable.get(command)?.(...args);
+      const handler = commandTable.get(command);
+      if (handler === undefined) {
+        builtinCommands.push(command);
+      }
+      return handler?.(...args);
     },
   }),
   window: namespace("window", {
@@ -330,6 +341,10 @@ const vscode = {
     showWarningMessage: message("warning"),
     showErrorMessage: message("error"),
     showTextDocument: async () => undefined,
+    async showQuickPick(items: unknown[]): Promise<unknown> {
+      quickPicks.push({ items });
+      return quickPickAnswers.shift()?.(items);
+    },
     createOutputChannel(name: string) {
       const channel = outputChannel(name);
       outputs.push(channel);
@@ -372,7 +387,10 @@ const vscode = {
   languages: namespace("languages", {
     match: () => 0,
     createDiagnosticCollection: () => ({ set: () => undefined, delete: () => undefined, clear: () => undefined, dispose: () => undefined }),
-    registerInlineCompletionItemProvider: () => new Disposable(() => undefined),
+    registerInlineCompletionItemProvider: (_selector: unknown, provider: (typeof inlineProviders)[number]) => {
+      inlineProviders.push(provider);
+      return new Disposable(() => inlineProviders.splice(inlineProviders.indexOf(provider), 1));
+    },
     registerCompletionItemProvider: () => new Disposable(() => undefined),
   }),
 };
