@@ -138,7 +138,8 @@ def build_gguf(model: Any, *, compile: bool = True, left_out: tuple[str, ...] = 
     facts = ModelFacts(family=lm.arch.family, head_dim=lm.arch.head_dim,
                        layouts={role: layout(role) for role in ("qkv", "out", "gate_up", "down")}, head=layout("head"),
                        blocks_exact=True, biases_outside_qkv=any(b.out.bias is not None for b in lm.blocks),
-                       from_blocks=True)
+                       from_blocks=True, float_copy_bytes=sum(2 * p.prefill.out_features * p.prefill.in_features
+                                                              for p in lm.projections()[:-1]))
     target = Target(lm.device.type, str(lm.dtype).removeprefix("torch."),
                     kernel_library.profile() if lm.device.type == "cpu" else None, onednn_bf16=onednn.bf16_available())
     return FastBackend(lm, plan=resolve(facts, target, left_out=left_out, compile=compile))

@@ -85,6 +85,11 @@ def held_blocks(linear: Linear) -> Blocks | list | None:
 def on_blocks(held: Blocks | list, choice: Choice, *, bf16_dot: bool) -> Linear:
     """The `Linear` computing `held` (blocks, or a `Joined` projection's parts) as `choice` says: the tuned AVX-512
     BF16 kernels where they take the layout, the portable ones otherwise."""
+    if choice.kernel == "onednn":  # a bf16 copy (a small model's trees and prefill: `plan.FLOAT_COPY_MAX`)
+        parts = held if isinstance(held, list) else [held]
+        copy = PackedDense(torch.cat([part.dequantised().to(torch.bfloat16) for part in parts]))
+        copy.layout = choice.layout
+        return copy
     if isinstance(held, list):
         return Joined([on_blocks(part, choice, bf16_dot=bf16_dot) for part in held])
     tuned_q8 = held.kind == "q8" and held.group == 32 and len(held.parts) == 2
@@ -163,7 +168,9 @@ class FastBackend:
                      for role, projection in zip(("qkv", "out", "gate_up", "down", "head"),
                                                  (*lm.projections()[:4], lm.output))},
             weightMegabytes={tier: round(lm.weight_bytes(tier) / 1e6, 1) for tier in ("decode", "batch", "prefill")},
-            floatCopyMegabytes=round(float_copy_bytes() / 1e6, 1),
+            floatCopyMegabytes=round((float_copy_bytes() + sum(
+                linear.nbytes() for p in lm.projections() for linear in set(p.linears()) if isinstance(linear, PackedDense)
+            )) / 1e6, 1),
             residentWeightMegabytes=round(lm.resident_bytes() / 1e6, 1))
 
     def start(self) -> None:

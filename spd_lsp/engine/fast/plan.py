@@ -37,6 +37,11 @@ TUNED_LAYOUTS = frozenset({"q4_0", "q4_1", "q8_0", "q5_0", "iq4_nl"})
 # Those AMX's tiles take (`amx.cpp`: Q4_1-like rows, Q8_0 blocks).
 AMX_LAYOUTS = frozenset({"q4_0", "q4_1", "q8_0"})
 FLOAT_LAYOUTS = frozenset({"f32", "f16", "bf16", "float"})
+# A model of blocks keeps a bf16 copy of its layers' projections for trees and prefill (oneDNN-blocked, on a CPU without
+# AMX) where the copy is at most this big: on the bundled model (a 212 MB copy) its 121 projections at 25 rows (a
+# verification tree) took 22 ms against 53 ms dequantised a tile at a time, at 512 rows 394 against 533 ms (1 thread,
+# docs/performance-step.md); a 1.7B model's copy (3.2 GB) would not fit beside it, so those dequantise.
+FLOAT_COPY_MAX = 300_000_000
 ROLES = ("qkv", "out", "gate_up", "down", "head")
 # Rows x tokens of a decode-tier forward on the matvec kernels (docs/performance-step.md: one row's step 19 ms int4
 # against 41 ms bf16, 8 rows 44 against 53; a 96-token prefill chunk 3.0 s int4 against 0.35 s bf16).
@@ -71,6 +76,7 @@ class ModelFacts:
     # The model holds the GGUF's blocks and no float copy (`gguf_model.py`): `layouts` are the file's types ("q4_k",
     # "q4_k+q6_k" where layers or parts differ, "f32" ...), and every tier computes from them.
     from_blocks: bool = False
+    float_copy_bytes: int = 0  # a model of blocks: what a bf16 copy of its layers' projections would hold
 
 
 @dataclass(frozen=True)
@@ -221,8 +227,11 @@ def resolve_facts(facts: ModelFacts, target: Target, *, left_out: tuple[str, ...
     aten = Choice("int4 (ATen-packed)", "tinygemm" if target.device == "cuda" else "aten")
 
     if facts.from_blocks:
-        roles = _roles_from_blocks(facts, target, usable=usable, bf16_dot=cpu is not None and cpu.bf16_dot,
-                                   plain=plain)
+        copy = packed and facts.float_copy_bytes <= FLOAT_COPY_MAX
+        if packed and not copy:
+            why["packed-weights"] = (f"a bf16 copy of the blocks would hold {facts.float_copy_bytes / 1e6:,.0f} MB "
+                                     f"(kept up to {FLOAT_COPY_MAX / 1e6:,.0f} MB)")
+        roles = _roles_from_blocks(facts, target, usable=usable, copy=copy, plain=plain)
     else:
         roles = _roles_of_module(facts, target, matvec=matvec, amx=amx, amx_projections=amx_projections,
                                  dense=dense, plain=plain, aten=aten)
@@ -280,11 +289,12 @@ def _roles_of_module(facts: ModelFacts, target: Target, *, matvec: bool, amx: bo
     return roles
 
 
-def _roles_from_blocks(facts: ModelFacts, target: Target, *, usable: Any, bf16_dot: bool, plain: Choice
+def _roles_from_blocks(facts: ModelFacts, target: Target, *, usable: Any, copy: bool, plain: Choice
                        ) -> list[RolePlan]:
-    """A model of the GGUF's blocks (no float copy): decode on the matvec kernels (the tuned ones where the layout and
-    CPU take them), trees and prefill on AMX's tiles (Q4_0/Q4_1/Q8_0 on a CPU with AMX) or dequantised a tile at a
-    time into a matmul; torch's ops on slices of the blocks where our library is not loaded."""
+    """A model of the GGUF's blocks: decode on the matvec kernels (the tuned ones where the layout and CPU take them),
+    trees and prefill on AMX's tiles (Q4_0/Q4_1/Q8_0 on a CPU with AMX), on a bf16 copy in oneDNN's layout where
+    `copy` (a small model on a CPU without AMX: `FLOAT_COPY_MAX`), else dequantised a tile at a time into a matmul;
+    torch's ops on slices of the blocks where our library is not loaded."""
     library = usable("matvec")
     tiles = usable("tiles")
     amx = usable("amx", (target.dtype == "bfloat16", "the kernels run bf16"),
@@ -296,9 +306,10 @@ def _roles_from_blocks(facts: ModelFacts, target: Target, *, usable: Any, bf16_d
             roles.append(RolePlan(role, plain, plain, plain))
             continue
         decode = Choice(layout, "matvec") if library else Choice(layout, "torch")
-        if amx and layout in AMX_LAYOUTS:
-            batch = Choice(layout, "amx")
-        else:
-            batch = Choice(layout, "tiles") if tiles else Choice(layout, "torch")
-        roles.append(RolePlan(role, decode, batch, Choice(layout, "tiles") if tiles else Choice(layout, "torch")))
+        wide = Choice(f"{layout} (bf16 copy)", "onednn") if copy else Choice(layout, "tiles") if tiles else \
+            Choice(layout, "torch")
+        if role == "head":  # the head's trees run few rows of a wide matrix: a copy of it would cost more than it saves
+            wide = Choice(layout, "tiles") if tiles else Choice(layout, "torch")
+        batch = Choice(layout, "amx") if amx and layout in AMX_LAYOUTS else wide
+        roles.append(RolePlan(role, decode, batch, wide))
     return roles
