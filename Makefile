@@ -11,8 +11,9 @@ demo: setup
 test: setup
 	$(VENV)/python -m pip install -q -e ".[ray]"  # the optional extra's tests run too
 	$(VENV)/lint-imports  # the layers and forbidden imports of pyproject.toml [tool.importlinter]
+	bash scripts/install-arm64-cross.sh  # the kernels compiled for arm64 (tests/engine/test_portable_builds.py)
 	bash scripts/test-vscode.sh  # first: it packages the .vsix that tests/editors/test_vscode_e2e.py installs
-	SPD_REQUIRE_VSCODE_E2E=1 $(VENV)/python -m pytest -q -p no:cacheprovider
+	SPD_REQUIRE_VSCODE_E2E=1 SPD_REQUIRE_ARM64_CROSS=1 $(VENV)/python -m pytest -q -p no:cacheprovider
 
 bench: setup
 	$(VENV)/python bench/bench_decoding.py

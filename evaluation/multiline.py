@@ -2,7 +2,7 @@
 
 At held-out positions (`evaluation.edits`: a block's header or empty body, a line's start or middle,
 with the code the user writes there removed), a typist writes the real code through the server's
-own session (`spd_lsp.session.Session`: type-through, the prompt window, fitting; the bundled model in
+own session (`spd_lsp.session.session.Session`: type-through, the prompt window, fitting; the bundled model in
 process, n-grams off, the shipped decoding). At each request it takes what saves the most
 keystrokes of a draft the real code starts with: all of it (Tab), its first line (accept line) or its
 next words (one accept-word each), a draft below the first after one `Alt+]` per rank; else it types

@@ -350,7 +350,7 @@ def test_the_allow_list_holds_nothing_the_repository_has_or_nobody_names() -> No
 
 @pytest.mark.parametrize("reference, exists", [
     ("spd_lsp/engine/loading.py", True), ("decoding/verify.py", True), ("engine.md#the-local-engine-spd_lspenginelocalpy", True),
-    ("tests/remote/test_*.py", True), ("engine/fast/step.py", False), ("SPD_SPEC.md", False), ("config.py", False),
+    ("tests/remote/test_*.py", True), ("engine/fast/step.py", False), ("SPD_SPEC.md", False), ("model_config.py", False),
     ("performance.md#cold-start", True), ("performance.md#what-a-typist-waits-for", False),
     ("docs/readme/quality.md", False), ("evaluation/results/", True), ("docs/study/", False),
 ])

@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 import logging
 import os
+import platform
 import shutil
 import tempfile
 import time
@@ -204,7 +205,12 @@ BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
 
 
 def cpu_has_bf16(flags: frozenset[str] | None = None) -> bool:
-    """Native bf16 arithmetic on this CPU (torch's CPU kernels use it where the flags say so)."""
+    """Native bf16 arithmetic on this CPU (torch's CPU kernels use it where the flags say so), at the vector ISA torch
+    runs here (ATEN_CPU_CAPABILITY=avx2 on an AVX-512 BF16 CPU runs as an AVX2 laptop does: fp32)."""
+    import torch
+
+    if (torch.backends.cpu.get_cpu_capability() in ("AVX2", "DEFAULT")) and platform.machine() == "x86_64":
+        return False
     return bool((cpu_flags() if flags is None else flags) & BF16_CPU_FLAGS)
 
 
@@ -325,7 +331,7 @@ def load_model(
     int8, `fast=False`).
     `compile`: compile its decode step (worth it in a long-lived process; a one-shot command runs it eager).
     `head`: the fast path's output projection in CPU decode steps, "q8" (the default, as `Settings.output_weights`: the
-    GGUF's own Q8_0 blocks, `engine/fast/q8.py`), "int8" (rows requantised from the float weight, `engine/fast/int8.py`)
+    GGUF's own Q8_0 blocks, `engine/fast/q8.py`), "int8" (rows requantised from the float weight, `engine/fast/layouts/blocks.py`)
     or "float". `kernels`: what of the fast path's kernels to leave out (`engine/fast/plan.py`: `KERNELS`)."""
     started = time.perf_counter()
     source = resolve_source(spec)

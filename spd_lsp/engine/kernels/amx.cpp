@@ -19,7 +19,7 @@
 // blocks, the order the lookup writes them in), the rows' activations (packed once per call in the same order, VNNI
 // pairs, gathered) two B tiles of 16 rows, and four tile products accumulate C[outputs][rows] in fp32 across K; the C
 // tiles go out a row's 16 outputs (a gather) at a time. More than 32 rows: passes of 32.
-// Built where the CPU has AMX (kernels.py adds -mamx-tile -mamx-bf16); elsewhere the op refuses (amx.py never calls it).
+// Built where the CPU has AMX (build.py adds -mamx-tile -mamx-bf16); elsewhere the op refuses (amx.py never calls it).
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

@@ -1,5 +1,5 @@
-// AMX's tile state, shared by amx.cpp (a projection's rows) and prefill.cpp (a prompt's attention): Linux's permission
-// for it and the one tile layout both use. Built where the CPU has AMX (kernels.py adds -mamx-tile -mamx-bf16).
+// AMX's tile state, shared by amx.cpp (a projection's rows) and prompt.cpp (a prompt's attention): Linux's permission
+// for it and the one tile layout both use. Built where the CPU has AMX (build.py adds -mamx-tile -mamx-bf16).
 #pragma once
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__)

@@ -2,9 +2,9 @@
 // vectorises, and at::vec for the dot products):
 //   spd::blocks_dequantize(kind, parts, group, rows?) -> fp32 [R, K]: the rows' weights (all rows, or those `rows`
 //     names: an embedding's lookup);
-//   spd::blocks_matvec(x, kind, parts, group) -> [M, N]: x [M, K] (bf16 or fp32) @ W.T for a few rows, each weight row
-//     dequantised once into fp32 and dotted with every row of x (the decode tier where no kernel of the layout's own
-//     serves);
+//   spd::blocks_matvec(x, kind, parts, group) -> [M, N]: x [M, K] (bf16 or fp32) @ W.T for a few rows: a group's codes
+//     dotted with x in registers, then its scale and minimum applied (the decode tier where no kernel of the
+//     layout's own serves: every CPU without AVX-512 BF16);
 //   spd::blocks_linear(x, kind, parts, group) -> [M, N]: the same for many rows: W dequantised a tile of rows at a time
 //     into the activations' dtype and multiplied by ATen's matmul (oneDNN), so no float copy of W is ever kept (the
 //     batch and prefill tiers).
@@ -107,24 +107,63 @@ void check_x(const at::Tensor& x, int64_t K, const char* op) {
               op, ": x [M, ", K, "] bf16 or fp32 on the CPU, not ", x.scalar_type(), " ", x.sizes());
 }
 
-// out[m, n] for rows [n0, n1) of b: each weight row dequantised into fp32 once, dotted with the M rows of xf.
-void matvec_rows(const Blocks& b, const float* xf, int64_t M, int64_t n0, int64_t n1, float* w, float* s, float* m,
-                 float* out, int64_t N) {
+constexpr int64_t ROWS = 8;  // rows of x a pass over the weights takes (their accumulators stay in registers)
+
+// out[r, n] for rows [n0, n1) of b and rows [r0, r0 + R) of xf (R <= ROWS): per group, its codes widened to fp32 once
+// and scaled, fused-multiply-added into one vector accumulator a row of x (at::vec: AVX2, AVX-512, NEON), its minimum
+// times the group's sum of x (xs [M, groups]) into a scalar; one horizontal sum a row at the end. No row of fp32
+// weights is written. s, m: room for groups().
+template <int R>
+void matvec_pass(const Blocks& b, const float* xf, const float* xs, int64_t r0, int64_t n0, int64_t n1, float* s,
+                 float* m, float* out, int64_t N) {
   using Vec = at::vec::Vectorized<float>;
-  const int64_t K = b.K, step = Vec::size();
+  constexpr int V = Vec::size();
+  const int64_t K = b.K, ng = b.groups(), G = b.G;
+  constexpr int A = R == 1 ? std::max(1, 32 / V) : 1;  // accumulators a row: one x row alone needs several in flight
+  alignas(64) float w[32];
   for (int64_t n = n0; n < n1; ++n) {
-    b.row(n, w, s, m);
-    for (int64_t r = 0; r < M; ++r) {
-      const float* x = xf + r * K;
-      Vec acc0(0.f), acc1(0.f);
-      int64_t k = 0;
-      for (; k + 2 * step <= K; k += 2 * step) {
-        acc0 = at::vec::fmadd(Vec::loadu(w + k), Vec::loadu(x + k), acc0);
-        acc1 = at::vec::fmadd(Vec::loadu(w + k + step), Vec::loadu(x + k + step), acc1);
+    b.widen(n, s, m);
+    Vec acc[R * A];
+    float low[R];
+    for (int r = 0; r < R; ++r) low[r] = 0.f;
+    for (int i = 0; i < R * A; ++i) acc[i] = Vec(0.f);
+    for (int64_t g = 0; g < ng; ++g) {
+      if (b.four_bit())
+        codes_q4(b.codes4 + n * (K / 2) + g * 16, w);
+      else if (G == 32)
+        codes_q8<32>(b.codes8 + n * K + g * 32, w);
+      else
+        codes_q8<16>(b.codes8 + n * K + g * 16, w);
+      const Vec sg(s[g]);
+      for (int64_t v = 0; v < G; v += V) {
+        const Vec wv = Vec::loadu(w + v) * sg;
+        const int64_t a = (v / V) % A;
+        for (int r = 0; r < R; ++r)
+          acc[r * A + a] = at::vec::fmadd(wv, Vec::loadu(xf + (r0 + r) * K + g * G + v), acc[r * A + a]);
       }
-      float sum = at::vec::vec_reduce_all<float>([](const Vec& a, const Vec& c) { return a + c; }, acc0 + acc1);
-      for (; k < K; ++k) sum += w[k] * x[k];
-      out[r * N + n] = sum;
+      for (int r = 0; r < R; ++r) low[r] += m[g] * xs[(r0 + r) * ng + g];
+    }
+    for (int r = 0; r < R; ++r) {
+      Vec total = acc[r * A];
+      for (int a = 1; a < A; ++a) total = total + acc[r * A + a];
+      out[(r0 + r) * N + n] = at::vec::vec_reduce_all<float>([](const Vec& x, const Vec& y) { return x + y; }, total)
+                              + low[r];
+    }
+  }
+}
+
+void matvec_rows(const Blocks& b, const float* xf, const float* xs, int64_t M, int64_t n0, int64_t n1, float* s,
+                 float* m, float* out, int64_t N) {
+  for (int64_t r0 = 0; r0 < M; r0 += ROWS) {
+    switch (std::min<int64_t>(M - r0, ROWS)) {
+      case 1: matvec_pass<1>(b, xf, xs, r0, n0, n1, s, m, out, N); break;
+      case 2: matvec_pass<2>(b, xf, xs, r0, n0, n1, s, m, out, N); break;
+      case 3: matvec_pass<3>(b, xf, xs, r0, n0, n1, s, m, out, N); break;
+      case 4: matvec_pass<4>(b, xf, xs, r0, n0, n1, s, m, out, N); break;
+      case 5: matvec_pass<5>(b, xf, xs, r0, n0, n1, s, m, out, N); break;
+      case 6: matvec_pass<6>(b, xf, xs, r0, n0, n1, s, m, out, N); break;
+      case 7: matvec_pass<7>(b, xf, xs, r0, n0, n1, s, m, out, N); break;
+      default: matvec_pass<8>(b, xf, xs, r0, n0, n1, s, m, out, N); break;
     }
   }
 }
@@ -182,10 +221,14 @@ at::Tensor matvec(const at::Tensor& x, const std::string& kind, at::TensorList p
   at::Tensor out = at::empty({M, b.N}, x.options().dtype(at::kFloat));
   if (M > 0 && b.N > 0) {
     const float* xp = xf.const_data_ptr<float>();
+    const int64_t ng = b.groups();
+    std::vector<float> xs(M * ng, 0.f);  // each group's sum of x: the minima's term
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t k = 0; k < b.K; ++k) xs[r * ng + k / b.G] += xp[r * b.K + k];
     float* o = out.mutable_data_ptr<float>();
     at::parallel_for(0, b.N, grain(b), [&](int64_t n0, int64_t n1) {
-      std::vector<float> w(b.K), s(b.groups()), m(b.groups());
-      matvec_rows(b, xp, M, n0, n1, w.data(), s.data(), m.data(), o, b.N);
+      alignas(64) float s[MAX_GROUPS], m[MAX_GROUPS];
+      matvec_rows(b, xp, xs.data(), M, n0, n1, s, m, o, b.N);
     });
   }
   return x.scalar_type() == at::kFloat ? out : out.to(x.scalar_type());

@@ -13,8 +13,15 @@
 #include <c10/util/Half.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#elif defined(__ARM_NEON)
+#include <arm_neon.h>
+#endif
 
 namespace spd_kernels {
 
@@ -22,6 +29,65 @@ constexpr int64_t SUPER = 256;  // weights under one super-scale (q4k, q8k)
 constexpr int64_t MAX_GROUPS = 1024;  // groups a row (K / G): K up to 16,384 with groups of 16
 
 enum class Kind { Q4, Q4K, Q8, Q8K };
+
+// A 4-bit group's 32 codes as fp32 into w: byte j holds element j (low nibble) and j + 16 (high). The nibbles are
+// split in one vector register (compilers left to themselves split them byte by byte).
+inline void codes_q4(const uint8_t* codes, float* w) {
+#if defined(__AVX2__) || defined(__AVX512F__)
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes));
+  const __m128i mask = _mm_set1_epi8(15);
+  const __m128i low = _mm_and_si128(packed, mask), high = _mm_and_si128(_mm_srli_epi16(packed, 4), mask);
+#if defined(__AVX512F__)
+  _mm512_storeu_ps(w, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(low)));
+  _mm512_storeu_ps(w + 16, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(high)));
+#else
+  _mm256_storeu_ps(w, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(low)));
+  _mm256_storeu_ps(w + 8, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(low, 8))));
+  _mm256_storeu_ps(w + 16, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(high)));
+  _mm256_storeu_ps(w + 24, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(high, 8))));
+#endif
+#elif defined(__ARM_NEON)
+  const uint8x16_t packed = vld1q_u8(codes);
+  const uint8x16_t halves[2] = {vandq_u8(packed, vdupq_n_u8(15)), vshrq_n_u8(packed, 4)};
+  for (int h = 0; h < 2; ++h) {
+    const uint16x8_t lo = vmovl_u8(vget_low_u8(halves[h])), hi = vmovl_u8(vget_high_u8(halves[h]));
+    vst1q_f32(w + 16 * h, vcvtq_f32_u32(vmovl_u16(vget_low_u16(lo))));
+    vst1q_f32(w + 16 * h + 4, vcvtq_f32_u32(vmovl_u16(vget_high_u16(lo))));
+    vst1q_f32(w + 16 * h + 8, vcvtq_f32_u32(vmovl_u16(vget_low_u16(hi))));
+    vst1q_f32(w + 16 * h + 12, vcvtq_f32_u32(vmovl_u16(vget_high_u16(hi))));
+  }
+#else
+  for (int j = 0; j < 16; ++j) {
+    w[j] = static_cast<float>(codes[j] & 15);
+    w[j + 16] = static_cast<float>(codes[j] >> 4);
+  }
+#endif
+}
+
+// An 8-bit group's G codes (16 or 32) as fp32 into w.
+template <int G>
+inline void codes_q8(const int8_t* codes, float* w) {
+#if defined(__AVX512F__)
+  for (int j = 0; j < G; j += 16)
+    _mm512_storeu_ps(w + j, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j)))));
+#elif defined(__AVX2__)
+  for (int j = 0; j < G; j += 8)
+    _mm256_storeu_ps(w + j, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + j)))));
+#elif defined(__ARM_NEON)
+  for (int j = 0; j < G; j += 16) {
+    const int8x16_t c = vld1q_s8(codes + j);
+    const int16x8_t lo = vmovl_s8(vget_low_s8(c)), hi = vmovl_s8(vget_high_s8(c));
+    vst1q_f32(w + j, vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))));
+    vst1q_f32(w + j + 4, vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))));
+    vst1q_f32(w + j + 8, vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))));
+    vst1q_f32(w + j + 12, vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))));
+  }
+#else
+  for (int j = 0; j < G; ++j) w[j] = static_cast<float>(codes[j]);
+#endif
+}
 
 struct Blocks {
   Kind kind = Kind::Q4;
@@ -71,21 +137,15 @@ struct Blocks {
     const int64_t ng = groups();
     if (four_bit()) {
       const uint8_t* c = codes4 + n * (K / 2);
-      for (int64_t g = 0; g < ng; ++g) {
-        const uint8_t* b = c + g * 16;
-        float* out = w + g * 32;
-        const float sg = s[g], mg = m[g];
-        for (int j = 0; j < 16; ++j) {
-          out[j] = sg * static_cast<float>(b[j] & 15) + mg;
-          out[j + 16] = sg * static_cast<float>(b[j] >> 4) + mg;
-        }
-      }
-      return;
+      for (int64_t g = 0; g < ng; ++g) codes_q4(c + g * 16, w + g * 32);
+    } else if (G == 32) {
+      for (int64_t g = 0; g < ng; ++g) codes_q8<32>(codes8 + n * K + g * 32, w + g * 32);
+    } else {
+      for (int64_t g = 0; g < ng; ++g) codes_q8<16>(codes8 + n * K + g * 16, w + g * 16);
     }
-    const int8_t* c = codes8 + n * K;
-    for (int64_t g = 0; g < ng; ++g) {
+    for (int64_t g = 0; g < ng; ++g) {  // then each group's scale and minimum, a vectorised pass over w
       const float sg = s[g], mg = m[g];
-      for (int64_t j = g * G; j < (g + 1) * G; ++j) w[j] = sg * static_cast<float>(c[j]) + mg;
+      for (int64_t j = g * G; j < (g + 1) * G; ++j) w[j] = sg * w[j] + mg;
     }
   }
 

@@ -2,7 +2,7 @@
 //   spd::int4_matvec(x, codes, scales, mins): x [M, K] bf16 @ W.T, W [N, K] as Q4_1 blocks of 32 along K
 //     (codes [N, K / 2] uint8: byte j of a block holds element j in its low nibble, element j + 16 in its high one,
 //     the GGUF's own order; scales, mins [N, K / 32] fp16; w = scale * q + min, the GGUF's own numbers);
-//   spd::int8_matvec(x, codes, scales): x [M, K] bf16 @ W.T, W [N, K] as int8 rows with a scale each (int8.py);
+//   spd::int8_matvec(x, codes, scales): x [M, K] bf16 @ W.T, W [N, K] as int8 rows with a scale each (fast/layouts/blocks.py: Int8Rows);
 //   spd::q8_matvec(x, codes, scales): x [M, K] bf16 @ W.T, W [N, K] as the GGUF's Q8_0 blocks (codes [N, K] int8,
 //     scales [N, K / 32] fp16; w = scale * q: the model's own numbers, q8.py).
 // Out [M, N] bf16, accumulated in fp32.
@@ -14,7 +14,7 @@
 // number 128 + q by OR-ing it into 0x4300 (128.0: its 7 mantissa bits count 1 each), so that one AVX-512 BF16
 // dot product (vdpbf16ps) multiplies 32 of them by 32 activations exactly, summing in fp32. The 128 * sum(x) this
 // adds is taken off with the min's term: sum_k x_k w_k = sum_blocks scale * dot(x, 128 + q) + (min - 128 * scale) *
-// sum(x of the block). Built only where the CPU has AVX-512 BF16 (kernels.py); elsewhere ATen's kernels serve.
+// sum(x of the block). Built only where the CPU has AVX-512 BF16 (build.py); elsewhere ATen's kernels serve.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

@@ -5,7 +5,7 @@
 // the matrix products run near the CPU's bf16 peak. Here each is one pass over its rows.
 //
 // Numbers: those of the tensor ops they replace (FastLM._norm, _rotate, F.silu(gate) * up) with their bf16 roundings
-// in the same places; the sums of squares and exp add in another order (exp_u20, as prefill.cpp), so an output may
+// in the same places; the sums of squares and exp add in another order (exp_u20, as prompt.cpp), so an output may
 // differ from theirs in its last bf16 bit.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>

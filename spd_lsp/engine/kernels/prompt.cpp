@@ -13,7 +13,7 @@
 // the probabilities rounded to bf16 before the values' product, as SDPA's bf16 kernel does. (Round 13: a softmax step
 // per 16 keys spent as much as the dot products, most of it in horizontal reductions and rescales.) Work is split over
 // (row, head, tile), tiles of short and long reach paired so that two threads get even shares of the causal triangle.
-// Built only where the CPU has AVX-512 BF16 (kernels.py); elsewhere the op refuses and SDPA serves (model.py).
+// Built only where the CPU has AVX-512 BF16 (build.py); elsewhere the op refuses and SDPA serves (model.py).
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/cpu/vec/vec.h>
