@@ -330,7 +330,8 @@ class EngineServer:
         local = self.listener.socket_path is not None
         ngrams = self.stores.source(message.get("ngrams"), local=local)
         affinity = message.get("affinity")
-        return BatchJob(request, ngrams=ngrams, affinity=str(affinity) if affinity is not None else str(id(message)))
+        return BatchJob(request, ngrams=ngrams, affinity=str(affinity) if affinity is not None else str(id(message)),
+                        warm=message.get("warm") is True)
 
     async def _answer(self, writer: asyncio.StreamWriter, job_id: int, job: BatchJob, jobs: dict[int, BatchJob],
                       ignored: list[str]) -> None:
@@ -338,6 +339,7 @@ class EngineServer:
         self._running += 1
         try:
             result = await asyncio.wrap_future(self.scheduler.submit(job))
+            result.timings.served_s = time.perf_counter() - job.started  # the frame read to its answer encoded
             answer = protocol.result(job_id, result, ignored=ignored)
         except Cancelled:
             answer = protocol.error(job_id, protocol.CANCELLED, "cancelled")
