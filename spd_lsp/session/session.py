@@ -341,7 +341,8 @@ class Session:
             progress.end(f"loaded {model.get('name', 'the model')} on {model.get('device', '?')} "
                          f"in {time.perf_counter() - started:.1f} s")
             self.readiness.set(WARMING, "the first completion prefills the prompt",
-                               {"name": model.get("name"), "device": model.get("device")})
+                               {"name": model.get("name"), "device": model.get("device"),
+                                "engineKind": model.get("engineKind")})
             watch_compile(self.client, loaded, current=lambda: self._loaded is loaded)  # progress, first start
         except Exception as exc:  # noqa: BLE001 - any load failure leaves a working, empty server
             message = f"spd-lsp: the model could not be loaded, completions are off: {exc}"

@@ -55,7 +55,7 @@ async def client(workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> A
             capabilities=capabilities(),
             root_uri=workspace.as_uri(),
             workspace_folders=[lsp.WorkspaceFolder(uri=workspace.as_uri(), name="ws")],
-            initialization_options={"k": 3, "maxTokens": 10},
+            initialization_options={"engine": "in-process", "k": 3, "maxTokens": 10},
         )
     )
     yield lsp_client

@@ -56,7 +56,7 @@ async def served(tmp_path_factory: pytest.TempPathFactory) -> Any:
         lsp.InitializeParams(
             capabilities=capabilities(), root_uri=workspace.as_uri(),
             workspace_folders=[lsp.WorkspaceFolder(uri=workspace.as_uri(), name="ws")],
-            initialization_options={"k": 3, "maxTokens": 8, "ngrams": {"enabled": False}},
+            initialization_options={"engine": "in-process", "k": 3, "maxTokens": 8, "ngrams": {"enabled": False}},
         )
     )
     yield client, workspace, log

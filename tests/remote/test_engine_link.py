@@ -37,8 +37,9 @@ def test_status_reports_the_engine_connected_then_not_connected_once_it_died(run
         session.configure(settings, roots=[]).future.result(60)
         assert session.complete("doc.py", TEXT, 1, 10, "utf-16").future.result(60).timings is not None
         link = session.status()["engine"]
-        assert link == {"kind": "shared", "address": f"unix:{socket}", "connected": True, "failures": 0}
-        assert f"Engine:   shared, unix:{socket} (connected)" in session.status()["summary"]
+        assert link == {"kind": "shared", "address": f"unix:{socket}", "pid": process.pid, "connected": True, "failures": 0}
+        assert f"Engine:   shared (one model for every window), engine pid {process.pid}, unix:{socket} (connected)" in (
+            session.status()["summary"])
 
         process.kill()
         process.wait()
