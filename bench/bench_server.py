@@ -484,6 +484,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     final = await bench.command("spd.status")
     memory = rss_mb(pid)
     engine_pid = (final["model"] or {}).get("pid")
+    engine_status = engine_scheduler(final["engine"].get("address")) if final["engine"].get("address") else None
     if engine_pid:  # a shared engine: its memory counts too; it goes with the run
         memory += rss_mb(engine_pid)
         os.kill(engine_pid, signal.SIGTERM)
@@ -496,8 +497,27 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "model": final["model"],
         "stores": final["stores"],
         "settings": options,
+        "engineScheduler": engine_status,
         **extra,
     }
+
+
+def engine_scheduler(address: str) -> dict[str, Any] | None:
+    """A shared engine's scheduler status (its counts, and its requests' queue time by what the model thread did)."""
+    from spd_lsp.address import parse
+    from spd_lsp.remote import protocol
+    from spd_lsp.remote.client import Connection
+
+    try:
+        connection = Connection(parse(address))
+        try:
+            _, future = connection.request({"op": protocol.STATUS})
+            return future.result(timeout=30)["status"]["scheduler"]
+        finally:
+            connection.close()
+    except Exception as exc:  # noqa: BLE001 - a figure less, not a failed run
+        print(f"engine status: {exc}", file=sys.stderr)
+        return None
 
 
 def main() -> int:
@@ -566,6 +586,9 @@ def compare_engines(args: argparse.Namespace) -> int:
         print(phase_table(replays))
         print()
         print("\n".join(compare(replays, first)))
+    for engine, result in runs.items():
+        if result.get("engineScheduler"):
+            print(f"{engine}: the engine's scheduler: {result['engineScheduler']}")
     print(f"load average now {os.getloadavg()[0]:.2f}")
     if args.json:
         args.json.write_text(json.dumps(runs, indent=2))

@@ -59,7 +59,8 @@ log = logging.getLogger(__name__)
 IDLE_RELEASE_S = 5.0  # an idle engine frees its batch buffers after this long
 RUNNERS = 16  # runners kept, one per affinity key (a front end), least recently used out
 CACHES = 16  # prompt caches kept by all runners together (each up to CACHE_SLOTS), least recently used runner's out
-SOLO_METHODS = ("superposed", "greedy")  # one row a request: it steps on its runner's own cache while alone
+SOLO_METHODS = ("superposed", "greedy")
+PHASES = ("idle", "prefill", "step", "verify", "background prefill", "background step", "background verify")  # one row a request: it steps on its runner's own cache while alone
 
 
 @dataclass
@@ -74,6 +75,7 @@ class BatchJob:
     cancel_event: threading.Event = field(default_factory=threading.Event)
     started: float = field(default_factory=time.perf_counter)
     taken: float | None = None  # when the model thread took it up (its queue time ends)
+    behind: str = "idle"  # what the model thread was doing when it came (`Batcher.queued`)
 
     @property
     def options(self) -> DecodeOptions:
@@ -196,10 +198,14 @@ class Batcher:
         # Model-thread time: whole steps, their batch forwards (membership changes included; the rest of a step is
         # host work), the verifications of requests leaving, and the prefills of requests joining.
         self.seconds = {"step": 0.0, "forward": 0.0, "verify": 0.0, "prefill": 0.0}
+        # Requests' queue time (frame read to taken up), by what the model thread was doing when each came.
+        self.queued = {phase: 0.0 for phase in PHASES}
+        self._doing = "idle"
         self._thread = threading.Thread(target=self._run, name="spd-engine-model", daemon=True)
         self._thread.start()
 
     def submit(self, job: BatchJob) -> Future:
+        job.behind = self._doing
         self._incoming.put(job)
         return job.future
 
@@ -207,7 +213,8 @@ class Batcher:
         queued = self._incoming.qsize() + len(self._waiting) + len(self._joining)
         caches = sum(len(r.parked) + (r.cache is not None) for r in list(self._runners.values()))
         return {"rows": len(self._members), "queued": queued, "promptCaches": caches, **self.counts,
-                **{f"{name}Seconds": round(value, 3) for name, value in self.seconds.items()}}
+                **{f"{name}Seconds": round(value, 3) for name, value in self.seconds.items()},
+                "queueSecondsBehind": {name: round(value, 3) for name, value in self.queued.items() if value}}
 
     def close(self, timeout: float = 10.0) -> None:
         self._incoming.put(None)
@@ -216,11 +223,19 @@ class Batcher:
     # -- the model thread ------------------------------------------------------------
     def _run(self) -> None:
         while True:
+            self._doing = "idle"
             if not self._admit(block=not self._members and not self._joining):
                 break
             with serving():  # a background compile waits while requests are in the batch (engine/fast/compile.py)
+                self._doing = self._phase("prefill", [j.job for j in self._joining])
                 self._prefill_some()
+                self._doing = self._phase("step", [m.job for m in self._members])
                 self._step()
+
+    @staticmethod
+    def _phase(name: str, jobs: list[BatchJob]) -> str:
+        """`name`, or "background <name>" where only background work does it."""
+        return name if any(not j.background for j in jobs) or not jobs else f"background {name}"
 
     def _admit(self, *, block: bool) -> bool:
         """Take new jobs; run the unbatchable ones; queue the others to join. False once closed."""
@@ -257,6 +272,8 @@ class Batcher:
 
     def _start(self, job: BatchJob) -> None:
         job.taken = time.perf_counter()
+        if not job.background:
+            self.queued[job.behind] += job.taken - job.started
         try:
             if not job.warm and (job.options.method not in METHOD or not batchable(job)):
                 self.counts["alone"] += 1
@@ -540,9 +557,11 @@ class Batcher:
             self.counts["cancelled"] += 1
             self._leave(member, error=Cancelled())
         members = [m for m in members if m in self._members]
+        self._doing = self._phase("verify", [m.job for m in members])
         for member in members:
             self._members.remove(member)
-        for member in [m for m in members if verifies_alone(m) or m.solo is not None]:
+        alone = [m for m in members if verifies_alone(m) or m.solo is not None]  # (`_final_alone` ends `solo`)
+        for member in alone:
             started = time.perf_counter()
             try:
                 self._answer(member, self._final_alone(member))
@@ -550,7 +569,7 @@ class Batcher:
                 self._finish(member.job, error=exc)
             finally:
                 self.seconds["verify"] += time.perf_counter() - started
-        members = [m for m in members if not (verifies_alone(m) or m.solo is not None)]
+        members = [m for m in members if m not in alone]
         if not members:
             return
         started = time.perf_counter()

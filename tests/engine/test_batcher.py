@@ -232,6 +232,7 @@ def test_a_request_alone_steps_on_its_own_cache_and_answers_as_in_process(engine
         result = scheduler.submit(job).result(timeout=60)
         assert _texts(result) == expected
         assert scheduler.counts["soloSteps"] == scheduler.counts["steps"] > 0
+        assert scheduler.counts["verifyForwards"] == 0  # verified once, on its own cache: never again in the batch's
         assert 0.0 <= result.timings.queue_s <= result.timings.total_s
     finally:
         scheduler.close()
