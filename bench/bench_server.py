@@ -537,6 +537,7 @@ def main() -> int:
                         "(same seed): each decoded keystroke's phases side by side, and each setting's p50/p95 against "
                         "the first's (e.g. in-process,auto)")
     parser.add_argument("--replay", type=int, default=0, metavar="N", help="keystrokes of the typing replay")
+    parser.add_argument("--rounds", type=int, default=1, help="with --engines: rounds, the order reversed every other")
     parser.add_argument("--replay-suffix", choices=("empty", "unrelated"), default="empty",
                         help="the cursor line's text after the cursor during the replay (see replay())")
     parser.add_argument("--storm", type=float, default=0, metavar="S", help="seconds of typing without waiting")
@@ -565,14 +566,25 @@ def main() -> int:
 
 
 def compare_engines(args: argparse.Namespace) -> int:
-    """`--engines`: the same run once per engine setting; the replay's phases and ratios against the first."""
+    """`--engines`: the same run once per engine setting (`--rounds` times, the order reversed every other round: A B,
+    B A, ...); the replay's phases and ratios against the first setting, pooled and per round."""
+    engines = args.engines.split(",")
     runs: dict[str, dict[str, Any]] = {}
-    for engine in args.engines.split(","):
-        args.engine = engine
-        runs[engine] = asyncio.run(run(args))
-        print(f"{engine}: RSS {runs[engine]['rss_mb']:.0f} MB (engine and front end); load {os.getloadavg()[0]:.2f}",
-              file=sys.stderr)
-    first = next(iter(runs))
+    rounds: list[dict[str, list[dict[str, Any]]]] = []
+    for number in range(args.rounds):
+        this: dict[str, list[dict[str, Any]]] = {}
+        for engine in engines if number % 2 == 0 else engines[::-1]:
+            args.engine = engine
+            result = asyncio.run(run(args))
+            print(f"round {number + 1}, {engine}: RSS {result['rss_mb']:.0f} MB (engine and front end); "
+                  f"load {os.getloadavg()[0]:.2f}", file=sys.stderr)
+            this[engine] = result.get("replay", [])
+            if engine in runs:  # pooled: every round's samples
+                runs[engine]["replay"] = runs[engine].get("replay", []) + this[engine]
+            else:
+                runs[engine] = result
+        rounds.append({engine: this[engine] for engine in engines})
+    first = engines[0]
     model = runs[first]["model"]
     print(f"model: {model['name']} on {model['device']} ({model['dtype']}), settings {runs[first]['settings']}, "
           f"replay {args.replay} keystrokes, seed {args.seed}")
@@ -586,6 +598,9 @@ def compare_engines(args: argparse.Namespace) -> int:
         print(phase_table(replays))
         print()
         print("\n".join(compare(replays, first)))
+        if len(rounds) > 1:
+            for number, replayed in enumerate(rounds, start=1):
+                print(f"round {number}: " + "; ".join(compare(replayed, first)))
     for engine, result in runs.items():
         if result.get("engineScheduler"):
             print(f"{engine}: the engine's scheduler: {result['engineScheduler']}")

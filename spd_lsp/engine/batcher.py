@@ -362,10 +362,24 @@ class Batcher:
         again from their prompt, which their runner still holds."""
         for member in [m for m in self._members if m.job.background]:
             self._members.remove(member)
-            if member.solo is not None:
-                member.runner.rewind(len(member.prompt))
-            self.counts["preempted"] += 1
-            self._joining.append(Joiner(member.job, member.built, member.runner))
+            self._put_back(member)
+
+    def _put_back(self, member: Member) -> None:
+        """A background member (out of the batch) goes back to joining, to start again from its prompt."""
+        if member.solo is not None:
+            member.runner.rewind(len(member.prompt))
+            member.solo = None
+        self.counts["preempted"] += 1
+        self._joining.append(Joiner(member.job, member.built, member.runner))
+
+    def _yields(self, job: BatchJob) -> bool:
+        """Whether `job` is background work and a request someone waits for has come (not yet taken up): it then
+        gives way at once, even mid-verification."""
+        if not job.background:
+            return False
+        with self._incoming.mutex:
+            queued = list(self._incoming.queue)
+        return any(j is not None and not j.background for j in queued + self._waiting)
 
     def _claim(self, runner: ModelRunner) -> None:
         """Before `runner` prefills another prompt (over its buffers, in place): a member of its cache that is
@@ -562,14 +576,22 @@ class Batcher:
             self._members.remove(member)
         alone = [m for m in members if verifies_alone(m) or m.solo is not None]  # (`_final_alone` ends `solo`)
         for member in alone:
+            if self._yields(member.job):
+                self._put_back(member)
+                continue
             started = time.perf_counter()
             try:
                 self._answer(member, self._final_alone(member))
-            except BaseException as exc:  # noqa: BLE001 - cancelled or failed while verifying: this request only
+            except Cancelled as exc:
+                self._put_back(member) if not member.job.cancelled() else self._finish(member.job, error=exc)
+            except BaseException as exc:  # noqa: BLE001 - failed while verifying: this request only
                 self._finish(member.job, error=exc)
             finally:
                 self.seconds["verify"] += time.perf_counter() - started
         members = [m for m in members if m not in alone]
+        for member in [m for m in members if self._yields(m.job)]:
+            members.remove(member)
+            self._put_back(member)
         if not members:
             return
         started = time.perf_counter()
@@ -588,12 +610,16 @@ class Batcher:
     def _final_alone(self, member: Member) -> list:
         """A member's drafts verified on its own prompt cache, as `LocalEngine.complete` does: where it stepped
         there, at once (the runner's cache then goes back to the prompt); else after its prompt again."""
-        runner, state = member.runner, member.state
+        runner, state, job = member.runner, member.state, member.job
+
+        def stop() -> bool:  # background work also stops for a request someone waits for (`_put_back`)
+            return job.cancelled() or self._yields(job)
+
         if member.solo is None:
-            runner.prefill(member.prompt, member.job.cancelled)  # the prompt is still cached unless evicted
+            runner.prefill(member.prompt, stop)  # the prompt is still cached unless evicted
         member.solo = None
         try:
-            return state.final(runner, cancelled=member.job.cancelled) if hasattr(state, "final") else state.drafts()
+            return state.final(runner, cancelled=stop) if hasattr(state, "final") else state.drafts()
         finally:
             runner.rewind(len(member.prompt))
 
