@@ -48,7 +48,7 @@ def test_summary_reads_model_engine_last_request_and_counts_as_plain_lines() -> 
         engine, {"name": "tiny", "device": "cpu", "dtype": "float32", "compiled": False,
                  "compileReason": "torch.compile is off on CPU"}, "cpu"))
     try:
-        session.configure(parse_settings({"ngrams": {"enabled": False}})[0], roots=[]).future.result(5)
+        session.configure(parse_settings({"engine": "in-process", "ngrams": {"enabled": False}})[0], roots=[]).future.result(5)
         session.complete("doc", TEXT, 1, 10, "utf-16").future.result(5)
         status = session.status()
         assert status["engine"] == {"kind": "in-process", "address": None, "pid": None, "connected": None,
