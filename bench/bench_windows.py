@@ -148,6 +148,7 @@ async def processes(windows: list[Window]) -> dict[str, Any]:
         "torchInFrontEnds": [maps_torch(w.pid) for w in windows], "engineKind": model.get("engineKind"),
         "enginePid": engine_pid, "engine": round(engine["rss"]), "enginePss": round(engine["pss"]),
         "spares": [round(s["rss"]) for s in spares], "sparesPss": [round(s["pss"]) for s in spares],
+        "compiled": bool(model.get("compiled")), "treeCompiled": bool((model.get("treeStep") or {}).get("compiled")),
         "rss": round(sum(f["rss"] for f in fronts) + engine["rss"]),
         "pss": round(sum(f["pss"] for f in fronts) + engine["pss"] + sum(s["pss"] for s in spares)),
     }
@@ -248,7 +249,8 @@ async def run_storm(args: argparse.Namespace) -> dict[str, Any]:
                 state = await processes([typing, idle])
                 samples.append((time.perf_counter() - started, state))
                 print(f"{samples[-1][0]:.0f} s: RSS {state['rss']} MB (engine {state['engine']}, front ends "
-                      f"{state['frontEnds']}), PSS {state['pss']} MB, {i} requests", file=sys.stderr)
+                      f"{state['frontEnds']}), PSS {state['pss']} MB, {i} requests, step/tree compiled "
+                      f"{state['compiled']}/{state['treeCompiled']}", file=sys.stderr)
                 next_sample += args.sample
         storm_s = time.perf_counter() - started
         results = await asyncio.gather(*(asyncio.wait_for(f, TIMEOUT_S) for f in futures), return_exceptions=True)

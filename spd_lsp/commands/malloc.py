@@ -4,8 +4,8 @@ By default glibc gives each thread that allocates its own arena (up to 8 per cor
 large blocks are freed, so that later large blocks come from the heap instead, where they fragment it. Under a typing
 storm (2 documents x 20 requests/s, half cancelled; `bench/bench_windows.py --storm 240`) the shared engine's RSS rose
 878 -> 964 MB from the first minute to 195 s with the defaults, 800 -> 841 MB with 2 arenas, a fixed 256 KB mmap
-threshold and a 4 MB trim threshold (set through the environment); a front end without the model starts at ~110
-against ~122 MB with 2 arenas. Elsewhere (not glibc) this does nothing.
+threshold and a 4 MB trim threshold (`spd-lsp engine` sets them; the front end keeps the defaults: 2 arenas alone
+changed nothing measurable there, 122 -> 123 MB). Elsewhere (not glibc) this does nothing.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ import sys
 
 from spd_lsp import __version__, auth
 from spd_lsp.auth import is_loopback
-from spd_lsp.commands import malloc
 from spd_lsp.commands.logs import configure_logging
 
 log = logging.getLogger(__name__)
@@ -44,7 +43,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     configure_logging(args.log_file, args.log_level)
-    malloc.tune()  # a front end's threads share 2 arenas (~10 MB less each)
     if args.tcp:
         try:
             token = auth.load(token_file=args.token_file, environ=os.environ, port=args.port)

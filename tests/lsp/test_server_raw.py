@@ -171,7 +171,7 @@ STATUS_PARAMS = {"command": "spd.status"}
     "message, expected",
     [
         ({"jsonrpc": "2.0", "method": "workspace/didChangeConfiguration",
-          "params": {"settings": {"spd": {"model": "/nowhere/none.gguf"}}}}, "result"),
+          "params": {"settings": {"spd": {"engine": "in-process", "model": "/nowhere/none.gguf"}}}}, "result"),
         ({"method": "workspace/executeCommand", "params": STATUS_PARAMS}, -32600),  # no "jsonrpc"
         ({"jsonrpc": "1.0", "method": "workspace/executeCommand", "params": STATUS_PARAMS}, -32600),
         ({"jsonrpc": "2.0", "method": "workspace/executeCommand", "params": {"command": "spd.nothing"}}, -32601),
