@@ -213,7 +213,8 @@ async def replay(bench: Bench, text: str, keystrokes: int, seed: int, *, suffix:
         items = result.items if result else []
         line_start = document.text.rfind("\n", 0, offset) + 1
         shown = items[0].insert_text[offset - line_start :] if items else ""
-        samples.append({"action": action, "kind": kind, "ms": ms, "drafts": len(items), "prefill": last["prefillTokens"]})
+        samples.append({"action": action, "kind": kind, "ms": ms, "drafts": len(items), "prefill": last["prefillTokens"],
+                        **({"phases": phases(ms, last)} if last["source"] == "model" else {})})
 
     while len(samples) < keystrokes and typed < len(to_type) - 8:
         here = cursor + typed
@@ -239,6 +240,65 @@ async def replay(bench: Bench, text: str, keystrokes: int, seed: int, *, suffix:
             typed += 1
             await ask("type", here + 1)
     return samples
+
+
+PHASES = ("front end", "socket", "engine I/O", "queue", "prefill", "steps", "verification", "answer")
+
+
+def phases(client_ms: float, last: dict[str, Any]) -> dict[str, float]:
+    """A decoded keystroke's time, phase by phase, from the server's own timings (`spd.status` -> last): the front end
+    (JSON-RPC, the session, the client's own wait: keystroke -> answer minus the engine's round trip), the socket (the
+    round trip minus the engine's time from frame read to answer written), the engine's I/O (that time minus its model
+    thread's), its queue, prefill, decode steps, verification, and the answer (the rest of the model thread's time:
+    n-grams, healing, drafts). In process the engine is `LocalEngine.complete`: socket and I/O are 0."""
+    engine = last["engineMs"]
+    round_trip = last.get("roundTripMs") or engine
+    served = last.get("servedMs") or engine
+    queue = last.get("queueMs") or 0.0
+    prefill = last["prefillMs"]
+    return {
+        "front end": client_ms - round_trip,
+        "socket": round_trip - served,
+        "engine I/O": served - engine,
+        "queue": queue,
+        "prefill": prefill,
+        "steps": last["modelMs"],
+        "verification": last["verifyMs"],
+        "answer": engine - queue - prefill - last["modelMs"] - last["verifyMs"],
+    }
+
+
+def phase_table(runs: dict[str, list[dict[str, Any]]]) -> str:
+    """Decoded keystrokes' phases (p50 of each, and the mean), one column per engine setting."""
+    names = list(runs)
+    lines = ["| decoded keystroke, phase | " + " | ".join(f"{n} p50 | {n} mean" for n in names) + " |",
+             "| --- |" + " ---: | ---: |" * len(names)]
+    decoded = {n: [s for s in samples if "phases" in s] for n, samples in runs.items()}
+    for phase in (*PHASES, "keystroke -> answer"):
+        cells = []
+        for n in names:
+            values = [s["ms"] if phase == "keystroke -> answer" else s["phases"][phase] for s in decoded[n]]
+            cells.append(f"{percentile(values, 0.5):.1f} | {sum(values) / len(values):.1f}" if values else "- | -")
+        lines.append(f"| {phase} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def compare(runs: dict[str, list[dict[str, Any]]], base: str) -> list[str]:
+    """Decoded keystroke p50 and p95 of each engine setting against `base`'s, on the same replay (the target:
+    "auto" <= 1.05x in process)."""
+    def decoded(samples: list[dict[str, Any]]) -> list[float]:
+        return [s["ms"] for s in samples if s["kind"] != "type-through"]
+
+    lines = []
+    reference = decoded(runs[base])
+    for name, samples in runs.items():
+        if name != base and reference and decoded(samples):
+            got = decoded(samples)
+            lines.append(f"decoded keystroke {name} / {base}: p50 {percentile(got, 0.5):.0f} / "
+                         f"{percentile(reference, 0.5):.0f} ms = {percentile(got, 0.5) / percentile(reference, 0.5):.2f}x, "
+                         f"p95 {percentile(got, 0.95):.0f} / {percentile(reference, 0.95):.0f} ms = "
+                         f"{percentile(got, 0.95) / percentile(reference, 0.95):.2f}x (target <= 1.05x)")
+    return lines
 
 
 def replay_table(samples: list[dict[str, Any]]) -> str:
@@ -424,6 +484,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     final = await bench.command("spd.status")
     memory = rss_mb(pid)
     engine_pid = (final["model"] or {}).get("pid")
+    engine_status = engine_scheduler(final["engine"].get("address")) if final["engine"].get("address") else None
     if engine_pid:  # a shared engine: its memory counts too; it goes with the run
         memory += rss_mb(engine_pid)
         os.kill(engine_pid, signal.SIGTERM)
@@ -436,8 +497,27 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "model": final["model"],
         "stores": final["stores"],
         "settings": options,
+        "engineScheduler": engine_status,
         **extra,
     }
+
+
+def engine_scheduler(address: str) -> dict[str, Any] | None:
+    """A shared engine's scheduler status (its counts, and its requests' queue time by what the model thread did)."""
+    from spd_lsp.address import parse
+    from spd_lsp.remote import protocol
+    from spd_lsp.remote.client import Connection
+
+    try:
+        connection = Connection(parse(address))
+        try:
+            _, future = connection.request({"op": protocol.STATUS})
+            return future.result(timeout=30)["status"]["scheduler"]
+        finally:
+            connection.close()
+    except Exception as exc:  # noqa: BLE001 - a figure less, not a failed run
+        print(f"engine status: {exc}", file=sys.stderr)
+        return None
 
 
 def main() -> int:
@@ -453,7 +533,11 @@ def main() -> int:
     parser.add_argument("--model", help="the server's `model` setting (default: the bundled model)")
     parser.add_argument("--device", help="the server's `device` setting (default: its own, auto)")
     parser.add_argument("--engine", help="the server's `engine` setting (in-process, auto, an address; default: its own)")
+    parser.add_argument("--engines", metavar="A,B", help="one run per `engine` setting, in this order, on the same replay "
+                        "(same seed): each decoded keystroke's phases side by side, and each setting's p50/p95 against "
+                        "the first's (e.g. in-process,auto)")
     parser.add_argument("--replay", type=int, default=0, metavar="N", help="keystrokes of the typing replay")
+    parser.add_argument("--rounds", type=int, default=1, help="with --engines: rounds, the order reversed every other")
     parser.add_argument("--replay-suffix", choices=("empty", "unrelated"), default="empty",
                         help="the cursor line's text after the cursor during the replay (see replay())")
     parser.add_argument("--storm", type=float, default=0, metavar="S", help="seconds of typing without waiting")
@@ -464,6 +548,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the raw samples here")
     parser.add_argument("--server-log", type=Path, help="the server's --log-file")
     args = parser.parse_args()
+    if args.engines:
+        return compare_engines(args)
     result = asyncio.run(run(args))
     model = result["model"]
     print(f"model: {model['name']} on {model['device']} ({model['dtype']}), settings {result['settings']}")
@@ -476,6 +562,51 @@ def main() -> int:
     print(f"server RSS after the run: {result['rss_mb']:.0f} MB; load average now {os.getloadavg()[0]:.2f}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+def compare_engines(args: argparse.Namespace) -> int:
+    """`--engines`: the same run once per engine setting (`--rounds` times, the order reversed every other round: A B,
+    B A, ...); the replay's phases and ratios against the first setting, pooled and per round."""
+    engines = args.engines.split(",")
+    runs: dict[str, dict[str, Any]] = {}
+    rounds: list[dict[str, list[dict[str, Any]]]] = []
+    for number in range(args.rounds):
+        this: dict[str, list[dict[str, Any]]] = {}
+        for engine in engines if number % 2 == 0 else engines[::-1]:
+            args.engine = engine
+            result = asyncio.run(run(args))
+            print(f"round {number + 1}, {engine}: RSS {result['rss_mb']:.0f} MB (engine and front end); "
+                  f"load {os.getloadavg()[0]:.2f}", file=sys.stderr)
+            this[engine] = result.get("replay", [])
+            if engine in runs:  # pooled: every round's samples
+                runs[engine]["replay"] = runs[engine].get("replay", []) + this[engine]
+            else:
+                runs[engine] = result
+        rounds.append({engine: this[engine] for engine in engines})
+    first = engines[0]
+    model = runs[first]["model"]
+    print(f"model: {model['name']} on {model['device']} ({model['dtype']}), settings {runs[first]['settings']}, "
+          f"replay {args.replay} keystrokes, seed {args.seed}")
+    for engine, result in runs.items():
+        print(f"\n{engine} (RSS after the run {result['rss_mb']:.0f} MB):")
+        if "replay" in result:
+            print(replay_table(result["replay"]))
+    replays = {engine: result["replay"] for engine, result in runs.items() if "replay" in result}
+    if replays:
+        print()
+        print(phase_table(replays))
+        print()
+        print("\n".join(compare(replays, first)))
+        if len(rounds) > 1:
+            for number, replayed in enumerate(rounds, start=1):
+                print(f"round {number}: " + "; ".join(compare(replayed, first)))
+    for engine, result in runs.items():
+        if result.get("engineScheduler"):
+            print(f"{engine}: the engine's scheduler: {result['engineScheduler']}")
+    print(f"load average now {os.getloadavg()[0]:.2f}")
+    if args.json:
+        args.json.write_text(json.dumps(runs, indent=2))
     return 0
 
 

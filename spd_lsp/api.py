@@ -196,7 +196,13 @@ OPTION_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(DecodeOptions))
 
 @dataclass
 class Timings:
-    """Seconds spent per phase; steps counts model forward calls after prefill."""
+    """Seconds spent per phase; steps counts model forward calls after prefill.
+
+    A shared engine's request also says where its time went outside the model thread's decode (`total_s`):
+    `queue_s`, from the engine reading its frame to its model thread taking it up (part of `total_s`);
+    `served_s`, from that frame read to its answer written (the engine's whole time); `round_trip_s`, the
+    front end's, from its frame sent to the answer read: the socket costs `round_trip_s - served_s`.
+    In process the three stay 0."""
 
     prefill_s: float = 0.0
     model_s: float = 0.0
@@ -206,6 +212,9 @@ class Timings:
     steps: int = 0
     prefill_tokens: int = 0
     reused_tokens: int = 0
+    queue_s: float = 0.0
+    served_s: float = 0.0
+    round_trip_s: float = 0.0
 
     @property
     def per_step_ms(self) -> float:
@@ -263,6 +272,9 @@ class DecodeRequest:
     ids: tuple[int, ...] | None = None
     context: PromptContext = PromptContext()
     prompt_format: str = "auto"
+    # Speculative work nobody waits for yet (the drafts after the top one, as if accepted): a shared engine runs it
+    # only while no other request waits, and puts it back for any that comes. In process the session's worker does.
+    background: bool = False
 
     def __post_init__(self) -> None:
         if self.ids is not None and not isinstance(self.ids, tuple):
@@ -273,7 +285,8 @@ class DecodeRequest:
         c = self.context
         return {"prefix": self.prefix, "ids": None if self.ids is None else list(self.ids), "suffix": c.suffix,
                 "filename": c.filename, "snippets": [list(s) for s in c.snippets], "language": c.language,
-                "prompt_format": self.prompt_format, "options": self.options.to_dict()}
+                "prompt_format": self.prompt_format, "options": self.options.to_dict(),
+                **({"background": True} if self.background else {})}
 
     @classmethod
     def from_dict(cls, values: Any) -> "DecodeRequest":
@@ -294,7 +307,8 @@ class DecodeRequest:
         context = PromptContext(values.get("suffix") or "", values.get("filename"),
                                 tuple((path, code) for path, code in snippets), values.get("language"))
         return cls(values["prefix"], DecodeOptions.from_dict(values.get("options") or {}),
-                   None if ids is None else tuple(ids), context, values.get("prompt_format") or "auto")
+                   None if ids is None else tuple(ids), context, values.get("prompt_format") or "auto",
+                   bool(values.get("background", False)))
 
     @staticmethod
     def ignored(values: Any) -> list[str]:
@@ -309,6 +323,7 @@ class DecodeRequest:
 REQUEST_FIELDS: dict[str, tuple[type, ...]] = {
     "prefix": (str,), "ids": (list, type(None)), "suffix": (str,), "filename": (str, type(None)),
     "snippets": (list,), "language": (str, type(None)), "prompt_format": (str,), "options": (dict,),
+    "background": (bool,),
 }
 
 

@@ -87,7 +87,7 @@ class Settings:
     ngrams: NgramSettings = field(default_factory=NgramSettings)
     # Where decoding runs (spd_lsp/remote): "in-process", "auto" (one shared engine per user
     # and machine, started on demand) or an address: unix:/path, tcp://host:port, tls://host:port.
-    engine: str = "in-process"
+    engine: str = "auto"
     engine_token_file: str | None = None  # TCP/TLS engines: the token file (else $SPD_LSP_TOKEN)
     engine_certificate: str | None = None  # TLS engines: the certificate (or CA) to trust
     engine_standby: bool = True  # "auto": the engine keeps a forked spare that takes over if it dies (remote/standby.py)

@@ -2,7 +2,8 @@
 
 Takes every setting of the language server (`commands/flags.py`) and builds the request as the
 server does (`session.decode_request`): the prompt window, the suffix after the cursor in --file,
-the language and path, the prompt format; through the engine the `--engine` setting names.
+the language and path, the prompt format; in process, or through the engine `--engine` names (the server's
+default, "auto", is for many requests: one request here loads the model itself unless asked).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from spd_lsp.api import DecodeRequest, DecodeResult
-from spd_lsp.commands.flags import add_settings, settings_of
+from spd_lsp.address import IN_PROCESS
+from spd_lsp.commands.flags import PREFIX, add_settings, settings_of
 from spd_lsp.cursor import Cursor, fit_window
 from spd_lsp.settings import Settings
 
@@ -82,6 +84,8 @@ def main(argv: list[str]) -> int:
     settings, warnings = settings_of(args)
     if warnings:
         parser.error("; ".join(warnings))
+    if f"{PREFIX}engine" not in vars(args):  # one request: in process, unless --engine names an engine (or "auto")
+        settings = replace(settings, engine=IN_PROCESS)
     uri, text, offset = read_document(args)
     from spd_lsp.commands.engine_setting import load_engine
     from spd_lsp.engine.model import ModelLoadError

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from spd_lsp import auth
 from spd_lsp.api import Loaded, ModelSpec
+from spd_lsp.commands import malloc
 from spd_lsp.commands.flags import add_settings, settings_of
 from spd_lsp.engine.decoding.threads import release_openmp
 from spd_lsp.settings import MODEL_KEYS
@@ -96,6 +97,7 @@ def main(argv: list[str]) -> int:
 
     args = parse_args(argv)
     configure_logging(args.log_file, args.log_level)
+    malloc.tune(mmap_threshold=malloc.MMAP_THRESHOLD, trim_threshold=malloc.TRIM_THRESHOLD)  # bounded under load
     spec = model_spec(args)
     token = None
     listener = Listener()

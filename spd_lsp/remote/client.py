@@ -18,6 +18,7 @@ import logging
 import socket
 import ssl
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import replace
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -193,9 +194,21 @@ class RemoteEngine:
         return DecodeResult([], Timings(), options.method)
 
     def warm(self, request: DecodeRequest, cancelled: CancelCheck | None = None) -> int:
-        """Nothing: the shared engine keeps one prompt cache per front end (its affinity key), filled by
-        the requests themselves; an idle prefill there would hold the batch's one model thread for others."""
-        return 0
+        """Prefill `request`'s prompt in this front end's prompt caches in the engine (the idle warm-up, as
+        `LocalEngine.warm`): the engine runs it only while no other request waits (`Batcher`, background). The
+        tokens prefilled; 0 where the engine is gone (a warm-up is never retried)."""
+        cancelled = cancelled or never_cancelled
+        message = protocol.complete_request(0, replace(request, background=True), ngrams=None, affinity=self.affinity,
+                                            warm=True)
+        try:
+            answer = self._ask(message, cancelled, restart=False)
+        except (EngineGone, FutureTimeout):
+            return 0
+        if answer.get("op") == protocol.ERROR:
+            if answer.get("code") == protocol.CANCELLED:
+                raise Cancelled()
+            return 0
+        return int((answer.get("timings") or {}).get("prefill_tokens", 0))
 
     def close(self) -> None:
         self._drop()
@@ -215,18 +228,21 @@ class RemoteEngine:
             self._address = str(self._connection.address)
             self._engine_info = dict(self._connection.info)
         connection = self._connection
+        sent = time.perf_counter()
         request_id, future = connection.request(message)
-        waited = 0.0
         while True:
             if cancelled():
                 connection.send({"op": protocol.CANCEL, "id": request_id})
                 raise Cancelled()
             try:
-                return future.result(timeout=POLL_S)
+                answer = future.result(timeout=POLL_S)
             except FutureTimeout:
-                waited += POLL_S
-                if waited >= self.timeout:
+                if time.perf_counter() - sent >= self.timeout:
                     raise
+                continue
+            if isinstance(answer.get("timings"), dict):  # the frame sent to its answer read: the socket's share
+                answer["timings"]["round_trip_s"] = time.perf_counter() - sent
+            return answer
 
     def _drop(self) -> None:
         if self._connection is not None:

@@ -117,13 +117,26 @@ def ensure(model_args: list[str], *, idle_timeout: float = IDLE_TIMEOUT_S,
     while not answering(paths.socket):
         mine = next((p for p in _started if str(paths.socket) in p.args), None)
         if mine is not None and mine.poll() is not None and not _loading(paths):
-            raise RuntimeError(f"the engine exited with {mine.returncode} while starting; see {paths.log}")
+            reason = last_line(paths.log)  # its own error (a missing model names the file), for the user's message
+            raise RuntimeError(f"the engine exited with {mine.returncode} while starting"
+                               f"{f': {reason}' if reason else ''}; see {paths.log}")
         if time.monotonic() > deadline:
             if not (_loading(paths) or _ours_loading(paths)):
                 raise TimeoutError(f"no engine is loading for {paths.socket}; see {paths.log}")
             raise TimeoutError(f"the engine is still starting after {start_timeout:.0f} s; see {paths.log}")
         time.sleep(0.05)
     return paths.socket
+
+
+def last_line(log: Path, *, tail_bytes: int = 4096) -> str:
+    """The last non-empty line of an engine's log (its error where it exited while starting); '' if none."""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - tail_bytes))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    return next((line.strip() for line in reversed(lines) if line.strip()), "")
 
 
 def _ours_loading(paths: Paths) -> bool:

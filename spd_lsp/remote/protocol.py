@@ -19,12 +19,15 @@ Messages (client -> engine)
         {"op": "error", "id": None, "code": "unauthorized" | "version", "message": str}
         and the connection is closed. Any other first frame: `unauthorized`, closed.
     {"op": "complete", "id": int, "request": REQUEST, "ngrams": NGRAMS, "affinity": str}
-        `affinity` (optional): whose prompt cache this is (e.g. "<front end>/<document>"); the
-        engine keeps one prompt cache per affinity key and routers may route by it.
+        `affinity` (optional): whose prompt caches these are (a front end); the engine keeps `CACHE_SLOTS`
+        prompt caches per affinity key, as a front end's own engine does, and routers may route by it.
+        `"warm": True` (optional): prefill the prompt only (the front end's idle warm-up), answered with no
+        drafts; it runs only while no other request waits, as does a request with `"background": True`
+        (anticipation: the drafts after the shown one, as if accepted). An engine before them runs it as a request.
         REQUEST = `spd_lsp.api.DecodeRequest.to_dict()`, the session's request unchanged:
                   {"prefix": str, "ids": [int] | None (the prefix's tokens where the caller has them),
                    "suffix": str, "filename": str | None, "snippets": [[path, code]],
-                   "language": str | None, "prompt_format": str, "options": OPTIONS}
+                   "language": str | None, "prompt_format": str, "options": OPTIONS, "background": bool (optional)}
                   missing fields but `prefix` take their defaults; fields the engine does not know are ignored
                   (see Compatibility).
         OPTIONS = `DecodeOptions.to_dict()`: every product option (ngram_weights keyed by order as a string)
@@ -41,7 +44,9 @@ Messages (client -> engine)
         Answer: {"op": "result", "id": int, "drafts": [DRAFT], "timings": TIMINGS, "method": str, "prompt": PROMPT,
                  "ignored": [str] (only where it ignored any: "field" or "options.field")}
                 DRAFT = {"text": str, "token_ids": [int], "score": float, "finished": bool}
-                TIMINGS = `Timings.to_dict()` (seconds and counts; a front end ignores keys it does not know)
+                TIMINGS = `Timings.to_dict()` (seconds and counts; a front end ignores keys it does not know;
+                          `queue_s` and `served_s` are the engine's: its frame read to its model thread taking it
+                          up, and to its answer written)
                 PROMPT = `DecodeResult.prompt`: the prompt's format and token counts per part
         or      {"op": "error", "id": int, "code": CODE, "message": str}
     {"op": "cancel", "id": int}
@@ -200,11 +205,13 @@ async def read(reader: Any, *, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, An
 # -- the values inside frames ------------------------------------------------------
 def complete_request(
     request_id: int, request: DecodeRequest | dict[str, Any], *, ngrams: dict[str, Any] | None = None,
-    affinity: str | None = None,
+    affinity: str | None = None, warm: bool = False,
 ) -> dict[str, Any]:
-    """`request`: a `DecodeRequest`, or a wire form as it is (benchmarks and tests of refusals)."""
+    """`request`: a `DecodeRequest`, or a wire form as it is (benchmarks and tests of refusals). `warm`: prefill its
+    prompt only (an idle warm-up), answering no drafts."""
     wire = request if isinstance(request, dict) else request.to_dict()
-    return {"op": COMPLETE, "id": request_id, "request": wire, "ngrams": ngrams, "affinity": affinity}
+    message = {"op": COMPLETE, "id": request_id, "request": wire, "ngrams": ngrams, "affinity": affinity}
+    return {**message, "warm": True} if warm else message
 
 
 def read_request(message: dict[str, Any]) -> DecodeRequest:

@@ -41,6 +41,9 @@ from spd_lsp.settings import check_options
 
 log = logging.getLogger(__name__)
 HELLO_TIMEOUT_S = 10.0  # a connection's TLS handshake, then its hello, each within this long
+# The model thread holds the GIL between torch calls; the event loop must read a request's frame (and a cancel)
+# without waiting the default 5 ms per hand-over (as the front end's session, `session.GIL_SWITCH_S`).
+GIL_SWITCH_S = 0.001
 DOCUMENT_ORDERS = (2, 3, 4, 5, 6)
 MAX_DOCUMENT_TOKENS = 1 << 20
 # What one client may ask of the shared engine: a request past these would hold a batch row for minutes or fail deep
@@ -163,6 +166,7 @@ class EngineServer:
         self.idle_timeout = idle_timeout
         self.standby = standby  # remote/standby.py's Turn: its spare shows in the status
         self.scheduler = Batcher(engine, max_batch=max_batch)
+        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
         self.stores = Stores(tokenizer_identity(engine.tokenizer), base_store)
         self.connections = 0
         self.counts = {"connections": 0, "refused": 0, "badFrames": 0, "requests": 0}
@@ -330,7 +334,8 @@ class EngineServer:
         local = self.listener.socket_path is not None
         ngrams = self.stores.source(message.get("ngrams"), local=local)
         affinity = message.get("affinity")
-        return BatchJob(request, ngrams=ngrams, affinity=str(affinity) if affinity is not None else str(id(message)))
+        return BatchJob(request, ngrams=ngrams, affinity=str(affinity) if affinity is not None else str(id(message)),
+                        warm=message.get("warm") is True)
 
     async def _answer(self, writer: asyncio.StreamWriter, job_id: int, job: BatchJob, jobs: dict[int, BatchJob],
                       ignored: list[str]) -> None:
@@ -338,6 +343,7 @@ class EngineServer:
         self._running += 1
         try:
             result = await asyncio.wrap_future(self.scheduler.submit(job))
+            result.timings.served_s = time.perf_counter() - job.started  # the frame read to its answer encoded
             answer = protocol.result(job_id, result, ignored=ignored)
         except Cancelled:
             answer = protocol.error(job_id, protocol.CANCELLED, "cancelled")

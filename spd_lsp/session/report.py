@@ -12,16 +12,24 @@ from typing import Any
 from spd_lsp.address import AUTO, IN_PROCESS, parse
 
 
+def engine_kind(setting: str | None) -> str:
+    """Which engine serves the `engine` setting: "in-process", "shared" (this machine's, over a Unix socket:
+    "auto", the default, or unix:) or "remote" (TCP/TLS)."""
+    if setting in (None, IN_PROCESS):
+        return "in-process"
+    return "shared" if setting == AUTO or parse(setting).kind == "unix" else "remote"
+
+
 def engine_link(setting: str, engine: Any) -> dict[str, Any]:
-    """kind ("in-process", "shared": this machine's engine over a Unix socket, "remote": TCP/TLS),
-    address, whether it is connected now (None in process) and the requests it answered empty."""
+    """kind (`engine_kind`), address, the engine's pid (None in process, or before it answered), whether it is
+    connected now (None in process) and the requests it answered empty."""
     if setting == IN_PROCESS:
-        return {"kind": "in-process", "address": None, "connected": None, "failures": 0}
-    kind = "shared" if setting == AUTO or parse(setting).kind == "unix" else "remote"
-    link = engine.link() if engine is not None else {}  # not loaded (yet)
+        return {"kind": "in-process", "address": None, "pid": None, "connected": None, "failures": 0}
+    link = engine.link() if hasattr(engine, "link") else {}  # not loaded (yet), or a test's double
     return {
-        "kind": kind,
+        "kind": engine_kind(setting),
         "address": link.get("address") or (None if setting == AUTO else str(parse(setting))),
+        "pid": (link.get("engineInfo") or {}).get("pid"),
         "connected": link.get("connected"),
         "failures": link.get("failures", 0),
     }
@@ -29,9 +37,10 @@ def engine_link(setting: str, engine: Any) -> dict[str, Any]:
 
 def model_info(info: dict[str, Any], engine: Any) -> dict[str, Any]:
     """The model's info as loaded, updated with what the engine it reached last says of itself (its
-    pid, its model): a shared engine may have been replaced since the load."""
+    pid, its model): a shared engine may have been replaced since the load; `engineKind`, which engine
+    serves it (`engine_kind` of the setting it was loaded with, `info["engine"]`)."""
     link = engine.link() if hasattr(engine, "link") else {}  # (test doubles may have none)
-    return {**info, **(link.get("engineInfo") or {})}
+    return {**info, **(link.get("engineInfo") or {}), "engineKind": engine_kind(info.get("engine"))}
 
 
 def summary(status: dict[str, Any]) -> str:
@@ -76,7 +85,9 @@ def _engine(link: dict[str, Any] | None) -> str:
     state = {True: "connected", False: "NOT CONNECTED", None: "not connected yet"}[link.get("connected")]
     failures = link.get("failures") or 0
     lost = f"; {failures} request(s) got no answer from it" if failures else ""
-    return f"{link['kind']}, {address} ({state}{lost})"
+    pid = f", engine pid {link['pid']}" if link.get("pid") else ""
+    what = "shared (one model for every window)" if link["kind"] == "shared" else link["kind"]
+    return f"{what}{pid}, {address} ({state}{lost})"
 
 
 def _store(store: dict[str, Any]) -> str:

@@ -212,6 +212,10 @@ class Stats:
             "ngramMs": round(1000 * t.ngram_s, 1),
             "verifyMs": round(1000 * t.verify_s, 1),
             "engineMs": round(1000 * t.total_s, 1),
+            # a shared engine's (0 in process): waiting for its model thread, its whole time, the front end's wait
+            "queueMs": round(1000 * t.queue_s, 1),
+            "servedMs": round(1000 * t.served_s, 1),
+            "roundTripMs": round(1000 * t.round_trip_s, 1),
             "steps": t.steps,
             "prefillTokens": t.prefill_tokens,
             "reusedTokens": t.reused_tokens,
@@ -337,7 +341,8 @@ class Session:
             progress.end(f"loaded {model.get('name', 'the model')} on {model.get('device', '?')} "
                          f"in {time.perf_counter() - started:.1f} s")
             self.readiness.set(WARMING, "the first completion prefills the prompt",
-                               {"name": model.get("name"), "device": model.get("device")})
+                               {"name": model.get("name"), "device": model.get("device"),
+                                "engineKind": model.get("engineKind")})
             watch_compile(self.client, loaded, current=lambda: self._loaded is loaded)  # progress, first start
         except Exception as exc:  # noqa: BLE001 - any load failure leaves a working, empty server
             message = f"spd-lsp: the model could not be loaded, completions are off: {exc}"
@@ -422,12 +427,15 @@ class Session:
 
     def _decode(
         self, key: str, settings: Settings, loaded: Loaded, cursor: Cursor, cancelled: CancelCheck,
-        neighbours: Sequence[tuple[str, str]] = (),
+        neighbours: Sequence[tuple[str, str]] = (), *, background: bool = False,
     ) -> tuple[list[str], Timings | None]:
-        """Drafts from the model, the prompt cut to its budget by the document's window."""
+        """Drafts from the model, the prompt cut to its budget by the document's window. `background`: nobody
+        waits for them yet (anticipation): a shared engine runs them only while no other request waits."""
         request = self._request(key, settings, loaded, cursor, neighbours)
         if request is None:
             return [], None
+        if background:
+            request = replace(request, background=True)
         result = loaded.engine.complete(request, cancelled)
         self.readiness.settled()
         if result.prompt:
@@ -519,7 +527,7 @@ class Session:
 
         def work(cancelled: CancelCheck) -> None:
             if self._loaded is not None:
-                drafts, _ = self._decode(key, settings, self._loaded, accepted, cancelled, neighbours)
+                drafts, _ = self._decode(key, settings, self._loaded, accepted, cancelled, neighbours, background=True)
                 self._ahead[key] = Shown.of(accepted.prefix, accepted.line_suffix, drafts, offer=next(self._offers))
 
         self._ahead.pop(key, None)

@@ -62,7 +62,7 @@ def plain(value: Any) -> Any:
 def push_status(ls: "FakeSpdServer", state: str) -> None:
     """The real server's `spd/didChangeStatus` (spd_lsp.session.readiness)."""
     ls.protocol.notify("spd/didChangeStatus", {"state": state, "message": state, "kind": "Normal",
-                                              "busy": state != "ready", "model": {"name": "fake-model", "device": "cpu"}})
+                                              "busy": state != "ready", "model": {"name": "fake-model", "device": "cpu", "engineKind": "shared"}})
 
 
 server = FakeSpdServer()

@@ -153,10 +153,10 @@ def test_the_pushed_status_and_the_drafts_drawn_reach_the_statusline_and_the_ser
         nvim.lua("_G.spd_events = 0; vim.api.nvim_create_autocmd('User', { pattern = 'SpdStatus', "
                  "callback = function() _G.spd_events = _G.spd_events + 1 end })")
         nvim.open(workspace / "walk.py")
-        nvim.wait_for(lambda: statusline(nvim) == "SPD: warming up", "the server's warming up")
+        nvim.wait_for(lambda: statusline(nvim) == "SPD: warming up (shared engine)", "the server's warming up")
         nvim.input("ix = foo")
         nvim.wait_ghost("_alpha(x)")
-        nvim.wait_for(lambda: statusline(nvim) == "SPD: ready", "ready after the first answer")
+        nvim.wait_for(lambda: statusline(nvim) == "SPD: ready (shared engine)", "ready after the first answer")
         assert nvim.lua("return _G.spd_events") >= 2
         nvim.input("<M-]>")
         nvim.wait_ghost("_beta(y, z)")

@@ -86,7 +86,7 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.mark.timeout(240)
 @pytest.mark.skipif(not SERVER.exists(), reason=f"spd-lsp is not installed at {SERVER}")
 def test_lazy_nvim_installs_the_plugin_from_a_clone_and_the_real_server_drafts(tmp_path: Path, workspace: Path) -> None:
-    opts = {"cmd": [str(SERVER), "--stdio"], "k": 3, "max_tokens": 8, "ngrams": {"enabled": False}}
+    opts = {"cmd": [str(SERVER), "--stdio"], "engine": "in-process", "k": 3, "max_tokens": 8, "ngrams": {"enabled": False}}
     home = clean_home(tmp_path / "home", LAZY_INIT % {
         "lazy": lua_string(str(LAZY)), "plugin": lua_string(str(PLUGIN_DIR)), "opts": lua_string(json.dumps(opts))})
     prefix = WALK_HEAD + "            if name.end"

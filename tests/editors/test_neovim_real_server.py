@@ -35,6 +35,7 @@ def nvim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nvim]:
     session = Nvim(
         {
             "cmd": [str(SERVER), "--stdio"],
+            "engine": "in-process",
             "k": K,
             "max_tokens": 8,
             "ngrams": {"db": str(tmp_path_factory.mktemp("store"))},

@@ -21,7 +21,7 @@ local id = vim.lsp.start({
   name = 'spd-lsp',
   cmd = { vim.env.SPD_PYTHON, '-m', 'spd_lsp.cli', '--stdio' },
   root_dir = root,
-  init_options = { k = 3, maxTokens = 10 },
+  init_options = { engine = 'in-process', k = 3, maxTokens = 10 },
 })
 local client = vim.lsp.get_client_by_id(id)
 vim.wait(60000, function() return client.initialized end, 50)

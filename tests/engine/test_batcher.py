@@ -220,3 +220,52 @@ def test_editor_requests_with_their_context_batch_and_answer_as_alone() -> None:
     assert [_texts(r) for r in together] == [_texts(r) for r in alone]
     assert [r.prompt for r in together] == [r.prompt for r in alone] and alone[0].prompt["suffixTokens"] > 0
     assert counts["alone"] == 1 and counts["maxBatched"] == len(requests)  # only the sequential nucleus ran alone
+
+
+def test_a_request_alone_steps_on_its_own_cache_and_answers_as_in_process(engine: LocalEngine) -> None:
+    """One typist: the request steps on its runner's prompt cache (as `LocalEngine`), with the same answer; its queue
+    time is carried in its timings."""
+    expected = _texts(engine.complete(DecodeRequest(PREFIXES[0], OPTIONS)))
+    scheduler = Batcher(engine)
+    try:
+        job = BatchJob(DecodeRequest(PREFIXES[0], OPTIONS), affinity="one")
+        result = scheduler.submit(job).result(timeout=60)
+        assert _texts(result) == expected
+        assert scheduler.counts["soloSteps"] == scheduler.counts["steps"] > 0
+        assert scheduler.counts["verifyForwards"] == 0  # verified once, on its own cache: never again in the batch's
+        assert 0.0 <= result.timings.queue_s <= result.timings.total_s
+    finally:
+        scheduler.close()
+
+
+def test_background_work_gives_way_to_a_request_and_still_answers_as_alone(engine: LocalEngine) -> None:
+    """Anticipation (`background`) decoding alone is put back when a typed request comes; both answer as alone."""
+    long = DecodeOptions(k=3, max_tokens=40, stop_at_newline=False, alpha=0.0)
+    expected = [_texts(engine.complete(DecodeRequest(PREFIXES[0], long))), _texts(engine.complete(DecodeRequest(PREFIXES[1], OPTIONS)))]
+    scheduler = Batcher(engine)
+    try:
+        ahead = BatchJob(DecodeRequest(PREFIXES[0], long, background=True), affinity="editor")
+        scheduler.submit(ahead)
+        while scheduler.counts["steps"] < 2:  # it is decoding
+            threading.Event().wait(0.005)
+        typed = BatchJob(DecodeRequest(PREFIXES[1], OPTIONS), affinity="other")
+        scheduler.submit(typed)
+        assert _texts(typed.future.result(timeout=60)) == expected[1]
+        assert not ahead.future.done() or scheduler.counts["preempted"] == 1  # it went back while the typed one ran
+        assert _texts(ahead.future.result(timeout=60)) == expected[0]
+        assert scheduler.counts["preempted"] == 1
+    finally:
+        scheduler.close()
+
+
+def test_a_warm_up_prefills_the_prompt_that_the_next_request_then_reuses(engine: LocalEngine) -> None:
+    prefix = "\n".join(PREFIXES)
+    scheduler = Batcher(engine)
+    try:
+        warm = scheduler.submit(BatchJob(DecodeRequest(prefix, OPTIONS), affinity="editor", warm=True)).result(timeout=60)
+        assert warm.drafts == [] and warm.timings.prefill_tokens > 10
+        assert scheduler.counts["warmed"] == 1 and scheduler.counts["steps"] == 0
+        typed = scheduler.submit(BatchJob(DecodeRequest(prefix + "\n", OPTIONS), affinity="editor")).result(timeout=60)
+        assert typed.timings.prefill_tokens <= 3 < typed.timings.reused_tokens
+    finally:
+        scheduler.close()

@@ -124,7 +124,7 @@ async def serve_one_completion(model_spec: str | None, cache: Path) -> tuple[lis
     client = LanguageClient("spd-gpu-test", "1")
     await client.start_io(sys.executable, "-m", "spd_lsp.cli", "--stdio", env=env)
     try:
-        options = {"device": DEVICE.type, "k": 3, "maxTokens": 10}
+        options = {"engine": "in-process", "device": DEVICE.type, "k": 3, "maxTokens": 10}
         if model_spec:
             options["model"] = model_spec
         await client.initialize_async(

@@ -25,7 +25,7 @@ async def client(tmp_path_factory: pytest.TempPathFactory) -> Any:
     lsp_client.initialize_result = await lsp_client.initialize_session(
         lsp.InitializeParams(capabilities=capabilities(), root_uri=root.as_uri(),
                              workspace_folders=[lsp.WorkspaceFolder(uri=root.as_uri(), name="ws")],
-                             initialization_options={"k": 2, "maxTokens": 4, "ngrams": {"index": False}})
+                             initialization_options={"engine": "in-process", "k": 2, "maxTokens": 4, "ngrams": {"index": False}})
     )
     lsp_client.root = root
     yield lsp_client

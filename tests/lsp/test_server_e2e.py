@@ -55,7 +55,7 @@ async def client(workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> A
             capabilities=capabilities(),
             root_uri=workspace.as_uri(),
             workspace_folders=[lsp.WorkspaceFolder(uri=workspace.as_uri(), name="ws")],
-            initialization_options={"k": 3, "maxTokens": 10},
+            initialization_options={"engine": "in-process", "k": 3, "maxTokens": 10},
         )
     )
     yield lsp_client
@@ -93,6 +93,8 @@ async def status(client: LanguageClient) -> dict[str, Any]:
 
 
 async def configure(client: LanguageClient, settings: dict[str, Any]) -> None:
+    """New settings, whole (the others back to their defaults) but the engine: these tests' server stays in process."""
+    settings = {"engine": "in-process", **settings}
     client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings={"spd": settings}))
 
 
@@ -141,7 +143,7 @@ async def test_status_shows_model_engine_stores_last_request_and_drafts_by_rank(
     after = await status(client)
     model = after["model"]
     assert model["device"] == "cpu" and model["dtype"] and model["name"]
-    assert after["engine"] == {"kind": "in-process", "address": None, "connected": None, "failures": 0}
+    assert after["engine"] == {"kind": "in-process", "address": None, "pid": None, "connected": None, "failures": 0}
     [store] = after["stores"]
     assert store["files"] >= 1 and store["ngrams"] > 0 and store["bytes"] > 0
     last = after["last"]

@@ -56,7 +56,7 @@ async def served(tmp_path_factory: pytest.TempPathFactory) -> Any:
         lsp.InitializeParams(
             capabilities=capabilities(), root_uri=workspace.as_uri(),
             workspace_folders=[lsp.WorkspaceFolder(uri=workspace.as_uri(), name="ws")],
-            initialization_options={"k": 3, "maxTokens": 8, "ngrams": {"enabled": False}},
+            initialization_options={"engine": "in-process", "k": 3, "maxTokens": 8, "ngrams": {"enabled": False}},
         )
     )
     yield client, workspace, log
@@ -102,10 +102,10 @@ async def test_an_excluded_file_is_answered_empty_and_the_log_says_why_once(serv
     assert len(said) == 1 and ".env.local" in said[0] and "'.env.*'" in said[0], said
     assert (await status(client))["excluded"] == 3
     client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(
-        settings={"spd": {"k": 3, "maxTokens": 8, "ngrams": {"enabled": False}, "exclude": []}}))
+        settings={"spd": {"engine": "in-process", "k": 3, "maxTokens": 8, "ngrams": {"enabled": False}, "exclude": []}}))
     assert await inline(client, secret, end_of(SECRET)), "exclude [] completes every file"
     client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(
-        settings={"spd": {"k": 3, "maxTokens": 8, "ngrams": {"enabled": False}}}))
+        settings={"spd": {"engine": "in-process", "k": 3, "maxTokens": 8, "ngrams": {"enabled": False}}}))
 
 
 async def test_shown_and_partly_accepted_items_are_counted_once_by_rank(served: Any) -> None:

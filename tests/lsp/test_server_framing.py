@@ -52,7 +52,7 @@ def test_a_bad_frame_is_survived_and_the_next_request_answered(tmp_path: Path, d
     server = RawServer("--log-level", "WARNING", env=server_env(tmp_path))
     try:
         server.send({"jsonrpc": "2.0", "id": "init", "method": "initialize",
-                     "params": {"capabilities": {}, "initializationOptions": {"model": "/nowhere/none.gguf"}}})
+                     "params": {"capabilities": {}, "initializationOptions": {"engine": "in-process", "model": "/nowhere/none.gguf"}}})
         assert "capabilities" in server.response("init")["result"]
         server.write(data)
         if answered:

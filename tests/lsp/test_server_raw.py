@@ -87,7 +87,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Any:
             "jsonrpc": "2.0",
             "id": 0,
             "method": "initialize",
-            "params": {"capabilities": {}, "initializationOptions": {"model": "/nowhere/none.gguf"}},
+            "params": {"capabilities": {}, "initializationOptions": {"engine": "in-process", "model": "/nowhere/none.gguf"}},
         }
     )
     assert "capabilities" in raw.response(0)["result"]
@@ -148,7 +148,7 @@ def test_version_and_stdout_is_protocol_only(tmp_path: Path) -> None:
             "jsonrpc": "2.0",
             "id": 1,
             "method": "initialize",
-            "params": {"capabilities": {}, "initializationOptions": {"model": "/nowhere.gguf"}},
+            "params": {"capabilities": {}, "initializationOptions": {"engine": "in-process", "model": "/nowhere.gguf"}},
         }
     )
     assert raw.response(1)["result"]["serverInfo"]["name"] == "spd-lsp"
@@ -160,7 +160,7 @@ INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
-    "params": {"capabilities": {}, "initializationOptions": {"model": "/nowhere.gguf"}},
+    "params": {"capabilities": {}, "initializationOptions": {"engine": "in-process", "model": "/nowhere.gguf"}},
 }
 
 
@@ -171,7 +171,7 @@ STATUS_PARAMS = {"command": "spd.status"}
     "message, expected",
     [
         ({"jsonrpc": "2.0", "method": "workspace/didChangeConfiguration",
-          "params": {"settings": {"spd": {"model": "/nowhere/none.gguf"}}}}, "result"),
+          "params": {"settings": {"spd": {"engine": "in-process", "model": "/nowhere/none.gguf"}}}}, "result"),
         ({"method": "workspace/executeCommand", "params": STATUS_PARAMS}, -32600),  # no "jsonrpc"
         ({"jsonrpc": "1.0", "method": "workspace/executeCommand", "params": STATUS_PARAMS}, -32600),
         ({"jsonrpc": "2.0", "method": "workspace/executeCommand", "params": {"command": "spd.nothing"}}, -32601),
@@ -205,7 +205,7 @@ def test_invalid_utf8_is_replaced_and_answered(server: RawServer) -> None:
 
 def test_failed_completions_are_counted_and_the_first_of_each_kind_shown(tmp_path: Path) -> None:
     raw = RawServer(env=server_env(tmp_path), module="tests.failing_server")
-    raw.send({**INITIALIZE, "params": {"capabilities": {}, "initializationOptions": {"ngrams": {"enabled": False}}}})
+    raw.send({**INITIALIZE, "params": {"capabilities": {}, "initializationOptions": {"engine": "in-process", "ngrams": {"enabled": False}}}})
     raw.response(1)
     text = {**DOC, "languageId": "python", "version": 1, "text": "value = 1\nx = val"}
     raw.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": text}})
@@ -226,7 +226,7 @@ def test_shutdown_does_not_block_the_event_loop(tmp_path: Path) -> None:
     """Issue 10, item 9: closing the session (bounded joins, store close) runs off the event loop,
     so a message sent during a slow shutdown is answered first instead of waiting behind it."""
     raw = RawServer(env=server_env(tmp_path), module="tests.slow_close_server")
-    raw.send({**INITIALIZE, "params": {"capabilities": {}, "initializationOptions": {"ngrams": {"enabled": False}}}})
+    raw.send({**INITIALIZE, "params": {"capabilities": {}, "initializationOptions": {"engine": "in-process", "ngrams": {"enabled": False}}}})
     raw.response(1)
     raw.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
     raw.send({"jsonrpc": "2.0", "id": "down", "method": "shutdown"})

@@ -22,7 +22,7 @@ STATUS = {"jsonrpc": "2.0", "id": "st", "method": "workspace/executeCommand", "p
 
 
 def initialize(token: Any = None, msg_id: int = 1, **options: Any) -> dict[str, Any]:
-    options = {"model": "/nowhere.gguf", **options}
+    options = {"engine": "in-process", "model": "/nowhere.gguf", **options}
     if token is not None:
         options["token"] = token
     return {"jsonrpc": "2.0", "id": msg_id, "method": "initialize",

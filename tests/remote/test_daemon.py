@@ -196,3 +196,12 @@ def test_another_protocol_version_gets_its_own_engine_socket(runtime: Path, monk
     now = daemon.paths_for(flags).socket
     monkeypatch.setattr(daemon.protocol, "VERSION", daemon.protocol.VERSION - 1)
     assert daemon.paths_for(flags).socket != now
+
+
+def test_an_engine_that_cannot_start_says_why_in_the_error(runtime: Path, monkeypatch) -> None:
+    """The first window's load with "auto" (the default) and an engine that exits while starting: the error names
+    the engine's own reason (a missing model's file, here the test loader's), not only its log's path."""
+    monkeypatch.setenv("SPD_TEST_ENGINE_BROKEN", "1")
+    with pytest.raises(Exception) as raised:
+        load_remote(Settings(engine="auto", device="cpu", engine_standby=False))
+    assert "this engine was told not to start" in str(raised.value) and "see " in str(raised.value)

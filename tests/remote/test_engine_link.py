@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from spd_lsp.api import DecodeRequest
 from spd_lsp.commands.engine_setting import load_engine
 from spd_lsp.session.session import Session
 from spd_lsp.settings import parse_settings
@@ -37,8 +38,9 @@ def test_status_reports_the_engine_connected_then_not_connected_once_it_died(run
         session.configure(settings, roots=[]).future.result(60)
         assert session.complete("doc.py", TEXT, 1, 10, "utf-16").future.result(60).timings is not None
         link = session.status()["engine"]
-        assert link == {"kind": "shared", "address": f"unix:{socket}", "connected": True, "failures": 0}
-        assert f"Engine:   shared, unix:{socket} (connected)" in session.status()["summary"]
+        assert link == {"kind": "shared", "address": f"unix:{socket}", "pid": process.pid, "connected": True, "failures": 0}
+        assert f"Engine:   shared (one model for every window), engine pid {process.pid}, unix:{socket} (connected)" in (
+            session.status()["summary"])
 
         process.kill()
         process.wait()
@@ -91,3 +93,25 @@ def test_status_shows_the_engine_it_reconnected_to(runtime: Path) -> None:
             if engine is not None and engine.poll() is None:
                 engine.kill()
                 engine.wait()
+
+
+def test_a_warm_up_prefills_in_the_engine_and_the_answer_carries_where_its_time_went(runtime: Path) -> None:
+    """`RemoteEngine.warm` is the idle prefill in the shared engine (not a no-op): the next request at that place
+    re-prefills a token or two; the answer's timings say the engine's queue, its whole time, and the round trip."""
+    socket = runtime / "engine.sock"
+    process, _ = start_engine(["--socket", str(socket)], engine_env(runtime))
+    try:
+        settings = parse_settings({"engine": f"unix:{socket}", "ngrams": {"enabled": False}, "k": 2, "maxTokens": 3})[0]
+        loaded = load_engine(settings)
+        engine = loaded.engine
+        prefix = "\n".join([TEXT, "def sub(a, b):\n    return a - b", "class Point:\n    def __init__(self, x"])
+        request = DecodeRequest(prefix, settings.decode_options())
+        assert engine.warm(request) > 10
+        result = engine.complete(DecodeRequest(prefix + ",", settings.decode_options()))
+        timings = result.timings
+        assert timings.prefill_tokens <= 3 < timings.reused_tokens
+        assert 0.0 <= timings.queue_s <= timings.total_s <= timings.served_s <= timings.round_trip_s
+        engine.close()
+    finally:
+        process.kill()
+        process.wait()

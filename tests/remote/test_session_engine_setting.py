@@ -33,6 +33,6 @@ def test_a_new_engine_setting_closes_the_old_engine() -> None:
         assert len(engines) == 1  # k is no reason to reconnect
         session.configure(parse_settings({**quiet, "engine": "tcp://127.0.0.1:9"})[0], roots=[]).future.result(5)
         assert len(engines) == 2 and engines[0].closed and not engines[1].closed
-        assert session.status()["model"] == {"engine": "tcp://127.0.0.1:9"}
+        assert session.status()["model"] == {"engine": "tcp://127.0.0.1:9", "engineKind": "remote"}
     finally:
         session.close()

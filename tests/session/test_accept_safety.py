@@ -45,7 +45,7 @@ async def started(tmp_path_factory: pytest.TempPathFactory, settings: dict[str, 
     lsp_client = await config.start()
     await lsp_client.initialize_session(
         lsp.InitializeParams(
-            capabilities=lsp.ClientCapabilities(), root_uri=tmp.as_uri(), initialization_options=settings
+            capabilities=lsp.ClientCapabilities(), root_uri=tmp.as_uri(), initialization_options={"engine": "in-process", **settings}
         )
     )
     await model_ready(lsp_client)

@@ -48,10 +48,11 @@ def test_summary_reads_model_engine_last_request_and_counts_as_plain_lines() -> 
         engine, {"name": "tiny", "device": "cpu", "dtype": "float32", "compiled": False,
                  "compileReason": "torch.compile is off on CPU"}, "cpu"))
     try:
-        session.configure(parse_settings({"ngrams": {"enabled": False}})[0], roots=[]).future.result(5)
+        session.configure(parse_settings({"engine": "in-process", "ngrams": {"enabled": False}})[0], roots=[]).future.result(5)
         session.complete("doc", TEXT, 1, 10, "utf-16").future.result(5)
         status = session.status()
-        assert status["engine"] == {"kind": "in-process", "address": None, "connected": None, "failures": 0}
+        assert status["engine"] == {"kind": "in-process", "address": None, "pid": None, "connected": None,
+                                    "failures": 0}
         lines = status["summary"].splitlines()
         assert lines[0] == "Model:    tiny on cpu, float32, eager (torch.compile is off on CPU)"
         assert lines[1] == "Engine:   in-process (the model runs in this server)"
@@ -98,14 +99,19 @@ class LinkedEngine(FakeEngine):
 
 
 def test_engine_kind_address_and_a_dead_connection() -> None:
-    alive = engine_link("unix:/run/e.sock", LinkedEngine({"address": "unix:/run/e.sock", "connected": True, "failures": 0}))
-    assert alive == {"kind": "shared", "address": "unix:/run/e.sock", "connected": True, "failures": 0}
+    alive = engine_link("unix:/run/e.sock", LinkedEngine({"address": "unix:/run/e.sock", "connected": True, "failures": 0,
+                                                          "engineInfo": {"pid": 4242}}))
+    assert alive == {"kind": "shared", "address": "unix:/run/e.sock", "pid": 4242, "connected": True, "failures": 0}
+    assert summary({"engine": alive}).splitlines()[1] == (
+        "Engine:   shared (one model for every window), engine pid 4242, unix:/run/e.sock (connected)")
     dead = engine_link("auto", LinkedEngine({"address": "unix:/run/u/spd.sock", "connected": False, "failures": 2}))
     assert dead["kind"] == "shared" and dead["connected"] is False
     assert summary({"engine": dead}).splitlines()[1] == (
-        "Engine:   shared, unix:/run/u/spd.sock (NOT CONNECTED; 2 request(s) got no answer from it)")
+        "Engine:   shared (one model for every window), unix:/run/u/spd.sock (NOT CONNECTED; 2 request(s) got no "
+        "answer from it)")
     remote = engine_link("tls://gpu.example:7000", None)  # not loaded (the connection failed)
-    assert remote == {"kind": "remote", "address": "tls://gpu.example:7000", "connected": None, "failures": 0}
+    assert remote == {"kind": "remote", "address": "tls://gpu.example:7000", "pid": None, "connected": None,
+                      "failures": 0}
 
 
 def test_shown_and_partly_accepted_count_each_offered_draft_once_by_its_offered_rank() -> None:
@@ -144,13 +150,13 @@ def test_the_pushed_state_goes_loading_warming_ready_and_error_on_a_failed_load(
     try:
         session.configure(parse_settings({"ngrams": {"enabled": False}})[0], roots=[]).future.result(5)
         assert [p["state"] for p in pushed] == ["loading", "warming"]
-        assert pushed[1]["model"] == {"name": "tiny", "device": "cpu"} and pushed[1]["busy"] is True
+        assert pushed[1]["model"] == {"name": "tiny", "device": "cpu", "engineKind": "in-process"} and pushed[1]["busy"] is True
         assert session.status()["summary"].splitlines()[-1] == "State:    warming up (the first completion prefills the prompt)"
         session.complete("doc", TEXT, 1, 10, "utf-16").future.result(5)
         session.complete("doc", TEXT + "x", 1, 11, "utf-16").future.result(5)
         assert [p["state"] for p in pushed] == ["loading", "warming", "ready"]  # once
         assert pushed[-1] == {"state": "ready", "message": "ready", "kind": "Normal", "busy": False,
-                              "model": {"name": "tiny", "device": "cpu"}}
+                              "model": {"name": "tiny", "device": "cpu", "engineKind": "in-process"}}
     finally:
         session.close()
     pushed.clear()

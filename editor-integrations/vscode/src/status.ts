@@ -33,6 +33,8 @@ export interface StatusState {
 export interface ModelInfo {
   name: string;
   device: string;
+  /** Which engine serves: "in-process", "shared" (one model for every window: `spd.engine` "auto"), "remote". */
+  engine?: string;
 }
 
 export interface StatusView {
@@ -50,7 +52,7 @@ export const initialState: StatusState = { phase: "starting", control: initialCo
 
 /** The pushed status; its model names the item at once. */
 export function withServer(state: StatusState, params: unknown): StatusState {
-  const pushed = params as { state?: unknown; message?: unknown; model?: { name?: unknown; device?: unknown } | null } | null;
+  const pushed = params as { state?: unknown; message?: unknown; model?: { name?: unknown; device?: unknown; engineKind?: unknown } | null } | null;
   if (typeof pushed?.state !== "string") {
     return state;
   }
@@ -101,8 +103,13 @@ export function recordLatency(state: StatusState, ms: number, measured = true): 
 
 /** The model and device of a `spd.status` result, once the server has loaded one. */
 export function modelOf(status: unknown): ModelInfo | undefined {
-  const model = (status as { model?: { name?: unknown; device?: unknown } | null } | null)?.model;
-  return typeof model?.name === "string" && typeof model.device === "string" ? { name: model.name, device: model.device } : undefined;
+  const model = (status as { model?: { name?: unknown; device?: unknown; engineKind?: unknown } | null } | null)?.model;
+  if (typeof model?.name !== "string" || typeof model.device !== "string") {
+    return undefined;
+  }
+  return typeof model.engineKind === "string"
+    ? { name: model.name, device: model.device, engine: model.engineKind }
+    : { name: model.name, device: model.device };
 }
 
 export function withModel(state: StatusState, model: ModelInfo | undefined): StatusState {
@@ -170,9 +177,13 @@ function phaseView(state: StatusState): StatusView {
     }
     case "ready": {
       const latency = state.lastLatencyMs === undefined ? "" : ` ${Math.round(state.lastLatencyMs)} ms`;
-      const model = state.model === undefined ? "" : ` ${state.model.name} · ${state.model.device}`;
+      const engine = state.model?.engine;
+      const shared = engine !== undefined && engine !== "in-process" ? ` · ${engine}` : "";
+      const model = state.model === undefined ? "" : ` ${state.model.name} · ${state.model.device}${shared}`;
       const took = state.lastLatencyMs === undefined ? "ready" : `last completion took ${Math.round(state.lastLatencyMs)} ms`;
-      const on = state.model === undefined ? "" : ` (${state.model.name} on ${state.model.device})`;
+      const served = engine === undefined ? "" : engine === "shared" ? ", served by the shared engine (one model for every window)"
+        : engine === "remote" ? ", served by a remote engine" : ", in this server's process";
+      const on = state.model === undefined ? "" : ` (${state.model.name} on ${state.model.device}${served})`;
       return { text: `$(sparkle) SPD${model}${latency}`, tooltip: `SPD: ${took}${on}; ${MENU}` };
     }
   }

@@ -154,7 +154,8 @@ function M.snooze(minutes)
   vim.notify(minutes > 0 and ('SPD inline completions snoozed for %s min'):format(minutes) or 'SPD inline completions on')
 end
 
---- For a statusline: `SPD: off`, `SPD: snoozed 14m`, `SPD: loading the model`, `SPD: warming up`, `SPD: ready`, `SPD: error`.
+--- For a statusline: `SPD: off`, `SPD: snoozed 14m`, `SPD: loading the model`, `SPD: warming up`, `SPD: ready`, `SPD: error`;
+--- ` (shared engine)` after it where the shared engine serves (`engine` "auto", the default).
 M.statusline = state.statusline
 
 M.status = commands.status

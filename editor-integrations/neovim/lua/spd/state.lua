@@ -91,8 +91,15 @@ function M.snooze(minutes)
   notify_change()
 end
 
+--- Which engine serves, where it is not the server itself: ` (shared engine)` (one model for every
+--- window: `engine` "auto", the default) or ` (remote engine)`; '' in process or before the model loaded.
+local function engine_label()
+  local kind = type(server.model) == 'table' and server.model.engineKind or nil
+  return (type(kind) == 'string' and kind ~= 'in-process') and (' (%s engine)'):format(kind) or ''
+end
+
 --- One short line for a statusline: `SPD: off`, `SPD: snoozed 14m`, `SPD: loading the model`,
---- `SPD: warming up`, `SPD: ready`, `SPD: error`.
+--- `SPD: warming up`, `SPD: ready`, `SPD: error`; with ` (shared engine)` where the shared engine serves.
 function M.statusline()
   if not enabled then
     return 'SPD: off'
@@ -101,7 +108,7 @@ function M.statusline()
   if minutes then
     return ('SPD: snoozed %dm'):format(minutes)
   end
-  return 'SPD: ' .. (LABELS[server.state] or server.state)
+  return 'SPD: ' .. (LABELS[server.state] or server.state) .. engine_label()
 end
 
 --- The client's line of :SpdStatus (the server's own lines, its state among them, follow).

@@ -10,6 +10,17 @@ test("the status item names the loaded model and its device", () => {
   assert.equal(statusView(state).tooltip, "SPD: last completion took 812 ms (SmolLM2-135M-Instruct on cpu); click for the SPD menu");
 });
 
+test("the status item says which engine serves: the shared one (the default) or this server", () => {
+  const shared = modelOf({ model: { name: "SmolLM2-135M-Instruct", device: "cpu", engineKind: "shared" } });
+  assert.deepEqual(shared, { name: "SmolLM2-135M-Instruct", device: "cpu", engine: "shared" });
+  const state = recordLatency(withModel(withPhase(initialState, "ready"), shared), 90);
+  assert.equal(statusView(state).text, "$(sparkle) SPD SmolLM2-135M-Instruct · cpu · shared 90 ms");
+  assert.match(statusView(state).tooltip, /served by the shared engine \(one model for every window\)/);
+  const inProcess = withModel(withPhase(initialState, "ready"), modelOf({ model: { name: "m", device: "cpu", engineKind: "in-process" } }));
+  assert.equal(statusView(inProcess).text, "$(sparkle) SPD m · cpu");
+  assert.match(statusView(inProcess).tooltip, /in this server's process/);
+});
+
 test("before the model is loaded, or from an unexpected status, the item names none", () => {
   assert.equal(modelOf({ model: null }), undefined);
   assert.equal(modelOf(null), undefined);
