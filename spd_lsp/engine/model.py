@@ -140,6 +140,11 @@ def _dequantise_to_cache(source: ModelSource, target: Path) -> str | None:
             del model.config.quantization_config
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
+        if target.is_dir() and not (target / "config.json").is_file():  # a GGUF read as blocks kept its tokenizer
+            for entry in target.iterdir():  # there (gguf/tokenizer.py): kept beside the copy
+                if not (staging / entry.name).exists():
+                    os.replace(entry, staging / entry.name)
+            target.rmdir()
         os.replace(staging, target)
         return None
     except FileExistsError:  # another process won the race; its copy is as good
@@ -173,8 +178,13 @@ def local_directory(source: ModelSource) -> Path | None:
 
 
 def cache_note(source: ModelSource) -> str | None:
-    """Why `source`'s dequantised cache is not used in this process, if it is not."""
-    return _unwritable.get(_cache_dir(source)) if source.gguf_file else None
+    """Why `source`'s model cache (its dequantised copy, or the tokenizer a GGUF read as blocks keeps) is not used in
+    this process, if it is not."""
+    if not source.gguf_file:
+        return None
+    from spd_lsp.engine.gguf.tokenizer import unkept
+
+    return _unwritable.get(_cache_dir(source)) or unkept(_cache_dir(source))
 
 
 def pick_device(device: str = "auto") -> Any:
@@ -409,7 +419,8 @@ def _from_blocks(source: ModelSource, device: Any, dtype: Any, started: float, *
     if not fast_info["fastPath"]:  # not expected (covers() said it does)
         raise ModelLoadError(f"the fast path did not take {source.path.name}: {fast_info['reason']}")
     return LoadedModel(model=model, tokenizer=tokenizer, device=device, dtype=dtype, name=source.path.name,
-                       source=str(source.path), load_s=time.perf_counter() - started, fast=fast_info)
+                       source=str(source.path), load_s=time.perf_counter() - started, fast=fast_info,
+                       cache_note=cache_note(source))
 
 
 def _light_model(directory: Path, dtype: Any) -> Any:

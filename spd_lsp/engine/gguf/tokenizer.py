@@ -16,6 +16,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 DIRECTORY = "tokenizer"  # under the model's cache directory
+_unkept: dict[Path, str] = {}  # directories a tokenizer could not be kept in: why (said once a process)
 
 
 def gguf_tokenizer(path: Path, cache: Path | None) -> Any:
@@ -38,6 +39,11 @@ def gguf_tokenizer(path: Path, cache: Path | None) -> Any:
     return tokenizer
 
 
+def unkept(cache: Path) -> str | None:
+    """Why the tokenizer of the model cached at `cache` is not kept there, if it could not be."""
+    return _unkept.get(cache / DIRECTORY)
+
+
 def made(path: Path) -> Any:
     """The tokenizer made from the GGUF's metadata (transformers' converter, as `from_pretrained(gguf_file=...)`)."""
     from transformers.integrations.gguf import convert_gguf_tokenizer, get_gguf_tokenizer
@@ -57,8 +63,11 @@ def keep(tokenizer: Any, directory: Path) -> None:
         tokenizer.save_pretrained(staging)
         os.replace(staging, directory)
     except OSError as exc:
-        log.warning("cannot keep the tokenizer in %s (%s): it is made from the GGUF at each start", directory,
-                    exc.strerror or exc)
+        note = (f"cannot write the model cache ({directory}: {exc.strerror or exc}): the tokenizer is made in memory "
+                "from the GGUF at each start")
+        if directory not in _unkept:
+            log.warning("%s", note)
+        _unkept[directory] = note
     finally:
         if staging is not None and staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
