@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from spd_lsp.engine.gguf.file import GGUFFile
+
 log = logging.getLogger(__name__)
 
 DIRECTORY = "tokenizer"  # under the model's cache directory
@@ -36,6 +38,9 @@ def gguf_tokenizer(path: Path, cache: Path | None) -> Any:
         if kept is not None:
             keep(tokenizer, kept)
     tokenizer.name_or_path = str(cache if cache is not None else path)  # its name in stores' messages: the model's
+    # The GGUF's own word on a leading BOS (Gemma: true; SmolLM2: false): a kept copy read back says False whatever
+    # the file says, and the engine builds prompts by this flag (`LocalEngine._with_bos`).
+    tokenizer.add_bos_token = bool(GGUFFile(path).fields.get("tokenizer.ggml.add_bos_token", False))
     return tokenizer
 
 
