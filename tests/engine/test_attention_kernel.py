@@ -114,3 +114,27 @@ def test_a_build_lock_left_by_a_killed_process_does_not_stall_the_load(monkeypat
     loader.start()
     assert done.wait(timeout=120), "the load waited on a stale lock"
     assert kernels.ready() and not lock.exists()
+
+
+def test_a_half_written_library_is_built_again(monkeypatch, tmp_path) -> None:
+    """A library file left truncated (a process killed while it wrote it; seen here as a build directory no start
+    could load until it was deleted by hand) is removed and built again, once, instead of failing every start."""
+    import shutil as sh
+
+    name, flags, directory = kernels.target()
+    copy = tmp_path / "spd-kernels" / name
+    sh.copytree(directory, copy)
+    (copy / f"{name}.so").write_bytes((directory / f"{name}.so").read_bytes()[:4096])  # cut short
+    monkeypatch.setattr(kernels, "target", lambda: (name, flags, copy))
+    monkeypatch.setattr(kernels, "_state", {})
+    monkeypatch.setattr(torch.library, "register_fake", lambda name: lambda fn: fn)  # registered once already
+    loaded = []
+    monkeypatch.setattr(torch.ops, "load_library", lambda path: loaded.append(path) or _refuse_short(path))
+    assert kernels.build(), kernels.reason()
+    assert (copy / f"{name}.so").stat().st_size == (directory / f"{name}.so").stat().st_size
+
+
+def _refuse_short(path: str) -> None:
+    """torch.ops.load_library's answer to a truncated file, without loading a second copy of our ops here."""
+    if os.path.getsize(path) <= 4096:
+        raise OSError(f"Could not load this library: {path}")

@@ -145,14 +145,23 @@ def _load() -> None:
     name, flags, directory = target()
     library = directory / f"{name}.so"
     _drop_stale_lock(directory / "lock")
-    if library.is_file():
-        torch.ops.load_library(str(library))  # built by an earlier process for this very target: no ninja run
-    else:
+
+    def compile_and_load() -> None:
         _ninja_on_path()
         directory.mkdir(parents=True, exist_ok=True)
         cpp_extension.load(name=name, sources=[str(source) for source in SOURCES], extra_cflags=flags,
                            build_directory=str(directory), extra_ldflags=["-fopenmp"], is_python_module=False,
                            verbose=False)
+
+    try:
+        if library.is_file():
+            torch.ops.load_library(str(library))  # built by an earlier process for this very target: no ninja run
+        else:
+            compile_and_load()
+    except OSError as exc:  # a library or build directory left half-made (a process killed while it wrote, two
+        log.warning("the kernel library in %s could not be loaded (%s): building it again", directory, exc)
+        shutil.rmtree(directory, ignore_errors=True)  # builds at once): made again from nothing, once
+        compile_and_load()
     for binding in (attention, prompt, matvec, step, amx, blocks):
         binding.register_fakes()
     provided = {"attention", "pointwise", "verdict", "blocks"}
