@@ -54,7 +54,7 @@ from spd_lsp.api import DecodeOptions, DecodeRequest, PromptContext
 from spd_lsp.engine.local import LocalEngine
 from evaluation import report
 from evaluation.compare import paired
-from evaluation.corpus import fetch_packages, split_files
+from evaluation.corpus import corpus_of
 from evaluation.positions import Position, sample_positions
 from evaluation.run import scored
 from evaluation.stores import workspace_store
@@ -139,9 +139,8 @@ def _prepare(args: argparse.Namespace, tokenizer: Any, *, with_stores: bool = Tr
     spans = token_spans(tokenizer)
     stores, indexes, cases = {}, {}, {}
     for package in args.packages:
-        name = package.split("==")[0]
-        root = fetch_packages([package], args.workdir / f"corpus-{name}").resolve()
-        split = split_files(root)
+        corpus = corpus_of(package, args.workdir)
+        name, root, split = corpus.name, corpus.root, corpus.split
         if with_stores:
             stores[name] = workspace_store(args.workdir / f"ws-{name}", tokenizer, root, split.indexed)
         indexes[name] = ChunkIndex.of_files((str(f.relative_to(root)), f.read_text(encoding="utf-8", errors="replace"))

@@ -21,6 +21,26 @@ class Split:
     validation: list[Path]  # held out; the sweep tunes on it
     test: list[Path]  # held out; the reported figures come from it
 
+    def held_out(self, which: str) -> list[Path]:
+        """The held-out files of a study's `--split`: "validation" or "test"."""
+        return self.validation if which == "validation" else self.test
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """One package's sources, fetched and split (`corpus_of`)."""
+
+    name: str  # the package's name, without its version
+    root: Path
+    split: Split
+
+
+def corpus_of(package: str, workdir: Path) -> Corpus:
+    """`package` ("name==version") fetched into `workdir`/corpus-<name> and split, as every study reads it."""
+    name = package.split("==")[0]
+    root = fetch_packages([package], workdir / f"corpus-{name}").resolve()
+    return Corpus(name, root, split_files(root))
+
 
 def fetch_packages(packages: tuple[str, ...] | list[str], target: Path) -> Path:
     """`pip install --target` into a throw-away directory (once per directory); returns it."""

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 import platformdirs
 
 from evaluation import multiline, report, study
-from evaluation.corpus import fetch_packages, split_files
+from evaluation.corpus import corpus_of
 from evaluation.edits import KINDS as EDIT_KINDS, Edit, sample_edits
 from evaluation.positions import sample_positions
 from evaluation.run import Config, evaluate, fitted
@@ -101,14 +101,12 @@ def run(args: argparse.Namespace) -> None:
     positions: dict[tuple[str, str], list] = {}
     fits: dict[tuple[str, str, tuple[str | None, bool]], list] = {}
     for package in args.packages:
-        corpus = package.split("==")[0]
-        root = fetch_packages([package], args.workdir / f"corpus-{corpus}").resolve()
-        split = split_files(root)
-        files = split.validation if args.split == "validation" else split.test
+        held = corpus_of(package, args.workdir)
+        corpus, root, files = held.name, held.root, held.split.held_out(args.split)
         for model, engine in by_spec.items():
             tag = Path(model[0]).stem if model[0] else "bundled"
             stores[corpus, model] = workspace_store(args.workdir / f"ws-{corpus}-{tag}{'-bos' * model[1]}",
-                                                    engine.tokenizer, root, split.indexed)
+                                                    engine.tokenizer, root, held.split.indexed)
         for kind in args.kinds:
             positions[corpus, kind] = sample_positions(files, args.per_kind, args.seed, kinds=(kind,))
             for model, engine in by_spec.items():
@@ -146,10 +144,8 @@ def type_edits(args: argparse.Namespace) -> None:
     done = study._done(args.out)
     samples: dict[tuple[str, str], list[Edit]] = {}
     for package in args.packages:
-        corpus = package.split("==")[0]
-        root = fetch_packages([package], args.workdir / f"corpus-{corpus}").resolve()
-        split = split_files(root)
-        files = split.validation if args.split == "validation" else split.test
+        held = corpus_of(package, args.workdir)
+        corpus, root, files = held.name, held.root, held.split.held_out(args.split)
         # drawn as for the line kinds together (the draw depends on the kinds asked), whatever --kinds runs
         drawn = sample_edits(files, args.per_kind, args.seed, tuple(dict.fromkeys([*LINE_KINDS, *args.kinds])))
         for kind in args.kinds:
@@ -209,8 +205,7 @@ def latency(args: argparse.Namespace) -> None:
     arms: list[Arm] = args.arm
     by_spec = engines(arms)
     config = study.registry(DecodeOptions())[SHIPPED]
-    root = fetch_packages([args.packages[0]], args.workdir / f"corpus-{args.packages[0].split('==')[0]}").resolve()
-    files = split_files(root).validation
+    files = corpus_of(args.packages[0], args.workdir).split.validation
     sample = [p for kind in args.kinds for p in sample_positions(files, args.per_kind, args.seed, kinds=(kind,))]
     rows: dict[str, list[dict[str, float]]] = {arm.name: [] for arm in arms}
     for index, position in enumerate(sample):

@@ -39,7 +39,7 @@ import platformdirs
 
 from evaluation import report
 from evaluation.compare import paired
-from evaluation.corpus import fetch_packages, split_files
+from evaluation.corpus import corpus_of
 from evaluation.edits import KINDS, Edit, sample_edits
 from evaluation.positions import matched_prefix
 from evaluation.study import STUDY_PACKAGES, _done, _say
@@ -203,10 +203,8 @@ def run(args: argparse.Namespace) -> None:
     done = _done(args.out)
     samples: dict[tuple[str, str], list[Edit]] = {}
     for package in args.packages:
-        name = package.split("==")[0]
-        root = fetch_packages([package], args.workdir / f"corpus-{name}").resolve()
-        split = split_files(root)
-        files = split.validation if args.split == "validation" else split.test
+        corpus = corpus_of(package, args.workdir)
+        name, files = corpus.name, corpus.split.held_out(args.split)
         for kind, edits in sample_edits(files, args.per_kind, args.seed, tuple(args.kinds)).items():
             samples[name, kind] = edits
     taken = dict.fromkeys(args.kinds, 0)

@@ -29,7 +29,7 @@ from spd_lsp.api import DecodeOptions
 from spd_lsp.engine.local import LocalEngine
 from evaluation import report
 from evaluation.compare import paired
-from evaluation.corpus import fetch_packages, split_files
+from evaluation.corpus import corpus_of
 from evaluation.metrics import RequestScore, summarise
 from evaluation.positions import sample_positions
 from evaluation.run import Config, evaluate, fitted
@@ -114,11 +114,10 @@ def run(args: argparse.Namespace) -> None:
     done = _done(args.out)
     stores, positions = {}, {}
     for package in args.packages:
-        name = package.split("==")[0]
-        root = fetch_packages([package], args.workdir / f"corpus-{name}").resolve()
-        split = split_files(root)
+        corpus = corpus_of(package, args.workdir)
+        name, root, split = corpus.name, corpus.root, corpus.split
         stores[name] = workspace_store(args.workdir / f"ws-{name}", engine.tokenizer, root, split.indexed)
-        files = split.validation if args.split == "validation" else split.test
+        files = split.held_out(args.split)
         for kind in args.kinds:
             sample = sample_positions(files, args.per_kind, args.seed, kinds=(kind,))
             positions[name, kind] = fitted(sample, engine.tokenizer)
