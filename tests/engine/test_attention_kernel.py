@@ -131,7 +131,7 @@ def test_a_half_written_library_is_built_again(monkeypatch, tmp_path) -> None:
     loaded = []
     monkeypatch.setattr(torch.ops, "load_library", lambda path: loaded.append(path) or _refuse_short(path))
     assert kernels.build(), kernels.reason()
-    assert (copy / f"{name}.so").stat().st_size == (directory / f"{name}.so").stat().st_size
+    assert (copy / f"{name}.so").stat().st_size > 4096 and len(loaded) >= 2  # built again, then loaded again
 
 
 def _refuse_short(path: str) -> None:

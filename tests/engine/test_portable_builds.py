@@ -16,7 +16,10 @@ import pytest
 from spd_lsp.engine.kernels import build as kernels
 
 ROOT = Path(__file__).resolve().parents[2]
-AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "DNNL_MAX_CPU_ISA": "AVX2"}  # ATen, oneDNN and our build pick their AVX2 code
+AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "DNNL_MAX_CPU_ISA": "AVX2",  # ATen, oneDNN and our build pick their AVX2 code
+        # and no compiled graph of theirs is kept: inductor's cache shared with this process served one to a later
+        # test here that crashed it (its key does not tell ATEN_CPU_CAPABILITY apart)
+        "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
 # The kernel tests that hold at any ISA (those of the AVX-512 BF16 / AMX kernels skip themselves where not built).
 EQUALITY_TESTS = ["tests/engine/test_blocks.py", "tests/engine/test_attention_kernel.py", "tests/engine/test_pointwise.py",
                   "tests/engine/test_verdicts.py", "tests/engine/test_store.py"]
@@ -50,8 +53,10 @@ def test_the_avx2_variant_builds_for_avx2_only_and_offers_what_avx2_runs() -> No
 
 @pytest.mark.skipif(not x86_with_avx2(), reason="an x86 CPU with AVX2 runs the AVX2 variant")
 def test_the_avx2_variants_kernels_pass_the_equality_tests() -> None:
-    done = run_avx2(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *EQUALITY_TESTS], timeout=1500)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    done = run_avx2(["-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=short",
+                     "-k", "not half_written", *EQUALITY_TESTS], timeout=1500)  # (that one rebuilds the library)
+    failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR", "E "))]
+    assert done.returncode == 0, "\n".join(failed[:40]) or done.stdout[-3000:]
     assert " passed" in done.stdout.splitlines()[-1]
 
 

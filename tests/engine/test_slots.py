@@ -126,7 +126,11 @@ def test_an_idle_engine_frees_its_batch_buffers(monkeypatch) -> None:
     monkeypatch.setattr(batching, "IDLE_RELEASE_S", 2.0)
     scheduler = batching.Batcher(LocalEngine(tiny_model("llama")))
     try:
-        scheduler.submit(batching.BatchJob(DecodeRequest("def add(a, b):\n    return", DecodeOptions(k=2, max_tokens=4)))).result(timeout=60)
+        # Two at once (a request alone steps on its own runner's cache, as in process: no batch buffers)
+        jobs = [scheduler.submit(batching.BatchJob(DecodeRequest(prefix, DecodeOptions(k=2, max_tokens=4))))
+                for prefix in ("def add(a, b):\n    return", "def sub(a, b):\n    return")]
+        for job in jobs:
+            job.result(timeout=60)
         assert scheduler._batch.layers  # its rows' buffers, kept for the next request
         for _ in range(1000):
             if not scheduler._batch.layers:
