@@ -23,7 +23,7 @@ test("manifest defaults become the server's defaults, unset values left out", ()
     fastPath: true,
     outputWeights: "q8",
     verify: "cut",
-    engine: "in-process",
+    engine: "auto",
     engineStandby: true,
     promptFormat: "auto",
     ngrams: { enabled: true, index: true, exclude: [], secretFilter: true },
