@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ class Forwarded:
     future: Future = field(default_factory=Future)
     task: asyncio.Task | None = None
     cancelled: bool = False
+    started: float = field(default_factory=time.perf_counter)  # the frame read (the answer's served_s counts from it)
 
     def cancel(self) -> None:
         self.cancelled = True
