@@ -1,8 +1,14 @@
-"""How many threads torch runs a forward with: one on an oversubscribed CPU (`ModelRunner` asks per forward)."""
+"""How many threads torch runs a forward with: one on an oversubscribed CPU (`ModelRunner` asks per forward); the
+priority of background threads (and the compilers they start)."""
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
 
 CPU_PRESSURE = Path("/proc/pressure/cpu")
 # Above this share of the last 10 s with runnable tasks waiting for a CPU, the machine is
@@ -42,3 +48,33 @@ def release_openmp() -> bool:
         return False  # no OpenMP runtime, or one of before OpenMP 5.0
     pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
     return pause(OMP_PAUSE_HARD) == 0
+
+
+def lower_priority(nice: int) -> None:
+    """This thread's nice value raised to `nice` (Linux: a thread's nice value is its own, and the processes it starts,
+    a compiler, inherit it); nothing where the system does not allow it. Never lowered back: an unprivileged process
+    cannot, so a thread that must keep its priority runs the work in `niced` instead."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except (AttributeError, OSError):
+        pass
+
+
+def niced(work: Callable[[], T], *, nice: int, name: str) -> T:
+    """`work()` run in a thread of its own at `nice` (and what it starts), waited for; its result or its exception."""
+    out: list[T] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        lower_priority(nice)
+        try:
+            out.append(work())
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return out[0]

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import torch
 from transformers import DynamicCache
 
+from spd_lsp.engine.decoding.threads import niced
 from spd_lsp.engine.fast import fused
 from spd_lsp.engine.fast.cache import BucketLayer, bucket_cache, bucketed
 from spd_lsp.engine.fast.compile import Compiled, mark_dynamic
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 # serves them; k > 3 may need the second. Wider trees run eager. A request's verification took 53.1 ms against
 # 64.9 eager (bundled model, 2 cores, load 3.3; 45 against 53 ms a 30-node tree alone, load ~1.5).
 TREE_WIDTHS = (32, 64)
+BUILD_NICE = 19  # the kernel library's build (a first start's): requests keep the CPU
 
 # Inductor options of the CPU's graphs:
 # - the generated wrapper's checks of every input's sizes, strides and alignment are left out (~640 calls a step,
@@ -190,7 +192,7 @@ class FastBackend:
             if self.applied:
                 return
             plan = self.plan
-            if plan.library and not kernel_library.build():
+            if plan.library and not self._library():
                 plan = plan.without_library(kernel_library.reason() or "not built")
                 self.state = f"without the kernel library: {kernel_library.reason()}"
             else:
@@ -198,6 +200,14 @@ class FastBackend:
             self.apply(plan)
             self.applied = True
             self._report()
+
+    @staticmethod
+    def _library() -> bool:
+        """The kernel library loaded; a build (minutes on a first start: the compiler on every core) runs at the
+        lowest priority, so the requests served meanwhile keep the CPU."""
+        if kernel_library.built():
+            return kernel_library.build()
+        return niced(kernel_library.build, nice=BUILD_NICE, name="spd-kernel-build")
 
     def apply(self, plan: FastPlan) -> None:
         """Every projection's tiers onto `plan`'s layouts and kernels, the tiers' bounds, the attention and pointwise

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from spd_lsp.engine.decoding.threads import lower_priority
 from spd_lsp.engine.fast.compile_cache import compile_cache_dir, compile_cache_problem, use_compile_cache
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ _waiting: "weakref.WeakSet[Compiled]" = weakref.WeakSet()  # held back with jobs
 # ran out lets the compile run free for as long again, so it still finishes under a steady stream of requests, and a
 # lock it holds (an import) cannot stall a request for more than PAUSE_S.
 PAUSE_S = 1.0
+COMPILE_NICE = 10  # the background compile's thread (a request's threads keep 0)
 _requests = 0
 _requests_lock = threading.Lock()
 _idle = threading.Event()
@@ -390,10 +392,7 @@ class Compiled:
                 self._worker.start()
 
     def _compile_jobs(self) -> None:
-        try:  # this thread only (Linux: a thread's nice value is its own; the compiler processes it starts inherit it)
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-        except (AttributeError, OSError):
-            pass
+        lower_priority(COMPILE_NICE)  # this thread only, and the compiler processes it starts
         sys.settrace(_yield_to_requests)  # this thread only
         try:
             self._compile_queued()

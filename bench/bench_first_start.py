@@ -1,0 +1,154 @@
+"""A start as a user meets it: process start -> first drafts, then a typist's requests while the background work
+(the kernel library's build on a first start, the decode step's and the trees' compiles) runs, until it settles.
+
+One real `spd-lsp --stdio` window with default settings (`engine` "auto": this run's own shared engine, started by
+the window and stopped at the end), the model of `--model` (default the bundled one). `--first-start`: empty model,
+kernel and compile caches (a temporary `SPD_LSP_MODEL_CACHE`), as on a new machine; without it the user's caches are
+used (run once before to fill them). The window opens a document (~1,500 tokens of this repository's sources, no
+workspace folder) and asks for drafts at its end until they come (the request waits behind the load): the first
+drafts. Then a request is made every `--interval` seconds, the cursor stepping back one character each time (the
+prompt cache serves all but the last few tokens, and no shown draft answers it); each request is marked
+"background" where the engine's `spd.status` just before it said a graph was compiling (the step, the padded step or
+a tree width: `compileReason`) or the fast plan was waiting for the kernel library, else "settled"; the run goes on
+for `--min-seconds` and at least `--settled` settled requests (a request the model did not answer is not counted). Printed: the
+first drafts' time, when the background work last ran (from process start), and the median request in each state
+with their ratio. Targets (issue 45): first drafts <= 5 s (bundled model) and <= 15 s (a 1.7B Q4_K_M) on a first
+start, background work <= 20 s with the caches present, a request during it <= 1.2x a settled one.
+
+    PYTHONPATH=. nice .venv/bin/python -m bench.bench_first_start [--model PATH.gguf] [--first-start]
+        [--interval 1.0] [--settled 10] [--min-seconds 120] [--timeout 900]
+
+Not part of `make test`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+from lsprotocol import types as lsp
+
+from bench.bench_server import Document, inline_params, position_at
+from bench.bench_windows import Window, documents, environment, stop_engine
+
+BACK = 64  # the n-th request's cursor n % BACK characters before the document's end: a prefix no shown draft extends
+
+
+def pending(model: dict[str, Any]) -> list[str]:
+    """The engine's background work running now, from its `spd.status` model info: a graph compiling (a graph
+    that is only compiled once a shape of it runs says "compiles in the background on the first step": nothing runs)
+    or the fast plan waiting for the kernel library."""
+    parts = {"step": model, "paddedStep": model.get("paddedStep") or {}, "treeStep": model.get("treeStep") or {}}
+    left = [name for name, info in parts.items() if str(info.get("compileReason") or "").startswith("compiling")]
+    if model.get("fastPlanState") not in (None, "applied"):
+        left.append(f"fast plan {model.get('fastPlanState')}")
+    return left
+
+
+def drafts(result: Any) -> list[Any]:
+    """The items of an inline completion answer (a list, a list object, or None)."""
+    return list(getattr(result, "items", result) or [])
+
+
+def first_start_env(env: dict[str, str]) -> tuple[dict[str, str], str]:
+    """`env` with empty model, kernel and compile caches."""
+    cache = tempfile.mkdtemp(prefix="spd-first-start-")
+    fresh = {k: v for k, v in env.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+    return {**fresh, "SPD_LSP_MODEL_CACHE": cache, "XDG_CACHE_HOME": cache}, cache
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    env, _ = environment()
+    if args.first_start:
+        env, _ = first_start_env(env)
+    options = {"model": args.model} if args.model else {}
+    text, offset = documents(1)[0]
+    started = time.perf_counter()
+    window = Window(env, options)
+    engine_pid = None
+    rows: list[dict[str, Any]] = []
+    figures: dict[str, Any] = {"model": args.model or "bundled", "firstStart": args.first_start}
+    try:
+        await window.client.start_io(sys.executable, "-m", "spd_lsp.cli", "--stdio", env=env)
+        await window.client.initialize_async(lsp.InitializeParams(capabilities=lsp.ClientCapabilities(),
+                                                                  initialization_options=options))
+        window.client.initialized(lsp.InitializedParams())
+        figures["initialize_s"] = time.perf_counter() - started
+        document = Document(window.bench, "file:///bench/first_start.py", text)
+        params = inline_params(document.uri, position_at(document.text, offset))
+        while not drafts(await asyncio.wait_for(window.client.text_document_inline_completion_async(params), args.timeout)):
+            await asyncio.sleep(0.05)  # no drafts yet (a request made while the model loads waits behind it)
+        print(f"first drafts after {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+        figures["first_drafts_s"] = time.perf_counter() - started
+        figures["load_s"] = ((await window.status())["model"] or {}).get("loadSeconds")
+        settled_at, asked = None, 0
+        while (sum(row["state"] == "settled" for row in rows) < args.settled
+               or time.perf_counter() - started < args.min_seconds):
+            if time.perf_counter() - started > args.timeout:
+                raise TimeoutError(f"not settled after {args.timeout} s: {rows[-1] if rows else None}")
+            await asyncio.sleep(args.interval)
+            before = await window.status()
+            model = before["model"] or {}
+            engine_pid = model.get("pid") or engine_pid
+            left = pending(model)
+            if left:
+                settled_at = None
+            elif settled_at is None:
+                settled_at = time.perf_counter() - started
+            asked += 1
+            ms = await window.ask(document, offset - asked % BACK)
+            after = await window.status()
+            decoded = after["answered"] - before["answered"] - (after["typedThrough"] - before["typedThrough"])
+            if not decoded:
+                print(json.dumps({"at_s": round(time.perf_counter() - started, 2), "ms": round(ms, 1), "skipped": {
+                    k: after[k] - before[k] for k in ("requests", "answered", "typedThrough", "cancelled")}}),
+                      file=sys.stderr, flush=True)
+                continue  # answered without the model: no decode to compare
+            rows.append({"at_s": round(time.perf_counter() - started, 2), "ms": round(ms, 1),
+                         "state": "background" if left else "settled", "pending": left})
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        figures["settled_s"] = settled_at
+    finally:
+        await window.stop()
+        stop_engine(engine_pid)
+    for state in ("background", "settled"):
+        times = [row["ms"] for row in rows if row["state"] == state]
+        figures[f"{state}_n"] = len(times)
+        figures[f"{state}_median_ms"] = statistics.median(times) if times else None
+    if figures["background_median_ms"] and figures["settled_median_ms"]:
+        figures["ratio"] = figures["background_median_ms"] / figures["settled_median_ms"]
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", help="a .gguf file (default: the bundled model)")
+    parser.add_argument("--first-start", action="store_true", help="empty model, kernel and compile caches")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between typed characters")
+    parser.add_argument("--settled", type=int, default=10, help="settled requests before the end")
+    parser.add_argument("--min-seconds", type=float, default=120, help="the shortest run (a compile may start late)")
+    parser.add_argument("--timeout", type=float, default=900)
+    args = parser.parse_args()
+    load = " ".join(open("/proc/loadavg").read().split()[:3])
+    figures = asyncio.run(run(args))
+    print(f"load average before: {load}, after: {' '.join(open('/proc/loadavg').read().split()[:3])}")
+    print("\n| model | start | initialize | model load | first drafts | background settled | requests during (median) | settled "
+          "(median) | ratio |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    ratio, settled = figures.get("ratio"), figures["settled_s"]
+    print(f"| {figures['model']} | {'first' if args.first_start else 'caches present'} | {figures['initialize_s']:.1f} s "
+          f"| {figures['load_s']} s "
+          f"| {figures['first_drafts_s']:.1f} s | {f'{settled:.1f} s' if settled is not None else 'at once'} | "
+          f"{figures['background_n']} × {figures['background_median_ms'] or 0:.0f} ms | "
+          f"{figures['settled_n']} × {figures['settled_median_ms']:.0f} ms | {f'{ratio:.2f}' if ratio else '-'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
