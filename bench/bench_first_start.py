@@ -9,7 +9,7 @@ workspace folder) and asks for drafts at its end until they come (the request wa
 drafts. Then a request is made every `--interval` seconds, the cursor stepping back one character each time (the
 prompt cache serves all but the last few tokens, and no shown draft answers it); each request is marked
 "background" where the engine's `spd.status` just before it said a graph was compiling (the step, the padded step or
-a tree width: `compileReason`) or the fast plan was waiting for the kernel library, else "settled"; the run goes on
+a tree width: `compiling`) or the fast plan was waiting for the kernel library, else "settled"; the run goes on
 for `--min-seconds` and at least `--settled` settled requests (a request the model did not answer is not counted). Printed: the
 first drafts' time, when the background work last ran (from process start), and the median request in each state
 with their ratio. Targets (issue 45): first drafts <= 5 s (bundled model) and <= 15 s (a 1.7B Q4_K_M) on a first
@@ -42,11 +42,10 @@ BACK = 64  # the n-th request's cursor n % BACK characters before the document's
 
 
 def pending(model: dict[str, Any]) -> list[str]:
-    """The engine's background work running now, from its `spd.status` model info: a graph compiling (a graph
-    that is only compiled once a shape of it runs says "compiles in the background on the first step": nothing runs)
-    or the fast plan waiting for the kernel library."""
+    """The engine's background work running now, from its `spd.status` model info: a graph compiling a shape
+    (`compiling`), or the fast plan waiting for the kernel library."""
     parts = {"step": model, "paddedStep": model.get("paddedStep") or {}, "treeStep": model.get("treeStep") or {}}
-    left = [name for name, info in parts.items() if str(info.get("compileReason") or "").startswith("compiling")]
+    left = [f"{name} {info['compiling']}" for name, info in parts.items() if info.get("compiling")]
     if model.get("fastPlanState") not in (None, "applied"):
         left.append(f"fast plan {model.get('fastPlanState')}")
     return left

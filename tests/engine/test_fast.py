@@ -293,6 +293,7 @@ def test_the_step_compiles_in_the_background_and_serves_eager_until_it_is_ready(
 
     step(5)  # eager; the compile starts
     assert backend.step_fn.calls == 0 and len(backend.step_fn.queued) == 1
+    assert "compiling" in backend.info  # the shape compiling now (None until the thread takes it)
     assert backend.step_fn.wait(timeout=600), backend.info
     assert backend.info["compiled"] and backend.info["compileReason"] is None and backend.info["compileSeconds"]
     # and its thread is gone once idle (alive, its OpenMP team slowed the served steps 2x: docs/performance-step.md)
@@ -300,6 +301,7 @@ def test_the_step_compiles_in_the_background_and_serves_eager_until_it_is_ready(
     while any(t.name == "spd-compile" for t in threading.enumerate()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(t.name == "spd-compile" for t in threading.enumerate())
+    assert backend.info["compiling"] is None and backend.info["compiledShapes"] == 1  # nothing compiles now
     for token in (6, 7, 8):
         step(token)
     assert backend.step_fn.calls == 3  # the compiled graph ran them

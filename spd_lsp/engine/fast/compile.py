@@ -233,7 +233,7 @@ class Compiled:
 
     `status` (shown in `spd.status`): `compiled` (a compiled graph serves steps, or will on the first call),
     `compileReason` (why not, or "compiling in the background: ..."), `compileSeconds` (the first graph's),
-    `compiledShapes` (background: the shapes ready)."""
+    `compiledShapes` (background: the shapes ready), `compiling` (background: the shape compiling now, or None)."""
 
     def __init__(self, fn: Callable[..., Any], device: torch.device, *, enabled: bool = True,
                  status: dict[str, Any] | None = None, mode: str | None = None,
@@ -286,6 +286,7 @@ class Compiled:
                            compileSeconds=None if self.compile_s is None else round(self.compile_s, 1))
         if background:
             self.status["compiledShapes"] = len(self.ready)
+            self.status["compiling"] = self.compiling  # the shape compiling now, or None
 
     @property
     def active(self) -> bool:
