@@ -136,8 +136,9 @@ def documents(count: int, chars: int = 6000) -> list[tuple[str, int]]:
     return out
 
 
-async def processes(windows: list[Window]) -> dict[str, Any]:
-    """Every process's memory: front ends, the engine (from a window's status) and its spare."""
+async def processes(windows: list[Window], cache: str | None = None) -> dict[str, Any]:
+    """Every process's memory: front ends, the engine (from a window's status) and its spare; given this run's
+    runtime directory, what the engine's prompt caches and batch buffers hold."""
     fronts = [memory(w.pid) for w in windows]
     model = (await windows[0].status())["model"] or {}
     engine_pid = model.get("pid")
@@ -149,9 +150,33 @@ async def processes(windows: list[Window]) -> dict[str, Any]:
         "enginePid": engine_pid, "engine": round(engine["rss"]), "enginePss": round(engine["pss"]),
         "spares": [round(s["rss"]) for s in spares], "sparesPss": [round(s["pss"]) for s in spares],
         "compiled": bool(model.get("compiled")), "treeCompiled": bool((model.get("treeStep") or {}).get("compiled")),
+        **({"promptCacheMB": round(scheduler.get("promptCacheBytes", 0) / 2**20),
+            "batchCacheMB": round(scheduler.get("batchCacheBytes", 0) / 2**20),
+            "promptCaches": scheduler.get("promptCaches")}
+           if cache and (scheduler := await asyncio.to_thread(engine_scheduler, cache)) else {}),
         "rss": round(sum(f["rss"] for f in fronts) + engine["rss"]),
         "pss": round(sum(f["pss"] for f in fronts) + engine["pss"] + sum(s["pss"] for s in spares)),
     }
+
+
+def engine_scheduler(cache: str) -> dict[str, Any]:
+    """The shared engine's scheduler status (prompt caches held, batch buffers), asked over its socket in this run's
+    runtime directory; {} where it does not answer."""
+    from spd_lsp.address import Address
+    from spd_lsp.remote import protocol
+    from spd_lsp.remote.client import Connection, EngineGone
+
+    for sock in Path(cache).rglob("engine-*.sock"):
+        try:
+            connection = Connection(Address("unix", path=str(sock)))
+        except (EngineGone, PermissionError):
+            continue
+        try:
+            _, future = connection.request({"op": protocol.STATUS})
+            return future.result(timeout=30).get("status", {}).get("scheduler", {})
+        finally:
+            connection.close()
+    return {}
 
 
 def stop_engine(pid: int | None) -> None:
@@ -163,7 +188,7 @@ def stop_engine(pid: int | None) -> None:
 
 
 async def run_windows(args: argparse.Namespace) -> dict[str, Any]:
-    env, _ = environment()
+    env, cache = environment()
     counts = sorted({int(n) for n in args.windows.split(",")})
     texts = documents(max(counts))
     windows: list[Window] = []
@@ -178,7 +203,7 @@ async def run_windows(args: argparse.Namespace) -> dict[str, Any]:
             document = Document(window.bench, f"file:///bench/window{count}.py", text)
             await window.ask(document, offset)
             await window.type(document, offset, "return ")
-            state = await processes(windows)
+            state = await processes(windows, cache)
             engine_pid = state["enginePid"] or engine_pid
             if count in counts:
                 rows[count] = state
@@ -203,7 +228,7 @@ def windows_table(rows: dict[int, dict[str, Any]]) -> str:
 
 
 async def run_storm(args: argparse.Namespace) -> dict[str, Any]:
-    env, _ = environment()
+    env, cache = environment()
     options = {"k": args.k, "maxTokens": args.max_tokens, **json.loads(args.settings)}
     typing, idle = Window(env, options), Window(env, options)
     texts = documents(3)
@@ -246,18 +271,19 @@ async def run_storm(args: argparse.Namespace) -> dict[str, Any]:
             previous[which] = (msg_id, (i // len(docs)) % 2 == 0)
             i += 1
             if time.perf_counter() >= next_sample:
-                state = await processes([typing, idle])
+                state = await processes([typing, idle], cache)
                 samples.append((time.perf_counter() - started, state))
-                print(f"{samples[-1][0]:.0f} s: RSS {state['rss']} MB (engine {state['engine']}, front ends "
-                      f"{state['frontEnds']}), PSS {state['pss']} MB, {i} requests, step/tree compiled "
-                      f"{state['compiled']}/{state['treeCompiled']}", file=sys.stderr)
+                print(f"{samples[-1][0]:.0f} s: RSS {state['rss']} MB (engine {state['engine']}: prompt caches "
+                      f"{state.get('promptCaches')} holding {state.get('promptCacheMB')} MB, batch buffers "
+                      f"{state.get('batchCacheMB')} MB; front ends {state['frontEnds']}), PSS {state['pss']} MB, "
+                      f"{i} requests, step/tree compiled {state['compiled']}/{state['treeCompiled']}", file=sys.stderr)
                 next_sample += args.sample
         storm_s = time.perf_counter() - started
         results = await asyncio.gather(*(asyncio.wait_for(f, TIMEOUT_S) for f in futures), return_exceptions=True)
         lost = [r for r in results if isinstance(r, asyncio.TimeoutError)]
         errors = [r for r in results if isinstance(r, BaseException) and not isinstance(r, asyncio.TimeoutError)]
         drafts = sum(1 for r in results if not isinstance(r, BaseException) and r and r.items)
-        final = await processes([typing, idle])
+        final = await processes([typing, idle], cache)
         samples.append((time.perf_counter() - started, final))
         after = {}  # a new character in each window: a decoded request each (not typed through shown drafts)
         docs[0].edit(cursors[0], cursors[0], "x")
@@ -280,7 +306,8 @@ async def run_storm(args: argparse.Namespace) -> dict[str, Any]:
             "afterStormPhases": {k: {key: v.get(key) for key in ("source", "prefillMs", "prefillTokens", "queueMs",
                                                                   "modelMs", "verifyMs", "engineMs", "roundTripMs")}
                                  for k, v in phases.items() if v},
-            "samples": [(round(t), s["rss"], s["pss"], s["engine"], s["frontEnds"]) for t, s in samples],
+            "samples": [(round(t), s["rss"], s["pss"], s["engine"], s["frontEnds"], s.get("promptCacheMB"),
+                         s.get("compiled")) for t, s in samples],
             "latencyMs": engine_status.get("latencyMs"), "requestsCounted": engine_status.get("requests")}
 
 
@@ -304,7 +331,8 @@ def main() -> int:
     if args.storm:
         result["storm"] = storm = asyncio.run(run_storm(args))
         print("typing storm:", {k: v for k, v in storm.items() if k not in ("samples", "latencyMs")})
-        print("RSS samples (s, RSS MB, PSS MB, engine MB, front ends MB):", storm["samples"])
+        print("RSS samples (s, RSS MB, PSS MB, engine MB, front ends MB, engine prompt caches MB, step compiled):",
+              storm["samples"])
     print(f"load average now {os.getloadavg()[0]:.2f}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, default=str))
