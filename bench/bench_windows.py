@@ -71,6 +71,12 @@ def children(pid: int) -> list[int]:
         return []
 
 
+async def drain(stream: asyncio.StreamReader, path: Path) -> None:
+    with path.open("ab") as out:
+        while chunk := await stream.read(1 << 16):
+            out.write(chunk)
+
+
 class Window:
     """One editor window: its own `spd-lsp --stdio`, default settings but `k`/`maxTokens`."""
 
@@ -83,6 +89,10 @@ class Window:
     async def start(self) -> None:
         await self.client.start_io(sys.executable, "-m", "spd_lsp.cli", "--stdio", env=self.env)
         self.pid = self.client._server.pid
+        # Its log (stderr), read as an editor reads it: unread, the pipe fills and the server blocks in a write
+        # (a storm's "cancel for an unknown request" warnings filled it in a few minutes).
+        log = Path(self.env["SPD_LSP_CACHE"]) / f"front-end-{self.pid}.log"
+        self._drain = asyncio.create_task(drain(self.client._server.stderr, log))
         await self.client.initialize_async(lsp.InitializeParams(capabilities=lsp.ClientCapabilities(),
                                                                 initialization_options=self.options))
         self.client.initialized(lsp.InitializedParams())
@@ -141,6 +151,8 @@ async def processes(windows: list[Window], cache: str | None = None) -> dict[str
     runtime directory, what the engine's prompt caches and batch buffers hold."""
     fronts = [memory(w.pid) for w in windows]
     model = (await windows[0].status())["model"] or {}
+    status = await asyncio.to_thread(engine_status, cache) if cache else {}
+    scheduler, current = status.get("scheduler") or {}, status.get("model") or model
     engine_pid = model.get("pid")
     engine = memory(engine_pid) if engine_pid else {"rss": 0.0, "pss": 0.0}
     spares = [memory(p) for p in children(engine_pid)] if engine_pid else []
@@ -149,19 +161,20 @@ async def processes(windows: list[Window], cache: str | None = None) -> dict[str
         "torchInFrontEnds": [maps_torch(w.pid) for w in windows], "engineKind": model.get("engineKind"),
         "enginePid": engine_pid, "engine": round(engine["rss"]), "enginePss": round(engine["pss"]),
         "spares": [round(s["rss"]) for s in spares], "sparesPss": [round(s["pss"]) for s in spares],
-        "compiled": bool(model.get("compiled")), "treeCompiled": bool((model.get("treeStep") or {}).get("compiled")),
+        "compiled": bool(current.get("compiled")),
+        "treeCompiled": bool((current.get("treeStep") or {}).get("compiled")),
         **({"promptCacheMB": round(scheduler.get("promptCacheBytes", 0) / 2**20),
             "batchCacheMB": round(scheduler.get("batchCacheBytes", 0) / 2**20),
-            "promptCaches": scheduler.get("promptCaches")}
-           if cache and (scheduler := await asyncio.to_thread(engine_scheduler, cache)) else {}),
+            "promptCaches": scheduler.get("promptCaches")} if scheduler else {}),
         "rss": round(sum(f["rss"] for f in fronts) + engine["rss"]),
         "pss": round(sum(f["pss"] for f in fronts) + engine["pss"] + sum(s["pss"] for s in spares)),
     }
 
 
-def engine_scheduler(cache: str) -> dict[str, Any]:
-    """The shared engine's scheduler status (prompt caches held, batch buffers), asked over its socket in this run's
-    runtime directory; {} where it does not answer."""
+def engine_status(cache: str) -> dict[str, Any]:
+    """The shared engine's own status (its model's compile state, its scheduler's prompt caches and batch buffers),
+    asked over its socket in this run's runtime directory; {} where it does not answer. (A front end's `spd.status`
+    shows the engine as its connection's hello found it: a compile finished since is not in it.)"""
     from spd_lsp.address import Address
     from spd_lsp.remote import protocol
     from spd_lsp.remote.client import Connection, EngineGone
@@ -173,7 +186,7 @@ def engine_scheduler(cache: str) -> dict[str, Any]:
             continue
         try:
             _, future = connection.request({"op": protocol.STATUS})
-            return future.result(timeout=30).get("status", {}).get("scheduler", {})
+            return future.result(timeout=30).get("status", {})
         finally:
             connection.close()
     return {}
