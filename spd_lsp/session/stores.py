@@ -107,10 +107,6 @@ class WorkspaceStores:
         self._close_stores()  # on this thread, after any index job: nothing is using them
         if identity is None:
             return
-        from ngram_db.indexer import Indexer, IndexOptions
-
-        options = replace(self.options or IndexOptions(), exclude=list(settings.exclude),
-                          secret_filter=settings.secret_filter)
         if not settings.secret_filter:
             log.warning("ngrams.secretFilter is off: lines that carry keys, tokens or passwords are counted into "
                         "the workspace store and can come back as completions")
@@ -132,6 +128,10 @@ class WorkspaceStores:
                     continue
             store = self._open(path, identity, readonly=bool(broad))
             if store is not None:
+                from ngram_db.indexer import Indexer, IndexOptions
+
+                options = replace(self.options or IndexOptions(), exclude=list(settings.exclude),
+                                  secret_filter=settings.secret_filter)
                 indexer = Indexer(store, lambda text: encode_texts(tokenizer, [text])[0], [root], options,
                                   encode_batch=lambda texts: encode_texts(tokenizer, texts))
                 opened.append(RootStore(root, path, store, indexer, live=not broad))
