@@ -301,7 +301,19 @@ async def run_storm(args: argparse.Namespace) -> dict[str, Any]:
         cancelled = 0
         samples: list[tuple[float, dict[str, Any]]] = []
         started = time.perf_counter()
-        next_sample = started
+        sent = [0]
+
+        async def sample() -> None:  # its own task: a slow sample (a loaded engine) never holds the keystrokes back
+            while True:
+                state = await processes([typing, idle], cache)
+                samples.append((time.perf_counter() - started, state))
+                print(f"{samples[-1][0]:.0f} s: RSS {state['rss']} MB (engine {state['engine']}: prompt caches "
+                      f"{state.get('promptCaches')} holding {state.get('promptCacheMB')} MB, batch buffers "
+                      f"{state.get('batchCacheMB')} MB; front ends {state['frontEnds']}), PSS {state['pss']} MB, "
+                      f"{sent[0]} requests, compile: {state['compileState']}", file=sys.stderr)
+                await asyncio.sleep(max(0.0, started + len(samples) * args.sample - time.perf_counter()))
+
+        sampler = asyncio.create_task(sample())
         i = 0
         previous: list[tuple[str, bool] | None] = [None, None]  # each document's last request and whether to cancel it
         interval = 1.0 / (args.rate * len(docs))
@@ -321,16 +333,9 @@ async def run_storm(args: argparse.Namespace) -> dict[str, Any]:
             params = inline_params(doc.uri, position_at(doc.text, cursors[which]))
             futures.append(protocol.send_request_async(lsp.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=msg_id))
             previous[which] = (msg_id, (i // len(docs)) % 2 == 0)
-            i += 1
-            if time.perf_counter() >= next_sample:
-                state = await processes([typing, idle], cache)
-                samples.append((time.perf_counter() - started, state))
-                print(f"{samples[-1][0]:.0f} s: RSS {state['rss']} MB (engine {state['engine']}: prompt caches "
-                      f"{state.get('promptCaches')} holding {state.get('promptCacheMB')} MB, batch buffers "
-                      f"{state.get('batchCacheMB')} MB; front ends {state['frontEnds']}), PSS {state['pss']} MB, "
-                      f"{i} requests, compile: {state['compileState']}", file=sys.stderr)
-                next_sample += args.sample
+            i = sent[0] = i + 1
         storm_s = time.perf_counter() - started
+        sampler.cancel()
         results = await asyncio.gather(*(asyncio.wait_for(f, TIMEOUT_S) for f in futures), return_exceptions=True)
         lost = [r for r in results if isinstance(r, asyncio.TimeoutError)]
         errors = [r for r in results if isinstance(r, BaseException) and not isinstance(r, asyncio.TimeoutError)]

@@ -70,9 +70,9 @@ class SpdProtocol(LanguageServerProtocol):
         it out again: every keystroke left one behind (~2 kB; a typing storm's front end grew 4.5 MB a minute)."""
         if callback == self._check_handler_result:  # a notification's
 
-            def done(future: Any, notification_id: Any = msg_id) -> None:
+            def done(future: Any, notification_id: Any = msg_id, check: Any = callback) -> None:
                 self._request_futures.pop(notification_id, None)
-                callback(future)
+                check(future)
 
             callback = done
         super()._execute_handler(msg_id, handler, callback, args, kwargs)
