@@ -216,8 +216,8 @@ def fit_window(prefix: str, encode: Encode, spans: TokenSpans, budget: int, prev
     half and all of the budget, and when it must move it drops a quarter of the budget
     at once (`fit_prefix` to 3/4), so typing re-prefills a whole prompt about once per
     budget/4 tokens instead of on every keystroke. A new window fills the budget. The
-    common case tokenizes the prompt once. So on a line longer than the budget, whose
-    window starts inside it.
+    common case tokenizes the prompt once. The same holds on a line longer than the
+    budget, whose window starts inside it.
     """
     if previous is not None and still_starts(prefix, previous):
         ids = encode(prefix[previous.start :])
