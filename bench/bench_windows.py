@@ -11,6 +11,10 @@ spare (a fork sharing the engine's pages: its RSS counts them again, so it is li
 pages between the processes, is the total's other measure). The targets (issue 46): two windows <= 1.3x one window's
 RSS (engine and front ends), four <= 1.5x, a front end <= 150 MB.
 
+Both measures first wait (`--settle`) for the engine's background compile of its step and verification-tree graphs,
+which the first requests start: that one-time cost (~130 MB of the bundled model's engine: dynamo's traces and
+inductor's code) otherwise lands within the measure, as a second window's or a storm's growth.
+
 `--storm S` (load): one window types into 2 documents, `--rate` requests/s each, every second request cancelled (the
 next keystroke comes first), for S seconds, while a second window stays idle with its document open. The RSS of every
 process is sampled every `--sample` seconds; then: every request answered (an answer or the cancel's error, none lost
@@ -71,6 +75,12 @@ def children(pid: int) -> list[int]:
         return []
 
 
+async def drain(stream: asyncio.StreamReader, path: Path) -> None:
+    with path.open("ab") as out:
+        while chunk := await stream.read(1 << 16):
+            out.write(chunk)
+
+
 class Window:
     """One editor window: its own `spd-lsp --stdio`, default settings but `k`/`maxTokens`."""
 
@@ -83,6 +93,10 @@ class Window:
     async def start(self) -> None:
         await self.client.start_io(sys.executable, "-m", "spd_lsp.cli", "--stdio", env=self.env)
         self.pid = self.client._server.pid
+        # Its log (stderr), read as an editor reads it: unread, the pipe fills and the server blocks in a write
+        # (a storm's "cancel for an unknown request" warnings filled it in a few minutes).
+        log = Path(self.env["SPD_LSP_CACHE"]) / f"front-end-{self.pid}.log"
+        self._drain = asyncio.create_task(drain(self.client._server.stderr, log))
         await self.client.initialize_async(lsp.InitializeParams(capabilities=lsp.ClientCapabilities(),
                                                                 initialization_options=self.options))
         self.client.initialized(lsp.InitializedParams())
@@ -136,10 +150,13 @@ def documents(count: int, chars: int = 6000) -> list[tuple[str, int]]:
     return out
 
 
-async def processes(windows: list[Window]) -> dict[str, Any]:
-    """Every process's memory: front ends, the engine (from a window's status) and its spare."""
+async def processes(windows: list[Window], cache: str | None = None) -> dict[str, Any]:
+    """Every process's memory: front ends, the engine (from a window's status) and its spare; given this run's
+    runtime directory, what the engine's prompt caches and batch buffers hold."""
     fronts = [memory(w.pid) for w in windows]
     model = (await windows[0].status())["model"] or {}
+    status = await asyncio.to_thread(engine_status, cache) if cache else {}
+    scheduler, current = status.get("scheduler") or {}, status.get("model") or model
     engine_pid = model.get("pid")
     engine = memory(engine_pid) if engine_pid else {"rss": 0.0, "pss": 0.0}
     spares = [memory(p) for p in children(engine_pid)] if engine_pid else []
@@ -148,10 +165,60 @@ async def processes(windows: list[Window]) -> dict[str, Any]:
         "torchInFrontEnds": [maps_torch(w.pid) for w in windows], "engineKind": model.get("engineKind"),
         "enginePid": engine_pid, "engine": round(engine["rss"]), "enginePss": round(engine["pss"]),
         "spares": [round(s["rss"]) for s in spares], "sparesPss": [round(s["pss"]) for s in spares],
-        "compiled": bool(model.get("compiled")), "treeCompiled": bool((model.get("treeStep") or {}).get("compiled")),
+        "compileState": compile_state(status) if status else None,
+        "compiled": bool(current.get("compiled")),
+        "treeCompiled": bool((current.get("treeStep") or {}).get("compiled")),
+        **({"promptCacheMB": round(scheduler.get("promptCacheBytes", 0) / 2**20),
+            "batchCacheMB": round(scheduler.get("batchCacheBytes", 0) / 2**20),
+            "promptCaches": scheduler.get("promptCaches")} if scheduler else {}),
         "rss": round(sum(f["rss"] for f in fronts) + engine["rss"]),
         "pss": round(sum(f["pss"] for f in fronts) + engine["pss"] + sum(s["pss"] for s in spares)),
     }
+
+
+def engine_status(cache: str) -> dict[str, Any]:
+    """The shared engine's own status (its model's compile state, its scheduler's prompt caches and batch buffers),
+    asked over its socket in this run's runtime directory; {} where it does not answer. (A front end's `spd.status`
+    shows the engine as its connection's hello found it: a compile finished since is not in it.)"""
+    from spd_lsp.address import Address
+    from spd_lsp.remote import protocol
+    from spd_lsp.remote.client import Connection, EngineGone
+
+    for sock in Path(cache).rglob("engine-*.sock"):
+        try:
+            connection = Connection(Address("unix", path=str(sock)))
+        except (EngineGone, PermissionError):
+            continue
+        try:
+            _, future = connection.request({"op": protocol.STATUS})
+            return future.result(timeout=30).get("status", {})
+        finally:
+            connection.close()
+    return {}
+
+
+def compile_state(status: dict[str, Any]) -> str:
+    model = status.get("model") or {}
+    step, tree, padded = model, model.get("treeStep") or {}, model.get("paddedStep") or {}
+    return ", ".join(f"{name} {part.get('compileState')} ({part.get('compiledShapes', 0)} shapes)"
+                     for name, part in (("step", step), ("tree", tree), ("padded", padded)))
+
+
+async def settle(cache: str, timeout: float) -> tuple[float, str]:
+    """Wait (up to `timeout` s) until the engine's background compile is done: its verification-tree graph compiled
+    and no graph compiling (a request alone steps on the fused step, which needs none: the step's own graph may never
+    be compiled). That graph's memory (dynamo's traces, inductor's code: ~130 MB of the bundled model's engine) is then
+    in every later sample, not a step within a measure. Returns (seconds waited, the compile state)."""
+    started = time.monotonic()
+    while True:
+        status = await asyncio.to_thread(engine_status, cache)
+        model = status.get("model") or {}
+        parts = [model, model.get("treeStep") or {}, model.get("paddedStep") or {}]
+        done = bool(parts[1].get("compiled")) and not any(
+            str(p.get("compileReason") or "").startswith("compiling") for p in parts)
+        if done or time.monotonic() - started > timeout:
+            return round(time.monotonic() - started), compile_state(status)
+        await asyncio.sleep(5)
 
 
 def stop_engine(pid: int | None) -> None:
@@ -163,12 +230,13 @@ def stop_engine(pid: int | None) -> None:
 
 
 async def run_windows(args: argparse.Namespace) -> dict[str, Any]:
-    env, _ = environment()
+    env, cache = environment()
     counts = sorted({int(n) for n in args.windows.split(",")})
     texts = documents(max(counts))
     windows: list[Window] = []
     rows: dict[int, dict[str, Any]] = {}
     engine_pid = None
+    settled: dict[str, Any] = {}
     try:
         for count in range(1, max(counts) + 1):
             window = Window(env, {"k": args.k, "maxTokens": args.max_tokens, **json.loads(args.settings)})
@@ -178,7 +246,11 @@ async def run_windows(args: argparse.Namespace) -> dict[str, Any]:
             document = Document(window.bench, f"file:///bench/window{count}.py", text)
             await window.ask(document, offset)
             await window.type(document, offset, "return ")
-            state = await processes(windows)
+            if count == 1 and args.settle:
+                waited, compiled = await settle(cache, args.settle)
+                print(f"the engine's compile settled after {waited} s: {compiled}", file=sys.stderr)
+                settled = {"settleSeconds": waited, "compile": compiled}
+            state = await processes(windows, cache)
             engine_pid = state["enginePid"] or engine_pid
             if count in counts:
                 rows[count] = state
@@ -187,7 +259,7 @@ async def run_windows(args: argparse.Namespace) -> dict[str, Any]:
         for window in windows:
             await window.stop()
         stop_engine(engine_pid)
-    return {"windows": rows}
+    return {"windows": rows, **settled}
 
 
 def windows_table(rows: dict[int, dict[str, Any]]) -> str:
@@ -203,7 +275,7 @@ def windows_table(rows: dict[int, dict[str, Any]]) -> str:
 
 
 async def run_storm(args: argparse.Namespace) -> dict[str, Any]:
-    env, _ = environment()
+    env, cache = environment()
     options = {"k": args.k, "maxTokens": args.max_tokens, **json.loads(args.settings)}
     typing, idle = Window(env, options), Window(env, options)
     texts = documents(3)
@@ -218,13 +290,30 @@ async def run_storm(args: argparse.Namespace) -> dict[str, Any]:
         for doc, cursor in zip(docs, cursors):
             await typing.ask(doc, cursor)
         engine_pid = (await typing.status())["model"].get("pid")
+        settled: dict[str, Any] = {}
+        if args.settle:
+            waited, compiled = await settle(cache, args.settle)
+            print(f"the engine's compile settled after {waited} s: {compiled}", file=sys.stderr)
+            settled = {"settleSeconds": waited, "compileBefore": compiled}
         source = corpus()
         protocol = typing.client.protocol
         futures: list[asyncio.Future] = []
         cancelled = 0
         samples: list[tuple[float, dict[str, Any]]] = []
         started = time.perf_counter()
-        next_sample = started
+        sent = [0]
+
+        async def sample() -> None:  # its own task: a slow sample (a loaded engine) never holds the keystrokes back
+            while True:
+                state = await processes([typing, idle], cache)
+                samples.append((time.perf_counter() - started, state))
+                print(f"{samples[-1][0]:.0f} s: RSS {state['rss']} MB (engine {state['engine']}: prompt caches "
+                      f"{state.get('promptCaches')} holding {state.get('promptCacheMB')} MB, batch buffers "
+                      f"{state.get('batchCacheMB')} MB; front ends {state['frontEnds']}), PSS {state['pss']} MB, "
+                      f"{sent[0]} requests, compile: {state['compileState']}", file=sys.stderr)
+                await asyncio.sleep(max(0.0, started + len(samples) * args.sample - time.perf_counter()))
+
+        sampler = asyncio.create_task(sample())
         i = 0
         previous: list[tuple[str, bool] | None] = [None, None]  # each document's last request and whether to cancel it
         interval = 1.0 / (args.rate * len(docs))
@@ -244,20 +333,14 @@ async def run_storm(args: argparse.Namespace) -> dict[str, Any]:
             params = inline_params(doc.uri, position_at(doc.text, cursors[which]))
             futures.append(protocol.send_request_async(lsp.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=msg_id))
             previous[which] = (msg_id, (i // len(docs)) % 2 == 0)
-            i += 1
-            if time.perf_counter() >= next_sample:
-                state = await processes([typing, idle])
-                samples.append((time.perf_counter() - started, state))
-                print(f"{samples[-1][0]:.0f} s: RSS {state['rss']} MB (engine {state['engine']}, front ends "
-                      f"{state['frontEnds']}), PSS {state['pss']} MB, {i} requests, step/tree compiled "
-                      f"{state['compiled']}/{state['treeCompiled']}", file=sys.stderr)
-                next_sample += args.sample
+            i = sent[0] = i + 1
         storm_s = time.perf_counter() - started
+        sampler.cancel()
         results = await asyncio.gather(*(asyncio.wait_for(f, TIMEOUT_S) for f in futures), return_exceptions=True)
         lost = [r for r in results if isinstance(r, asyncio.TimeoutError)]
         errors = [r for r in results if isinstance(r, BaseException) and not isinstance(r, asyncio.TimeoutError)]
         drafts = sum(1 for r in results if not isinstance(r, BaseException) and r and r.items)
-        final = await processes([typing, idle])
+        final = await processes([typing, idle], cache)
         samples.append((time.perf_counter() - started, final))
         after = {}  # a new character in each window: a decoded request each (not typed through shown drafts)
         docs[0].edit(cursors[0], cursors[0], "x")
@@ -266,7 +349,8 @@ async def run_storm(args: argparse.Namespace) -> dict[str, Any]:
         idle_doc.edit(texts[2][1], texts[2][1], "x")
         after["idle window"] = await idle.ask(idle_doc, texts[2][1] + 1)
         phases["idle window"] = (await idle.status())["last"]
-        engine_status = (await typing.status())
+        front_status = (await typing.status())
+        settled["compileAfter"] = compile_state(await asyncio.to_thread(engine_status, cache))
     finally:
         for window in (typing, idle):
             await window.stop()
@@ -280,8 +364,9 @@ async def run_storm(args: argparse.Namespace) -> dict[str, Any]:
             "afterStormPhases": {k: {key: v.get(key) for key in ("source", "prefillMs", "prefillTokens", "queueMs",
                                                                   "modelMs", "verifyMs", "engineMs", "roundTripMs")}
                                  for k, v in phases.items() if v},
-            "samples": [(round(t), s["rss"], s["pss"], s["engine"], s["frontEnds"]) for t, s in samples],
-            "latencyMs": engine_status.get("latencyMs"), "requestsCounted": engine_status.get("requests")}
+            "samples": [(round(t), s["rss"], s["pss"], s["engine"], s["frontEnds"], s.get("promptCacheMB"),
+                         s.get("compiled")) for t, s in samples],
+            "latencyMs": front_status.get("latencyMs"), "requestsCounted": front_status.get("requests"), **settled}
 
 
 def main() -> int:
@@ -293,6 +378,9 @@ def main() -> int:
     parser.add_argument("--settings", default="{}", help="more initializationOptions, JSON (default: none)")
     parser.add_argument("-k", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=10)
+    parser.add_argument("--settle", type=float, default=900, metavar="S",
+                        help="before measuring (the first window; the storm), wait up to S seconds for the engine's "
+                             "background compile to finish (0: measure at once)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     if not args.windows and not args.storm:
@@ -304,7 +392,8 @@ def main() -> int:
     if args.storm:
         result["storm"] = storm = asyncio.run(run_storm(args))
         print("typing storm:", {k: v for k, v in storm.items() if k not in ("samples", "latencyMs")})
-        print("RSS samples (s, RSS MB, PSS MB, engine MB, front ends MB):", storm["samples"])
+        print("RSS samples (s, RSS MB, PSS MB, engine MB, front ends MB, engine prompt caches MB, step compiled):",
+              storm["samples"])
     print(f"load average now {os.getloadavg()[0]:.2f}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, default=str))

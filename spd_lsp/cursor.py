@@ -203,6 +203,7 @@ class Window:
     start: int
     anchor: str  # the window's first characters, to see that a later request still starts there
     ids: list[int]
+    inside_line: bool = False  # cut inside a line over the budget: its start is not a line start, and need not be
 
 
 ANCHOR_CHARS = 64
@@ -215,20 +216,22 @@ def fit_window(prefix: str, encode: Encode, spans: TokenSpans, budget: int, prev
     half and all of the budget, and when it must move it drops a quarter of the budget
     at once (`fit_prefix` to 3/4), so typing re-prefills a whole prompt about once per
     budget/4 tokens instead of on every keystroke. A new window fills the budget. The
-    common case tokenizes the prompt once.
+    common case tokenizes the prompt once. The same holds on a line longer than the
+    budget, whose window starts inside it.
     """
     if previous is not None and still_starts(prefix, previous):
         ids = encode(prefix[previous.start :])
         if (budget // 2 if previous.start else 0) <= len(ids) <= budget:
-            return Window(previous.start, previous.anchor, ids)
+            return Window(previous.start, previous.anchor, ids, previous.inside_line)
     text = fit_prefix(prefix, spans, budget if previous is None else budget - budget // 4)
     start = len(prefix) - len(text)
-    return Window(start, prefix[start : start + ANCHOR_CHARS], encode(text))
+    return Window(start, prefix[start : start + ANCHOR_CHARS], encode(text), not is_line_start(prefix, start))
 
 
 def still_starts(prefix: str, window: Window) -> bool:
-    """The window's start is still a line start followed by the same characters."""
-    return prefix.startswith(window.anchor, window.start) and is_line_start(prefix, window.start)
+    """The window's start is followed by the same characters, and is still a line start (unless it was cut inside a
+    line: `Window.inside_line`)."""
+    return prefix.startswith(window.anchor, window.start) and (window.inside_line or is_line_start(prefix, window.start))
 
 
 def fit_suffix(text: str, spans: TokenSpans, budget: int, *, start: int = 0) -> str:

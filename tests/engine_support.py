@@ -24,6 +24,24 @@ def tiny_loaded(settings: Any) -> Loaded:
     return Loaded(LocalEngine(tiny_model("llama")), {"name": "tiny-llama", "device": "cpu"}, "cpu")
 
 
+class CompilingEngine(LocalEngine):
+    """The tiny engine whose status says its step compiled once it answered a request (as the fast path's info dict
+    says so when a background compile finishes)."""
+
+    def __init__(self, loaded: Any, info: dict[str, Any]) -> None:
+        super().__init__(loaded)
+        self.info = info
+
+    def prompt(self, *args: Any, **kwargs: Any) -> Any:  # every request's, batched or not
+        self.info["compiled"] = True
+        return super().prompt(*args, **kwargs)
+
+
+def compiling_loaded(settings: Any) -> Loaded:
+    info = {"name": "tiny-llama", "device": "cpu", "compiled": False}
+    return Loaded(CompilingEngine(tiny_model("llama"), info), info, "cpu")
+
+
 def engine_env(runtime: Path, **extra: str) -> dict[str, str]:
     """The environment of a front end or engine in tests: the tiny model, a private runtime dir."""
     return {**os.environ, "PYTHONPATH": str(REPO), "SPD_LSP_ENGINE_LOADER": LOADER,

@@ -132,6 +132,16 @@ class Joiner:
         return len(self.prompt) - common_prefix_length(self.runner.cached_ids, self.prompt)
 
 
+def cache_bytes(cache: Any) -> int:
+    """The bytes a prompt cache's key/value tensors hold (their buffers' where bucketed: what is allocated)."""
+    total = 0
+    for layer in getattr(cache, "layers", ()):
+        for name in ("key_buffer", "value_buffer") if hasattr(layer, "key_buffer") else ("keys", "values"):
+            tensor = getattr(layer, name, None)
+            total += tensor.untyped_storage().nbytes() if isinstance(tensor, torch.Tensor) else 0
+    return total
+
+
 def batchable(job: BatchJob) -> bool:
     """The batch steps this request with others: its method batches, and it never re-feeds a draft on its own."""
     options = job.options
@@ -211,8 +221,12 @@ class Batcher:
 
     def status(self) -> dict[str, Any]:
         queued = self._incoming.qsize() + len(self._waiting) + len(self._joining)
-        caches = sum(len(r.parked) + (r.cache is not None) for r in list(self._runners.values()))
-        return {"rows": len(self._members), "queued": queued, "promptCaches": caches, **self.counts,
+        runners = list(self._runners.values())
+        caches = sum(len(r.parked) + (r.cache is not None) for r in runners)
+        held = sum(cache_bytes(c) for r in runners for c in [r.cache, *(c for c, _ in list(r.parked))] if c is not None)
+        return {"rows": len(self._members), "queued": queued, "promptCaches": caches,
+                "promptCacheBytes": held, "batchCacheBytes": self._batch.nbytes(),
+                **self.counts,
                 **{f"{name}Seconds": round(value, 3) for name, value in self.seconds.items()},
                 "queueSecondsBehind": {name: round(value, 3) for name, value in self.queued.items() if value}}
 

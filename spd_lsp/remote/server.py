@@ -66,6 +66,12 @@ class Listener:
     tls: ssl.SSLContext | None = None
 
 
+def snapshot(value: Any) -> Any:
+    """A copy of the model's info, taken while its compile thread may write into it (`dict()` of a dict copies it in
+    one step under the GIL; serializing the live dict could meet it changing size)."""
+    return {key: snapshot(item) for key, item in dict(value).items()} if isinstance(value, dict) else value
+
+
 class Stores:
     """N-gram stores opened read-only by path, once each; a remote client names none."""
 
@@ -228,7 +234,7 @@ class EngineServer:
 
     def status(self) -> dict[str, Any]:
         spare = self.standby.status() if self.standby is not None else {"standby": None}
-        return {"model": self.info, "live": self.connections, **self.counts, "peers": self.peers.status(),
+        return {"model": snapshot(self.info), "live": self.connections, **self.counts, "peers": self.peers.status(),
                 "scheduler": self.scheduler.status(), **spare}
 
     # -- one connection -------------------------------------------------------------------
@@ -282,7 +288,7 @@ class EngineServer:
             self.counts["refused"] += 1
             await self._send(writer, protocol.error(None, *refusal))
             return False
-        await self._send(writer, {"op": protocol.HELLO, "ok": True, "version": protocol.VERSION, "engine": self.info})
+        await self._send(writer, {"op": protocol.HELLO, "ok": True, "version": protocol.VERSION, "engine": snapshot(self.info)})
         return True
 
     def _refusal(self, message: dict[str, Any]) -> tuple[str, str] | None:

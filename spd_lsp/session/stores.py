@@ -8,6 +8,9 @@ watches) runs on the one "spd-index" thread, in order: the watcher hands its
 updates to that thread too, and a reconfiguration first stops the running index
 at its next batch, then closes, then reopens. The model worker only reads, and
 a read that fails costs that request its n-gram term, never its answer.
+
+The store, indexer and watcher modules (numpy, lmdb, msgpack: ~22 MB of a front end's RSS) are imported when a
+store is first opened: a window with no folder and no base store never loads them.
 """
 
 from __future__ import annotations
@@ -18,20 +21,22 @@ from concurrent.futures import CancelledError, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from ngram_db import NgramSource, TokenizerId
 from ngram_db.errors import StoreError
 from ngram_db.guarded import GuardedNgrams
-from ngram_db.indexer import IndexCancelled, Indexer, IndexOptions, IndexProgress, IndexTooLargeError
 from ngram_db.layered import DEFAULT_BASE_WEIGHT, LayeredNgrams
 from ngram_db.paths import base_store_path, broad_root, default_store_path, explicit_store_path
-from ngram_db.shards import ShardedStore, open_readonly
-from ngram_db.store import NgramStore
-from ngram_db.watcher import Watcher
 from spd_lsp.settings import NgramSettings
 from spd_lsp.tokens import encode_texts, tokenizer_identity
 from spd_lsp.worker import KeyedWorker
+
+if TYPE_CHECKING:
+    from ngram_db.indexer import Indexer, IndexOptions, IndexProgress
+    from ngram_db.shards import ShardedStore
+    from ngram_db.store import NgramStore
+    from ngram_db.watcher import Watcher
 
 log = logging.getLogger(__name__)
 CLOSE_TIMEOUT_S = 5.0
@@ -67,7 +72,7 @@ class RootStore:
 class WorkspaceStores:
     def __init__(self, client: Client) -> None:
         self.client = client
-        self.options = IndexOptions()  # caps and sizes; `exclude` comes from the settings
+        self.options: IndexOptions | None = None  # caps and sizes (None: the defaults); `exclude` from the settings
         self._roots: list[RootStore] = []
         self._base: NgramStore | ShardedStore | None = None
         self._key: tuple[Any, ...] | None = None
@@ -102,7 +107,6 @@ class WorkspaceStores:
         self._close_stores()  # on this thread, after any index job: nothing is using them
         if identity is None:
             return
-        options = replace(self.options, exclude=list(settings.exclude), secret_filter=settings.secret_filter)
         if not settings.secret_filter:
             log.warning("ngrams.secretFilter is off: lines that carry keys, tokens or passwords are counted into "
                         "the workspace store and can come back as completions")
@@ -124,6 +128,10 @@ class WorkspaceStores:
                     continue
             store = self._open(path, identity, readonly=bool(broad))
             if store is not None:
+                from ngram_db.indexer import Indexer, IndexOptions
+
+                options = replace(self.options or IndexOptions(), exclude=list(settings.exclude),
+                                  secret_filter=settings.secret_filter)
                 indexer = Indexer(store, lambda text: encode_texts(tokenizer, [text])[0], [root], options,
                                   encode_batch=lambda texts: encode_texts(tokenizer, texts))
                 opened.append(RootStore(root, path, store, indexer, live=not broad))
@@ -139,6 +147,9 @@ class WorkspaceStores:
                     self._schedule_index(root_store)
 
     def _open(self, path: Path, identity: TokenizerId, *, readonly: bool = False) -> NgramStore | ShardedStore | None:
+        from ngram_db.shards import open_readonly
+        from ngram_db.store import NgramStore
+
         try:
             # Another tokenizer's (or schema's) store is emptied in place and rebuilt, at the
             # default location and at an explicit `ngrams.db` alike.
@@ -151,6 +162,8 @@ class WorkspaceStores:
 
     def _watch(self, root_store: RootStore) -> None:
         """Watch before indexing, so edits made while the walk runs are not lost."""
+        from ngram_db.watcher import Watcher
+
         try:
             root_store.watcher = Watcher(root_store.indexer, submit=self._submit_write,
                                          on_failure=lambda message: self.client.show("warning", f"spd-lsp: {message}"))
@@ -175,6 +188,8 @@ class WorkspaceStores:
                 root_store.watcher.request_stop()
 
     def _index(self, root_store: RootStore, cancelled: Callable[[], bool]) -> None:
+        from ngram_db.indexer import IndexCancelled, IndexTooLargeError
+
         if root_store not in self._roots:
             return  # closed before its turn came
         progress = self.client.progress(f"spd-lsp: indexing {root_store.root.name}")

@@ -269,3 +269,19 @@ def test_a_warm_up_prefills_the_prompt_that_the_next_request_then_reuses(engine:
         assert typed.timings.prefill_tokens <= 3 < typed.timings.reused_tokens
     finally:
         scheduler.close()
+
+
+def test_status_says_the_bytes_the_prompt_caches_hold(engine: LocalEngine) -> None:
+    scheduler = Batcher(engine)
+    try:
+        assert scheduler.status()["promptCacheBytes"] == 0
+        scheduler.submit(BatchJob(DecodeRequest("\n".join(PREFIXES), OPTIONS), affinity="editor")).result(timeout=60)
+        status = scheduler.status()
+        runner = scheduler._runners["editor"]
+        layers = runner.cache.layers
+        held = sum(t.untyped_storage().nbytes() for layer in layers
+                   for t in ((layer.key_buffer, layer.value_buffer) if hasattr(layer, "key_buffer")
+                             else (layer.keys, layer.values)))
+        assert status["promptCaches"] == 1 and status["promptCacheBytes"] == held > 0
+    finally:
+        scheduler.close()

@@ -235,6 +235,32 @@ def test_typing_moves_the_window_start_in_quarter_budget_jumps() -> None:
     assert requests > 10 * moves  # almost every request keeps the cached prompt
 
 
+def test_typing_on_a_line_longer_than_the_budget_keeps_the_window_start() -> None:
+    """Issue 46: once the cursor's line alone was over the budget, the window's cut fell inside the line, which no
+    later request accepted as a start (not a line start): every keystroke got a new window, a whole cold prefill
+    (the typing storm of bench_windows types 12,000 characters on one line; its answer after the storm: 3.5 s)."""
+    head = "".join(f"x_{i} = {i}\n" for i in range(40))
+    line = "".join(f"value_{i} + " for i in range(400))  # one line, ~1,600 word tokens
+    budget, window, moves, requests = 256, None, 0, 0
+    for end in range(len(head) + 200, len(head) + len(line), 3):
+        prefix = (head + line)[:end]
+        new = context.fit_window(prefix, word_ids, word_spans, budget, window)
+        assert new.ids == word_ids(prefix[new.start :]) and len(new.ids) <= budget
+        moves += window is not None and new.start != window.start
+        window, requests = new, requests + 1
+    assert window is not None and not context.is_line_start(prefix, window.start)  # the cut is inside the line
+    assert moves <= len(word_ids(line)) / (budget // 4) + 1
+    assert requests > 10 * moves
+
+
+def test_a_window_cut_inside_a_line_is_not_kept_where_its_line_changed_before_it() -> None:
+    line = "".join(f"value_{i} + " for i in range(400))
+    window = context.fit_window(line, word_ids, word_spans, 64)
+    assert not context.is_line_start(line, window.start)
+    assert context.still_starts(line + "more", window)
+    assert not context.still_starts("y" + line, window)  # everything after the edit moved by one character
+
+
 def test_a_fresh_window_fills_the_budget_like_fit_prefix() -> None:
     prefix = "".join(f"line_{i} = {i}\n" for i in range(100)) + "x = "
     window = context.fit_window(prefix, word_ids, word_spans, 50)

@@ -126,6 +126,11 @@ class BatchCache:
         if not self.order:
             self.width = 0  # an empty batch starts again at column 0 (its buffers stay until `release`)
 
+    def nbytes(self) -> int:
+        """The bytes its key/value buffers hold (allocated, used or not)."""
+        return sum(buffer.untyped_storage().nbytes() for layer in self.layers
+                   for buffer in (layer.key_buffer, layer.value_buffer))
+
     def release(self) -> None:
         """Free the buffers (the scheduler, once idle with no member left)."""
         self.order, self.width = [], 0
