@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ctypes
-import ctypes.util
 import importlib
 import logging
 import os
@@ -25,6 +23,7 @@ from spd_lsp.api import Loaded, ModelSpec
 from spd_lsp.commands import malloc
 from spd_lsp.commands.flags import add_settings, settings_of
 from spd_lsp.engine.decoding.threads import release_openmp
+from spd_lsp.engine.memory import give_back
 from spd_lsp.settings import MODEL_KEYS
 from spd_lsp.engine.model import ModelLoadError
 from spd_lsp.remote import daemon, peers
@@ -167,10 +166,7 @@ def _self_test(loaded: Loaded) -> None:
 
 def _release_load_memory() -> None:
     """Give the heap the model load freed (its float32 staging) back to the system: ~20 MB less RSS."""
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass  # not glibc
+    give_back()
 
 
 def tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
