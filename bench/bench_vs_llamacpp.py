@@ -204,6 +204,9 @@ def main() -> int:
     parser.add_argument("--last-token", choices=("tree", "step"), default=None,
                         help="who chooses the drafts' last token (Experimental.last_token; default: the shipped one)")
     args = parser.parse_args()
+    from spd_lsp.commands import malloc
+
+    malloc.tune(mmap_threshold=malloc.MMAP_THRESHOLD, trim_threshold=malloc.TRIM_THRESHOLD)  # as `spd-lsp engine`
 
     import torch
 
@@ -212,6 +215,7 @@ def main() -> int:
     from spd_lsp.engine import fast
     from spd_lsp.engine.decoding import lm
     from spd_lsp.engine.local import LocalEngine
+    from spd_lsp.engine.memory import IDLE_S
     from spd_lsp.engine.decoding.threads import cpu_pressure
     from spd_lsp.engine.model import bundled_gguf, load_model
     from spd_lsp.settings import Settings
@@ -328,6 +332,7 @@ def main() -> int:
               f"{decode.ours[-1]:.1f} theirs {decode.theirs[-1]:.1f}; our compiles pending: {', '.join(pending) or 'none'}",
               flush=True)
     memory = Measure(f"resident memory (theirs: -np 1 -c {args.context})", "MB")
+    time.sleep(IDLE_S + 1)  # both settled: ours gives a request's transients back once idle (engine/memory.py)
     ours_rss = int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0]) / 1024
     if hasattr(anchor, "memory"):
         memory.ours.append(ours_rss)

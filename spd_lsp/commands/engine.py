@@ -23,6 +23,7 @@ from spd_lsp.api import Loaded, ModelSpec
 from spd_lsp.commands import malloc
 from spd_lsp.commands.flags import add_settings, settings_of
 from spd_lsp.engine.decoding.threads import release_openmp
+from spd_lsp.engine.memory import give_back
 from spd_lsp.settings import MODEL_KEYS
 from spd_lsp.engine.model import ModelLoadError
 from spd_lsp.remote import daemon, peers
@@ -116,7 +117,7 @@ def main(argv: list[str]) -> int:
     except (auth.TokenError, OSError, ssl.SSLError, ModelLoadError) as exc:
         print(f"spd-lsp engine: error: {exc}", file=sys.stderr)
         return 2
-    malloc.trim()  # the model load's float32 staging: ~20 MB less RSS
+    give_back()  # the model load's float32 staging: ~20 MB less RSS
     turn = None
     if listener.socket_path is not None:
         wanted = args.standby and loaded.device_type != "cuda"

@@ -14,11 +14,11 @@ def load_engine(settings: Settings, *, compile: bool = True) -> Loaded:
     or, with the `engine` setting, a client of the shared engine process (spd_lsp/remote).
     `compile`: the fast path's decode step (False: eager, for a one-request process)."""
     if settings.engine != "in-process":
-        from spd_lsp.commands import malloc
+        from spd_lsp.engine.memory import give_back
         from spd_lsp.remote.connect import load_remote
 
         loaded = load_remote(settings)
-        malloc.trim()  # what parsing the engine's tokenizer freed (~26 MB of a front end's RSS)
+        give_back()  # what parsing the engine's tokenizer freed (~26 MB of a front end's RSS)
         return loaded
     from spd_lsp.engine.loading import load_local
 

@@ -34,15 +34,3 @@ def tune(*, arenas: int = ARENAS, mmap_threshold: int | None = None, trim_thresh
         if value is not None and mallopt(parameter, value) != 1:
             log.debug("mallopt(%d, %d) refused", parameter, value)
     return True
-
-
-def trim() -> bool:
-    """Give the free memory of every arena back to the system (`malloc_trim(0)`): what a load freed stays in the
-    process otherwise, where it is not at the top of its heap (the model's float32 staging in the engine: ~20 MB; the
-    parse of a front end's tokenizer: ~26 MB). False where this is not glibc."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.malloc_trim(0)
-    except (OSError, AttributeError):
-        return False
-    return True

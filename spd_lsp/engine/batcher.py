@@ -45,7 +45,8 @@ from typing import Any
 import torch
 
 from ngram_db import NgramSource
-from spd_lsp.engine.decoding.lm import CACHE_SLOTS, ModelRunner, common_prefix_length, prefill_together
+from spd_lsp.engine.decoding.lm import (CACHE_SLOTS, PARKED_BYTES, ModelRunner, cache_bytes, common_prefix_length,
+                                         prefill_together)
 from spd_lsp.engine.decoding.padding import padded_cache, plain_cache
 from spd_lsp.engine.decoding.methods import start_state
 from spd_lsp.engine.decoding.stepping import SoloCache, decode_step
@@ -54,11 +55,15 @@ from spd_lsp.api import METHOD, Cancelled, DecodeOptions, DecodeRequest, DecodeR
 from spd_lsp.engine.prompt.build import Prompt
 from spd_lsp.engine.decoding.verify import Verdict, drive, packed_logits, row_logits, row_verdicts
 from spd_lsp.engine.decoding.slots import BatchCache
+from spd_lsp.engine.memory import give_back
 
 log = logging.getLogger(__name__)
 IDLE_RELEASE_S = 5.0  # an idle engine frees its batch buffers after this long
 RUNNERS = 16  # runners kept, one per affinity key (a front end), least recently used out
 CACHES = 16  # prompt caches kept by all runners together (each up to CACHE_SLOTS), least recently used runner's out
+# Bytes all runners' parked caches may hold together (each runner's own within PARKED_BYTES), least recently used
+# runner's out: at a 1.7B's shape 16 parked caches of the shipped prompt would hold ~4.8 GB.
+ENGINE_PARKED_BYTES = 2 * PARKED_BYTES
 SOLO_METHODS = ("superposed", "greedy")
 PHASES = ("idle", "prefill", "step", "verify", "background prefill", "background step", "background verify")  # one row a request: it steps on its runner's own cache while alone
 
@@ -130,16 +135,6 @@ class Joiner:
 
     def to_go(self) -> int:
         return len(self.prompt) - common_prefix_length(self.runner.cached_ids, self.prompt)
-
-
-def cache_bytes(cache: Any) -> int:
-    """The bytes a prompt cache's key/value tensors hold (their buffers' where bucketed: what is allocated)."""
-    total = 0
-    for layer in getattr(cache, "layers", ()):
-        for name in ("key_buffer", "value_buffer") if hasattr(layer, "key_buffer") else ("keys", "values"):
-            tensor = getattr(layer, name, None)
-            total += tensor.untyped_storage().nbytes() if isinstance(tensor, torch.Tensor) else 0
-    return total
 
 
 def batchable(job: BatchJob) -> bool:
@@ -223,9 +218,10 @@ class Batcher:
         queued = self._incoming.qsize() + len(self._waiting) + len(self._joining)
         runners = list(self._runners.values())
         caches = sum(len(r.parked) + (r.cache is not None) for r in runners)
-        held = sum(cache_bytes(c) for r in runners for c in [r.cache, *(c for c, _ in list(r.parked))] if c is not None)
+        held = sum(r.held_bytes() for r in runners)
         return {"rows": len(self._members), "queued": queued, "promptCaches": caches,
                 "promptCacheBytes": held, "batchCacheBytes": self._batch.nbytes(),
+                "parkedBudgetMegabytes": round(ENGINE_PARKED_BYTES / 1e6),
                 **self.counts,
                 **{f"{name}Seconds": round(value, 3) for name, value in self.seconds.items()},
                 "queueSecondsBehind": {name: round(value, 3) for name, value in self.queued.items() if value}}
@@ -282,6 +278,7 @@ class Batcher:
             return self._incoming.get(timeout=IDLE_RELEASE_S)
         except queue.Empty:
             self._batch.release()
+            give_back()  # the batch's buffers and the requests' transients off the resident memory
             return self._incoming.get()
 
     def _start(self, job: BatchJob) -> None:
@@ -499,12 +496,13 @@ class Batcher:
         while len(self._runners) > RUNNERS:
             self._drop_runner(next(iter(self._runners)))
         caches = sum(len(r.parked) + (r.cache is not None) for r in self._runners.values())
+        parked = sum(cache_bytes(cache) for r in self._runners.values() for cache, _ in r.parked)
         for old in list(self._runners.values()):  # least recently used first
-            if caches <= CACHES or old is runner:
+            if (caches <= CACHES and parked <= ENGINE_PARKED_BYTES) or old is runner:
                 break
-            dropped = len(old.parked)
+            caches -= len(old.parked)
+            parked -= sum(cache_bytes(cache) for cache, _ in old.parked)
             old.parked = []
-            caches -= dropped
         return runner
 
     def _drop_runner(self, affinity: str) -> None:

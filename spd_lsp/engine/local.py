@@ -20,6 +20,7 @@ from spd_lsp.engine.decoding.methods import check_method, final_drafts, seeded, 
 from spd_lsp.engine.decoding.placement import CPU
 from spd_lsp.engine.decoding.stepping import run_alone
 from spd_lsp.engine.fast.compile import serving
+from spd_lsp.engine.memory import give_back, when_idle
 from spd_lsp.engine.model import LoadedModel
 from spd_lsp.engine.prompt.build import Prompt, build_prompt, stop_ids
 from spd_lsp.engine.prompt.echo import cut_echo
@@ -47,6 +48,7 @@ class LocalEngine:
         self.runner.prefill(self.encode("def f(x):\n    return x\n") or [0, 0])
         self.runner.forward(self.runner.cache, embeds=self.runner.embed(torch.tensor([[0]])))
         self.runner.rewind(0)
+        give_back()  # the load's transients (a tokenizer's parse, the blocks read) off the resident memory
 
     def set_ngrams(self, ngrams: NgramSource | None) -> None:
         self.ngrams = ngrams
@@ -81,6 +83,7 @@ class LocalEngine:
             self.runner.rewind(len(prompt))
         drafts = self.drafts(hyps, request, built)
         timings.total_s = time.perf_counter() - started
+        when_idle()  # the request's transients given back once no other follows
         return DecodeResult(drafts, timings, options.method, built.info())
 
     @serving()

@@ -167,6 +167,7 @@ def test_the_gil_is_free_while_the_fused_step_runs(built) -> None:
     """A server's other threads (its LSP I/O, the next request's parsing) go on while a step runs."""
     _, backend = _runner("llama-128", fused_on=True)
     lm = backend.lm
+    lm.reserve_positions(4001)  # fused.run called directly: the tables for its columns, as `step` asks for them
     buffers = [torch.zeros(8, lm.kv_heads, 4096, 128, dtype=torch.bfloat16) for _ in range(lm.layers)]
     x = torch.randn(8, 1, 256).bfloat16()
     done = threading.Event()

@@ -9,6 +9,7 @@ tokens that cover part of it, or all of it and go on.
 from __future__ import annotations
 
 import bisect
+from array import array
 from dataclasses import dataclass
 from typing import Callable
 
@@ -71,14 +72,12 @@ class TokenTable:
         self.tokenizer = tokenizer
         self.special_ids = frozenset(i for i in special_ids(tokenizer) if i < vocab_size)
         self.texts = token_texts(tokenizer, vocab_size, self.special_ids)
-        # By text, then id (a stable sort of the ids): what "starts with" bisects.
+        # By text, then id (a stable sort of the ids): what "starts with" and "is exactly" bisect. Two flat
+        # sequences, no object a token: a dict of lists and a tuple a token held 67 MB for Gemma-3's 262,144 tokens.
         ids = sorted((i for i, t in enumerate(self.texts) if t), key=self.texts.__getitem__)
-        self._order = [(self.texts[i], i) for i in ids]
-        self._sorted_texts = [t for t, _ in self._order]
-        self._exact: dict[str, list[int]] = {}
+        self._sorted_texts = [self.texts[i] for i in ids]
+        self._sorted_ids = array("q", ids)
         self._on_device: dict[tuple[tuple[str, object], torch.device], torch.Tensor] = {}
-        for text, i in self._order:
-            self._exact.setdefault(text, []).append(i)
 
     def decode(self, ids: list[int], anchor: list[int]) -> str:
         """Text of ids as it reads after `anchor` (keeps leading spaces SentencePiece drops)."""
@@ -106,11 +105,13 @@ class TokenTable:
         return self._on_device[key, device]
 
     def _find_consistent(self, remainder: str) -> list[int]:
-        lo = bisect.bisect_left(self._sorted_texts, remainder)
-        hi = bisect.bisect_left(self._sorted_texts, remainder + "\U0010ffff")
-        ids = [i for _, i in self._order[lo:hi]]
+        texts = self._sorted_texts
+        lo = bisect.bisect_left(texts, remainder)
+        hi = bisect.bisect_left(texts, remainder + "\U0010ffff")
+        ids = list(self._sorted_ids[lo:hi])
         for end in range(1, len(remainder)):
-            ids.extend(self._exact.get(remainder[:end], ()))
+            prefix = remainder[:end]
+            ids.extend(self._sorted_ids[bisect.bisect_left(texts, prefix) : bisect.bisect_right(texts, prefix)])
         return ids
 
 

@@ -53,11 +53,28 @@ FIRST_TOKEN_SECONDS = 0.001  # the first chunk's guess, before a forward was tim
 NO_LOGITS = torch.empty(0, dtype=torch.long)  # `logits_to_keep` of a chunk before the last: no output head
 # Prompt caches kept: the current one and the last others (another document, another
 # region of one), so going back to where the user was is not a cold request again.
-# A 512-token prompt of the bundled model holds ~12 MB in bf16.
+# A 512-token prompt of the bundled model holds ~15 MB in bf16 (its 640-position buffers).
 CACHE_SLOTS = 4
+# Bytes the parked caches (not the current one) may hold together: the least recently used
+# beyond it are dropped. The bundled model parks its 3 at the shipped prompt (~1,400 tokens:
+# ~35 MB each); a 1.7B of 24 layers x 32 kv heads x 64 (~197 kB a position) parks one
+# 512-token prompt (126 MB) and none of the shipped size: 4 of 512 tokens held ~500 MB of
+# its resident memory (docs/performance.md#resident-memory).
+PARKED_BYTES = 128 * 2**20
 # Tokens a prompt may drop from a cache it continues (healing, backspaces) before it counts
 # as another prompt: that cache is then kept and the prompt gets its own.
 FEW_TOKENS = 32
+
+
+def cache_bytes(cache: Any) -> int:
+    """Bytes a prompt cache holds: its layers' buffers (the fast path's, whole capacity) or key/value tensors."""
+    total = 0
+    for layer in getattr(cache, "layers", None) or ():
+        for name in ("key_buffer", "value_buffer") if hasattr(layer, "key_buffer") else ("keys", "values"):
+            tensor = getattr(layer, name, None)
+            if isinstance(tensor, torch.Tensor):
+                total += tensor.untyped_storage().nbytes()
+    return total
 
 
 def common_prefix_length(a: list[int], b: list[int]) -> int:
@@ -84,6 +101,7 @@ class ModelRunner:
     def __init__(
         self, model: Any, device: torch.device, *, chunk_tokens: int | None = None, slots: int = CACHE_SLOTS,
         chunk_seconds: float | None = CHUNK_SECONDS, layer_seconds: float = LAYER_SECONDS,
+        parked_bytes: int = PARKED_BYTES,
     ):
         """`chunk_tokens`: the tokens of a shared forward (`prefill_together`, the Batcher); given, `prefill`
         runs chunks of exactly that many too. Else `prefill` runs timed chunks, cancellable inside a forward:
@@ -113,6 +131,7 @@ class ModelRunner:
         self.slots = max(1, slots)
         self.threads = torch.get_num_threads()  # torch's default: the CPU's cores
         self.parked: list[tuple[DynamicCache, list[int]]] = []  # least recently used first
+        self.parked_bytes = parked_bytes  # what `parked` may hold (`PARKED_BYTES`)
         self.forwards = 0  # forwards run through `forward`
 
     @torch.inference_mode()
@@ -293,8 +312,26 @@ class ModelRunner:
         if self.slots > 1 and len(ids) - shared[best] > FEW_TOKENS:
             held.append((cache, ids))
             cache, ids = self._copy(cache, shared[best]), ids[: shared[best]]
-        self.parked = held[-(self.slots - 1) :] if self.slots > 1 else []
+        self.parked = self._within_budget(held[-(self.slots - 1) :] if self.slots > 1 else [])
         self.cache, self.cached_ids = cache, ids if cache is not None else []
+        if self.fast is not None:  # `spd.status` (the fast path's info): what the last runner to switch parks
+            parked = sum(cache_bytes(c) for c, _ in self.parked)
+            self.fast.info["parkedCaches"] = {"count": len(self.parked), "megabytes": round(parked / 1e6, 1),
+                                              "budgetMegabytes": round(self.parked_bytes / 1e6)}
+
+    def _within_budget(self, parked: list[tuple[DynamicCache, list[int]]]) -> list[tuple[DynamicCache, list[int]]]:
+        """The most recent of `parked` whose bytes together stay within `parked_bytes`."""
+        kept, total = [], 0
+        for entry in reversed(parked):
+            total += cache_bytes(entry[0])
+            if total > self.parked_bytes:
+                break
+            kept.append(entry)
+        return kept[::-1]
+
+    def held_bytes(self) -> int:
+        """Bytes of every prompt cache this runner holds: the current one and the parked ones."""
+        return sum(cache_bytes(cache) for cache in [self.cache, *(c for c, _ in self.parked)] if cache is not None)
 
     def _copy(self, cache: DynamicCache, length: int) -> DynamicCache | None:
         """The first `length` positions of `cache` as a new cache; None where too few to be worth it."""

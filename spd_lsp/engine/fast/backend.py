@@ -34,6 +34,7 @@ from spd_lsp.engine.fast.masks import Upto
 from spd_lsp.engine.fast.model import FastLM, Projection, Write
 from spd_lsp.engine.fast.plan import Choice, FastPlan
 from spd_lsp.engine.kernels import build as kernel_library
+from spd_lsp.engine.memory import give_back
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +131,7 @@ class FastBackend:
         self.device = lm.device
         self._preparing = threading.Lock()
         self.applied = False  # `prepare` ran (the plan, or the plan without the library, serves)
+        lm.on_grown.append(self._tables_grown)
         self.fused: torch.ScriptObject | None = None
         # What `spd.status` shows of it: one dict, kept current as the plan is applied and the step compiles.
         self.info: dict[str, Any] = {"fastPath": True}
@@ -200,6 +202,7 @@ class FastBackend:
             self.apply(plan)
             self.applied = True
             self._report()
+            give_back()  # the float copies and layouts the plan left
 
     @staticmethod
     def _library() -> bool:
@@ -235,6 +238,11 @@ class FastBackend:
         self.serving = plan
         self.sources = Sources()  # read once
         log.info("fast plan applied in %.2f s: %s", time.perf_counter() - started, self.weights)
+
+    def _tables_grown(self) -> None:
+        """The rotary tables grew (a longer context): the fused step, which holds them, made again on the new ones."""
+        if self.fused is not None:
+            self.fused = fused.build(self.lm)
 
     def _place(self, projection: Projection, role: Any, rows: Q4Rows | None, blocks: Q8Blocks | None) -> None:
         """One projection's tiers as `role` (a `RolePlan`) says, from the weights given (`rows`, `blocks`) or the
@@ -353,6 +361,7 @@ class FastBackend:
             width = n
         layers: list[BucketLayer] = cache.layers
         length = layers[0].length
+        self.lm.reserve_positions(length + width)
         if (batch != layers[0].key_buffer.shape[0] or any(layer.length != length for layer in layers)
                 or tuple(mask.shape) != (batch, 1, n, length + n) or tuple(positions.shape) != (batch, n)):
             return None
@@ -412,6 +421,7 @@ class FastBackend:
         length = layers[0].length
         if embeds.shape[0] != layers[0].key_buffer.shape[0] or any(layer.length != length for layer in layers):
             return None
+        self.lm.reserve_positions(length + 1)
         padded = attention_mask is not None
         if padded and (attention_mask.dim() != 2 or tuple(attention_mask.shape) != (embeds.shape[0], length + 1)
                        or tuple(position_ids.shape) != (embeds.shape[0], 1)):

@@ -32,6 +32,7 @@ import torch
 
 from spd_lsp.engine.decoding.threads import lower_priority
 from spd_lsp.engine.fast.compile_cache import compile_cache_dir, compile_cache_problem, use_compile_cache
+from spd_lsp.engine.memory import give_back
 
 log = logging.getLogger(__name__)
 
@@ -405,6 +406,7 @@ class Compiled:
             with self._worker_lock:
                 if self._jobs.empty():
                     self._worker = None
+                    give_back()  # settled: what the compiles freed off the resident memory
                     return
                 key, args, inference, grad, threads = self._jobs.get()
             torch.set_num_threads(threads)  # the caller's intra-op threads, for what inductor measures and sizes

@@ -92,8 +92,10 @@ def _norm_weight(module: torch.nn.Module, *, gemma: bool) -> torch.Tensor:
     return 1.0 + weight.float() if gemma else weight
 
 
-# Positions the rotary tables hold at most (a longer prompt than the prefix budget allows never reaches them).
-MAX_POSITIONS = 32768
+# Positions the rotary tables hold at first: they grow (to the next power of two) when a forward reaches past them,
+# so they are sized by the context in use, not by the model's (Gemma-3's two tables for its 32,768 positions held
+# 64 MB in bf16, where the CPU's shipped prompts stay under ~1,500 tokens).
+FIRST_POSITIONS = 2048
 
 
 def rotary_table(theta: float, factor: float, dim: int, length: int, device: torch.device
@@ -146,11 +148,10 @@ class FastLM(torch.nn.Module):
         self.output = output
         self.head = output.prefill.weight if isinstance(output.prefill, Dense) else None  # the float head, if any
         # Rotary tables as transformers computes them (fp32), kept in the model's dtype: the forward casts them to it
-        # anyway (and a Gemma-3 table of 32,768 positions x 256 dims is 32 MB in fp32).
-        length = min(arch.max_positions, MAX_POSITIONS)
-        tables = [rotary_table(rope.theta, rope.factor, arch.head_dim, length, device) for rope in arch.ropes]
-        self.tables = [(cos.to(dtype), sin.to(dtype)) for cos, sin in tables]
-        self.cos, self.sin = self.tables[0]
+        # anyway. Sized by the positions in use (`reserve_positions`); `on_grown` callbacks run after they grew.
+        self.tables: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.on_grown: list[Callable[[], None]] = []
+        self.reserve_positions(FIRST_POSITIONS)
         # The plan's attention and pointwise kernels, once the backend loaded them: `prompt_kernel` ("ours" or "ours
         # with amx": a prompt's and a tree's causal attention), `pointwise` (the eager forward's norms, rotary and
         # SiLU in bf16 on the CPU, never in a traced graph: inductor fuses those itself).
@@ -188,6 +189,24 @@ class FastLM(torch.nn.Module):
         output = Projection(Dense(model.get_output_embeddings().weight.detach()), None, decode=head)
         return cls(arch, blocks, norm=_norm_weight(model.model.norm, gemma=arch.gemma_norms), output=output,
                    embedding=model.get_input_embeddings(), dtype=weight.dtype, device=weight.device, hf=model)
+
+    @property
+    def positions(self) -> int:
+        """Positions the rotary tables hold now."""
+        return self.tables[0][0].shape[0]
+
+    def reserve_positions(self, positions: int) -> None:
+        """Rotary tables for at least `positions` positions (0 .. positions - 1): where they hold fewer, made again for
+        the next power of two (at least `FIRST_POSITIONS`), then `on_grown` told. Every forward's caller asks first."""
+        if self.tables and positions <= self.positions:
+            return
+        length = max(FIRST_POSITIONS, 1 << max(0, positions - 1).bit_length())
+        arch = self.arch
+        tables = [rotary_table(rope.theta, rope.factor, arch.head_dim, length, self.device) for rope in arch.ropes]
+        self.tables = [(cos.to(self.dtype), sin.to(self.dtype)) for cos, sin in tables]
+        self.cos, self.sin = self.tables[0]
+        for grown in self.on_grown:
+            grown()
 
     def projections(self) -> list[Projection]:
         """Every layer's projections, then the head."""
@@ -372,6 +391,7 @@ class FastLM(torch.nn.Module):
         x = self.embedding(input_ids) if inputs_embeds is None else inputs_embeds
         batch, tokens, _ = x.shape
         past = past_key_values.get_seq_length(first_layer) if past_key_values is not None else 0
+        self.reserve_positions(past + tokens)  # a row's positions never pass its columns
         if position_ids is None:
             position_ids = torch.arange(past, past + tokens, device=x.device)[None].expand(batch, tokens)
         mask = self.mask(attention_mask, past, tokens, x.device)
