@@ -285,3 +285,30 @@ def test_status_says_the_bytes_the_prompt_caches_hold(engine: LocalEngine) -> No
         assert status["promptCaches"] == 1 and status["promptCacheBytes"] == held > 0
     finally:
         scheduler.close()
+
+
+def test_the_parked_caches_of_all_front_ends_stay_within_the_engine_s_byte_budget(engine: LocalEngine,
+                                                                                   monkeypatch) -> None:
+    """The least recently used front ends' parked caches go first once all of them hold more than the budget."""
+    from types import SimpleNamespace
+
+    from spd_lsp.engine import batcher
+
+    def parked_cache(megabytes: int) -> SimpleNamespace:
+        tensor = torch.zeros(megabytes * 2**20, dtype=torch.uint8)
+        return SimpleNamespace(layers=[SimpleNamespace(keys=tensor, values=torch.zeros(0, dtype=torch.uint8))])
+
+    monkeypatch.setattr(batcher, "ENGINE_PARKED_BYTES", 5 * 2**20)
+    scheduler = Batcher(engine)
+    try:
+        first, second = scheduler._runner("first"), scheduler._runner("second")
+        first.parked = [(parked_cache(2), [1, 2, 3])]
+        second.parked = [(parked_cache(2), [4, 5, 6])]
+        scheduler._runner("third")  # 4 MiB parked: within the budget
+        assert len(first.parked) == len(second.parked) == 1
+        scheduler._runner("third").parked = [(parked_cache(2), [7, 8, 9])]
+        third = scheduler._runner("third")  # 6 MiB: the least recently used front end's caches go
+        assert (len(first.parked), len(second.parked), len(third.parked)) == (0, 1, 1)
+        assert scheduler.status()["promptCacheBytes"] == 4 * 2**20
+    finally:
+        scheduler.close()
