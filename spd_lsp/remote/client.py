@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 10.0
 POLL_S = 0.02
+INFO_TIMEOUT_S = 2.0  # `spd.status`'s wait for the engine's current model info
 DOCUMENT_WEIGHT = 0.5  # the prompt's own n-grams against the team's base store
 RERANK_WEIGHT = 1.0  # nats per unit of mean local p_ngram over a draft's tokens
 RERANK_SPAN = 5
@@ -218,8 +219,22 @@ class RemoteEngine:
         engine closes it at once), the requests answered empty because it was gone, and the info
         (pid, model) of the engine it reached last: a restarted one's, not the first one's."""
         connection = self._connection
-        return {"address": self._address, "connected": connection is not None and connection.alive,
-                "failures": self.failures, "engineInfo": self._engine_info}
+        alive = connection is not None and connection.alive
+        if alive:
+            self._refresh_info(connection)
+        return {"address": self._address, "connected": alive, "failures": self.failures,
+                "engineInfo": self._engine_info}
+
+    def _refresh_info(self, connection: "Connection") -> None:
+        """The engine's model info as it is now (a compile finished, the fast plan applied since the hello), asked
+        over `connection`; the last one known where the engine does not answer within `INFO_TIMEOUT_S`."""
+        try:
+            _, future = connection.request({"op": protocol.STATUS})
+            model = (future.result(timeout=INFO_TIMEOUT_S).get("status") or {}).get("model")
+        except Exception:  # noqa: BLE001 - gone, slow or refusing: the status shows what was known
+            return
+        if isinstance(model, dict) and model:
+            self._engine_info = model
 
     def _ask(self, message: dict[str, Any], cancelled: CancelCheck, *, restart: bool) -> dict[str, Any]:
         if self._connection is None or not self._connection.alive or restart:
