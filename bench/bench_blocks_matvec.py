@@ -5,7 +5,7 @@ Per type, random blocks in the shapes of a SmolLM2-1.7B layer (q/k/v [6144, 2048
 until they hold `--mib` MiB (well past the last-level cache), and a round calls `spd::blocks_matvec` (the kernels the
 fused step runs: `engine/kernels/matvec.h`) on each in turn; the floor is `torch.sum` of an fp32 tensor of the same
 bytes. The rounds alternate the types and the floor; the table gives the best and median round per type, its
-bytes per weight (codes, scales and minima as the engine holds them), GB/s, and ns a weight.
+bytes per weight (codes, scales and minima as the engine holds them), GB/s, and ns a thousand weights.
 
     PYTHONPATH=. nice -n 10 .venv/bin/python -m bench.bench_blocks_matvec [--threads 2] [--rounds 5] [--mib 512]
         [--clock cpu] [--types Q4_K,Q6_K]

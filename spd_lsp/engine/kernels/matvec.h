@@ -510,21 +510,34 @@ inline void add_minima(const QuantisedX& x, int64_t m0, const float* mn, int64_t
   }
 }
 
+// The pass over output rows [n0, n1) both int8 kernels share: each row's codes ~8 KB ahead prefetched, its scales
+// widened (d: each group's, mn: its minimum), `dots(n, d, acc)` adding its groups' products into the M accumulators,
+// then the minima's term and the outputs.
+template <int M, typename Dots>
+void kquant_rows(const QuantisedX& x, int64_t m0, const Blocks& b, const void* codes, int64_t row_bytes, int64_t n0,
+                 int64_t n1, c10::BFloat16* out, int64_t stride, Dots dots) {
+  alignas(64) float d[MAX_GROUPS], mn[MAX_GROUPS];
+  for (int64_t n = n0; n < n1; ++n) {
+    prefetch_row(b, codes, row_bytes, n);
+    widen_row(b, n, d, mn);
+    __m512 acc[M];
+    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
+    dots(n, d, acc);
+    if (b.sub_min != nullptr) add_minima<M>(x, m0, mn, b.groups(), acc);
+    for (int m = 0; m < M; ++m) out[(m0 + m) * stride + n] = c10::BFloat16(_mm512_reduce_add_ps(acc[m]));
+  }
+}
+
 // Q4_K rows [n0, n1) (of `b`, kind q4k) for M rows of x from m0: per 64 bytes of codes (4 groups), their low and high
 // nibbles dotted with x's codes in two vpdpbusd (lanes 4i..4i+3: group i's), then in fp32 times the 4 groups' scales
 // and x's 4 block scales (one permute spreads them over the lanes).
 template <int M>
 void q4k_int8_rows(const QuantisedX& x, int64_t m0, const Blocks& b, int64_t n0, int64_t n1, c10::BFloat16* out,
                    int64_t stride) {
-  const int64_t K = b.K, groups = b.groups(), row_bytes = K / 2;
+  const int64_t K = b.K, row_bytes = K / 2;
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  alignas(64) float d[MAX_GROUPS], mn[MAX_GROUPS];
-  for (int64_t n = n0; n < n1; ++n) {
-    prefetch_row(b, b.codes4, row_bytes, n);
-    widen_row(b, n, d, mn);
-    __m512 acc[M];
-    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
+  kquant_rows<M>(x, m0, b, b.codes4, row_bytes, n0, n1, out, stride, [&](int64_t n, const float* d, __m512* acc) {
     const uint8_t* w = b.codes4 + n * row_bytes;
     for (int64_t e = 0; e < K; e += 128) {
       const __m512i c = _mm512_loadu_si512(w + e / 2);
@@ -538,9 +551,7 @@ void q4k_int8_rows(const QuantisedX& x, int64_t m0, const Blocks& b, int64_t n0,
         acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(s)), acc[m]);
       }
     }
-    add_minima<M>(x, m0, mn, groups, acc);
-    for (int m = 0; m < M; ++m) out[(m0 + m) * stride + n] = c10::BFloat16(_mm512_reduce_add_ps(acc[m]));
-  }
+  });
 }
 
 // 8-bit two-level rows (kind q8k: Q6_K's groups of 16, Q5_K's and IQ4_XS's of 32) [n0, n1) for M rows of x: per 64
@@ -549,32 +560,28 @@ void q4k_int8_rows(const QuantisedX& x, int64_t m0, const Blocks& b, int64_t n0,
 template <int M>
 void q8k_int8_rows(const QuantisedX& x, int64_t m0, const Blocks& b, int64_t n0, int64_t n1, c10::BFloat16* out,
                    int64_t stride) {
-  const int64_t K = b.K, groups = b.groups();
+  const int64_t K = b.K;
+  const bool sixteen = b.G == 16;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i spread = b.G == 16 ? _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0)
-                                   : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  alignas(64) float d[MAX_GROUPS], mn[MAX_GROUPS];
-  for (int64_t n = n0; n < n1; ++n) {
-    prefetch_row(b, b.codes8, K, n);
-    widen_row(b, n, d, mn);
-    __m512 acc[M];
-    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
+  const __m512i spread = sixteen ? _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0)
+                                 : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  kquant_rows<M>(x, m0, b, b.codes8, K, n0, n1, out, stride, [&](int64_t n, const float* d, __m512* acc) {
     const int8_t* w = b.codes8 + n * K;
     for (int64_t e = 0; e < K; e += 64) {
       const __m512i c = _mm512_xor_si512(_mm512_loadu_si512(w + e), flip);
       // the groups' scales in the low lanes: 4 of 16 (Q6_K) or 2 of 32
-      const __m128 ws = b.G == 16 ? _mm_load_ps(d + e / 16) : _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(d + e / 32)));
+      const __m128 ws = sixteen ? _mm_load_ps(d + e / 16)
+                                : _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(d + e / 32)));
       for (int m = 0; m < M; ++m) {
         const __m512i t = _mm512_dpbusd_epi32(_mm512_loadu_si512(x.offset.data() + ((m0 + m) * K + e) / 4), c,
                                               _mm512_loadu_si512(x.natural.data() + (m0 + m) * K + e));
-        const __m128 two = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x.dx.data() + (m0 + m) * x.padded + e / BLOCK)));
-        const __m128 s = _mm_mul_ps(ws, b.G == 16 ? _mm_unpacklo_ps(two, two) : two);  // [dx0, dx0, dx1, dx1] or [dx0, dx1]
+        const __m128 two = _mm_castpd_ps(
+            _mm_load_sd(reinterpret_cast<const double*>(x.dx.data() + (m0 + m) * x.padded + e / BLOCK)));
+        const __m128 s = _mm_mul_ps(ws, sixteen ? _mm_unpacklo_ps(two, two) : two);  // [dx0, dx0, dx1, dx1] or [dx0, dx1]
         acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(s)), acc[m]);
       }
     }
-    if (b.sub_min != nullptr) add_minima<M>(x, m0, mn, groups, acc);
-    for (int m = 0; m < M; ++m) out[(m0 + m) * stride + n] = c10::BFloat16(_mm512_reduce_add_ps(acc[m]));
-  }
+  });
 }
 
 template <int M>
