@@ -47,6 +47,11 @@ class CpuProfile:
         return self.isa in ("amx", "avx512-bf16")
 
     @property
+    def int8_dot(self) -> bool:
+        """AVX-512 VNNI's int8 dot products beside AVX-512 BF16: the K-quants' decode kernels (int8 activations)."""
+        return self.bf16_dot and "avx512_vnni" in self.flags
+
+    @property
     def amx(self) -> bool:
         return self.isa == "amx"
 

@@ -78,3 +78,39 @@ def test_the_fused_step_answers_as_the_eager_path(built, family: str, rows: int,
         assert a.length == b.length == len(ids) + 4
         if exact:
             assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("rows", [1, 3])
+@torch.inference_mode()
+def test_the_fused_step_on_a_q4_k_m_file_answers_as_the_eager_path(built, rows: int, tmp_path: Path) -> None:
+    """llama.cpp's own Q4_K_M (Q4_K, Q6_K attn_v / ffn_down / head): the K-quants' kernels (on int8 activations where
+    the library has AVX-512 VNNI) in the fused step and in the eager path, the same logits bit for bit."""
+    import subprocess
+
+    from tests.engine.test_formats import llama_quantize
+
+    quantize = llama_quantize()
+    if quantize is None:
+        pytest.skip("llama.cpp's llama-quantize is not built in ~/.cache/spd-lsp/llamacpp/*/bin")
+    torch.manual_seed(0)
+    shape = dict(SHAPE, hidden_size=256, intermediate_size=512)
+    model = LlamaForCausalLM(LlamaConfig(**shape, num_attention_heads=2, num_key_value_heads=1))
+    source = write_gguf(_normal(model), tmp_path / "f32.gguf")
+    path = tmp_path / "q4_k_m.gguf"
+    done = subprocess.run([str(quantize), str(source), str(path), "Q4_K_M", "2"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ours, backend = _runner(path, fused=True)
+    eager, _ = _runner(path, fused=False)
+    assert backend.plan.step == "fused" and backend.fused is not None, backend.plan.why
+    decoding = {name: serving["decode"] for name, serving in backend.info["serving"].items()}
+    assert "q4_k" in decoding["qkv"] and any("q6_k" in name for name in decoding.values()), decoding
+    ids = [5 + (37 * i) % 3000 for i in range(9)]
+    for runner in (ours, eager):
+        runner.prefill(ids)
+    caches = [r.cache if rows == 1 else r.fork(rows) for r in (ours, eager)]
+    for step in range(3):
+        embeds = ours.embed(torch.tensor([[100 + step]] * rows))
+        got, want = (r.forward(cache, embeds=embeds) for r, cache in zip((ours, eager), caches))
+        assert torch.equal(got, want), (got - want).abs().max()

@@ -176,6 +176,16 @@ at::Tensor tuned(const at::Tensor& x, const Blocks& b) {
   at::Tensor out = at::empty({M, b.N}, x.options());
   if (M == 0 || b.N == 0) return out;
   c10::BFloat16* o = out.mutable_data_ptr<c10::BFloat16>();
+#ifdef SPD_INT8_DOT
+  if (int8_dot_serves(b)) {  // the K-quants: x quantised to int8 once, integer dot products (matvec.h)
+    QuantisedX q;
+    quantise_into(q, x.const_data_ptr<c10::BFloat16>(), M, b.K, /*nibble=*/b.four_bit(), /*natural=*/!b.four_bit());
+    at::parallel_for(0, b.N, grain(b), [&](int64_t n0, int64_t n1) {
+      in_passes<KQuantInt8>(M, q, b, n0, n1, o, b.N);
+    });
+    return out;
+  }
+#endif
   if (b.four_bit()) {
     const Activations a = arrange(x.const_data_ptr<c10::BFloat16>(), M, b.K);
     const BlockScales scales{&b};

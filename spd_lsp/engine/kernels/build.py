@@ -44,7 +44,8 @@ def ready() -> bool:
 
 def features() -> frozenset[str]:
     """What the loaded library runs (empty until it is): "attention", "pointwise" and "blocks" everywhere it builds;
-    "bf16-dot" (the matvec ops, the prompt's attention, the fused step: AVX-512 BF16) and "amx" (AMX's tiles)."""
+    "bf16-dot" (the matvec ops, the prompt's attention, the fused step: AVX-512 BF16), "int8-dot" (the K-quants'
+    decode on int8 activations: AVX-512 VNNI beside BF16) and "amx" (AMX's tiles)."""
     value = _state.get("features")
     return value if isinstance(value, frozenset) else frozenset()
 
@@ -114,6 +115,7 @@ def target() -> tuple[str, list[str], Path]:
     flags = ["-O3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros"]
     flags += [f"-D{macro}" for macro in macros] + arch
     flags += ["-mavx512bf16"] if cpu.bf16_dot else []
+    flags += ["-mavx512vnni"] if cpu.int8_dot else []
     flags += ["-mamx-tile", "-mamx-bf16"] if cpu.amx else []
     sources = b"".join(source.read_bytes() for source in SOURCES + HEADERS)
     digest = hashlib.sha256(sources + " ".join(flags).encode() + torch.__version__.encode()).hexdigest()[:12]
@@ -167,6 +169,8 @@ def _load() -> None:
     provided = {"attention", "pointwise", "verdict", "blocks"}
     if "-mavx512bf16" in flags:
         provided.add("bf16-dot")
+    if "-mavx512vnni" in flags:
+        provided.add("int8-dot")
     if "-mamx-tile" in flags:
         provided.add("amx")
     _state["features"] = frozenset(provided)

@@ -417,6 +417,186 @@ struct Q8 {
   }
 };
 
+#if defined(__AVX512VNNI__)
+#define SPD_INT8_DOT 1
+
+// The K-quants (Q4_K; Q5_K, Q6_K, IQ4_XS) on integer dot products, as llama.cpp computes them: x quantised once a call
+// to int8 in blocks of 32 along K (a scale dx = max|x| / 127 a block, codes round(x / dx)), each group's codes dotted
+// with x's codes by VNNI's vpdpbusd (unsigned bytes times signed bytes, 4 products summed into each 32-bit lane:
+// exact), then the group's scale times x's block scale applied in fp32; the minima's term from x's exact fp32 sums.
+// So the result differs from the float products by x's rounding alone: |error| <= sum_k |scale_g * q_k| * dx_b / 2
+// (b: k's block of 32), plus fp32's and the output's bf16 rounding (tests/engine/test_blocks_int8.py checks it).
+struct QuantisedX {
+  std::vector<int8_t> natural;  // [rows, K]: the 8-bit kernel's order
+  std::vector<int8_t> nibble;  // [rows, K]: per 4 blocks (128 values) elements 0..15 of each (64 bytes), then 16..31
+                               // of each: the order of a 4-bit row's 64 bytes split into low and high nibbles
+  std::vector<int32_t> offset;  // [rows, K / 4]: -128 times each 4 codes' sum (the 8-bit kernel reads q + 128)
+  std::vector<float> dx, sums;  // [rows, padded]: each block's scale, and its sum of x in fp32 (the minima's term)
+  int64_t padded = 0;
+};
+
+// The int8 path serves these blocks (the others keep their kernels: Q4_0/Q4_1/Q8_0's numbers stay as they are).
+inline bool int8_dot_serves(const Blocks& b) {
+  return (b.kind == Kind::Q4K && b.K % 128 == 0) ||
+         (b.kind == Kind::Q8K && b.K % 64 == 0 && (b.G == 32 || b.sub_min == nullptr));
+}
+
+// x's rows [rows, K] (K a multiple of 128) into q: `nibble` for 4-bit blocks, `natural` and `offset` for 8-bit ones.
+inline void quantise_into(QuantisedX& q, const c10::BFloat16* x, int64_t rows, int64_t K, bool nibble, bool natural) {
+  const int64_t blocks = K / BLOCK;
+  q.padded = (blocks + 15) / 16 * 16;
+  q.dx.assign(rows * q.padded, 0.f);
+  q.sums.assign(rows * q.padded, 0.f);
+  if (nibble) q.nibble.resize(rows * K);
+  if (natural) {
+    q.natural.resize(rows * K);
+    q.offset.resize(rows * K / 4);
+  }
+  const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  for (int64_t m = 0; m < rows; ++m) {
+    for (int64_t g = 0; g < blocks; ++g) {
+      const c10::BFloat16* src = x + m * K + g * BLOCK;
+      __m512 v[2];
+      for (int h = 0; h < 2; ++h)
+        v[h] = _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 16 * h))), 16));
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(v[0], sign), _mm512_and_ps(v[1], sign)));
+      const float inverse = amax > 0.f ? 127.f / amax : 0.f;
+      q.dx[m * q.padded + g] = amax / 127.f;
+      q.sums[m * q.padded + g] = _mm512_reduce_add_ps(_mm512_add_ps(v[0], v[1]));
+      __m128i codes[2];
+      for (int h = 0; h < 2; ++h)
+        codes[h] = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v[h], _mm512_set1_ps(inverse))));
+      if (natural) {
+        int8_t* out = q.natural.data() + m * K + g * BLOCK;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), codes[0]);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), codes[1]);
+      }
+      if (nibble) {  // block g is the (g % 4)th of its 128 values: its low half at 16 (g % 4), its high at 64 + that
+        int8_t* out = q.nibble.data() + m * K + (g / 4) * 128 + (g % 4) * 16;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), codes[0]);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 64), codes[1]);
+      }
+    }
+    if (natural)
+      for (int64_t k = 0; k < K; k += 64) {
+        const __m512i codes = _mm512_loadu_si512(q.natural.data() + m * K + k);
+        const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)), codes);
+        _mm512_storeu_si512(q.offset.data() + (m * K + k) / 4, _mm512_sub_epi32(_mm512_setzero_si512(), sums));
+      }
+  }
+}
+
+// The codes of the row ~PREFETCH_BYTES past row n (whole rows: at least the next one) on their way into L2. Codes
+// alone: prefetching the sub-scales' and sub-minima's lines as well made the pass slower, not faster (one thread
+// from memory: 8.6 against 13.4 GB/s); the hardware's prefetcher follows those small streams by itself.
+constexpr int64_t PREFETCH_BYTES = 8192;
+
+inline void prefetch_row(const Blocks& b, const void* codes, int64_t row_bytes, int64_t n) {
+  const int64_t ahead = n + std::max<int64_t>(1, PREFETCH_BYTES / row_bytes);
+  if (ahead >= b.N) return;
+  const char* next = static_cast<const char*>(codes) + ahead * row_bytes;
+  for (int64_t line = 0; line < row_bytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T1);
+}
+
+// The minima's term of a row: sum over groups of mn[g] * x's block sums (groups of 32).
+template <int M>
+inline void add_minima(const QuantisedX& x, int64_t m0, const float* mn, int64_t groups, __m512* acc) {
+  for (int64_t g = 0; g < groups; g += 16) {
+    const __mmask16 live = groups_from(g, groups);
+    const __m512 minimum = _mm512_maskz_load_ps(live, mn + g);
+    for (int m = 0; m < M; ++m)
+      acc[m] = _mm512_fmadd_ps(minimum, _mm512_maskz_loadu_ps(live, x.sums.data() + (m0 + m) * x.padded + g), acc[m]);
+  }
+}
+
+// The pass over output rows [n0, n1) both int8 kernels share: each row's codes ~8 KB ahead prefetched, its scales
+// widened (d: each group's, mn: its minimum), `dots(n, d, acc)` adding its groups' products into the M accumulators,
+// then the minima's term and the outputs.
+template <int M, typename Dots>
+void kquant_rows(const QuantisedX& x, int64_t m0, const Blocks& b, const void* codes, int64_t row_bytes, int64_t n0,
+                 int64_t n1, c10::BFloat16* out, int64_t stride, Dots dots) {
+  alignas(64) float d[MAX_GROUPS], mn[MAX_GROUPS];
+  for (int64_t n = n0; n < n1; ++n) {
+    prefetch_row(b, codes, row_bytes, n);
+    widen_row(b, n, d, mn);
+    __m512 acc[M];
+    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
+    dots(n, d, acc);
+    if (b.sub_min != nullptr) add_minima<M>(x, m0, mn, b.groups(), acc);
+    for (int m = 0; m < M; ++m) out[(m0 + m) * stride + n] = c10::BFloat16(_mm512_reduce_add_ps(acc[m]));
+  }
+}
+
+// Q4_K rows [n0, n1) (of `b`, kind q4k) for M rows of x from m0: per 64 bytes of codes (4 groups), their low and high
+// nibbles dotted with x's codes in two vpdpbusd (lanes 4i..4i+3: group i's), then in fp32 times the 4 groups' scales
+// and x's 4 block scales (one permute spreads them over the lanes).
+template <int M>
+void q4k_int8_rows(const QuantisedX& x, int64_t m0, const Blocks& b, int64_t n0, int64_t n1, c10::BFloat16* out,
+                   int64_t stride) {
+  const int64_t K = b.K, row_bytes = K / 2;
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  kquant_rows<M>(x, m0, b, b.codes4, row_bytes, n0, n1, out, stride, [&](int64_t n, const float* d, __m512* acc) {
+    const uint8_t* w = b.codes4 + n * row_bytes;
+    for (int64_t e = 0; e < K; e += 128) {
+      const __m512i c = _mm512_loadu_si512(w + e / 2);
+      const __m512i lo = _mm512_and_si512(c, nibble), hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), nibble);
+      const __m128 ws = _mm_load_ps(d + e / BLOCK);
+      for (int m = 0; m < M; ++m) {
+        const int8_t* xa = x.nibble.data() + (m0 + m) * K + e;
+        __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(xa));
+        t = _mm512_dpbusd_epi32(t, hi, _mm512_loadu_si512(xa + 64));
+        const __m128 s = _mm_mul_ps(ws, _mm_loadu_ps(x.dx.data() + (m0 + m) * x.padded + e / BLOCK));
+        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(s)), acc[m]);
+      }
+    }
+  });
+}
+
+// 8-bit two-level rows (kind q8k: Q6_K's groups of 16, Q5_K's and IQ4_XS's of 32) [n0, n1) for M rows of x: per 64
+// codes, read as unsigned q + 128 and dotted with x's codes by one vpdpbusd that starts from -128 times x's sums (so
+// each lane holds its 4 products of q exactly), then in fp32 times the groups' scales and x's block scales.
+template <int M>
+void q8k_int8_rows(const QuantisedX& x, int64_t m0, const Blocks& b, int64_t n0, int64_t n1, c10::BFloat16* out,
+                   int64_t stride) {
+  const int64_t K = b.K;
+  const bool sixteen = b.G == 16;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i spread = sixteen ? _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0)
+                                 : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  kquant_rows<M>(x, m0, b, b.codes8, K, n0, n1, out, stride, [&](int64_t n, const float* d, __m512* acc) {
+    const int8_t* w = b.codes8 + n * K;
+    for (int64_t e = 0; e < K; e += 64) {
+      const __m512i c = _mm512_xor_si512(_mm512_loadu_si512(w + e), flip);
+      // the groups' scales in the low lanes: 4 of 16 (Q6_K) or 2 of 32
+      const __m128 ws = sixteen ? _mm_load_ps(d + e / 16)
+                                : _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(d + e / 32)));
+      for (int m = 0; m < M; ++m) {
+        const __m512i t = _mm512_dpbusd_epi32(_mm512_loadu_si512(x.offset.data() + ((m0 + m) * K + e) / 4), c,
+                                              _mm512_loadu_si512(x.natural.data() + (m0 + m) * K + e));
+        const __m128 two = _mm_castpd_ps(
+            _mm_load_sd(reinterpret_cast<const double*>(x.dx.data() + (m0 + m) * x.padded + e / BLOCK)));
+        const __m128 s = _mm_mul_ps(ws, sixteen ? _mm_unpacklo_ps(two, two) : two);  // [dx0, dx0, dx1, dx1] or [dx0, dx1]
+        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(s)), acc[m]);
+      }
+    }
+  });
+}
+
+template <int M>
+struct KQuantInt8 {
+  static void run(int64_t m0, const QuantisedX& x, const Blocks& b, int64_t n0, int64_t n1, c10::BFloat16* out,
+                  int64_t stride) {
+    if (b.kind == Kind::Q4K)
+      q4k_int8_rows<M>(x, m0, b, n0, n1, out, stride);
+    else
+      q8k_int8_rows<M>(x, m0, b, n0, n1, out, stride);
+  }
+};
+
+#endif  // __AVX512VNNI__
+
 #endif  // SPD_MATVEC
 
 }  // namespace spd_kernels

@@ -52,7 +52,8 @@ struct Projection {
   std::vector<Blocks> segments;
   std::vector<int64_t> starts;
   int64_t N = 0, K = 0;
-  bool four = false, eight = false;  // some segment is 4-bit / 8-bit: which arranged inputs it needs
+  bool four = false, eight = false;  // some segment is on the 4-bit / 8-bit float kernels: which inputs it needs
+  bool nibble = false, natural = false;  // some segment is a 4-bit / 8-bit K-quant on int8 activations (matvec.h)
   const int8_t* int8_codes = nullptr;
   const bf16* int8_scales = nullptr;
 };
@@ -78,6 +79,9 @@ struct Layer {
 struct Inputs {
   Activations a;
   std::vector<float> xf, xs;
+#ifdef SPD_INT8_DOT
+  QuantisedX q;
+#endif
 };
 
 // What one thread keeps for itself through a step (each thread recomputes these rather than wait for them).
@@ -118,6 +122,9 @@ inline void gelu_mul_row(const bf16* gate, const bf16* up, bf16* out, int64_t wi
 void prepare_inputs(Inputs& in, const Projection& p, const bf16* x, int64_t M) {
   const int64_t K = p.K;
   if (p.four) arrange_into(in.a, x, M, K);
+#ifdef SPD_INT8_DOT
+  if (p.nibble || p.natural) quantise_into(in.q, x, M, K, p.nibble, p.natural);
+#endif
   if (p.eight || p.int8_codes != nullptr) {
     int64_t G = 32;  // the 8-bit segments of one projection share their group
     for (const Blocks& b : p.segments)
@@ -142,6 +149,12 @@ void rows(const Projection& p, const Inputs& in, int64_t M, int64_t n0, int64_t 
     const Blocks& b = p.segments[i];
     const int64_t start = p.starts[i], a0 = std::max(n0, start), a1 = std::min(n1, start + b.N);
     if (a0 >= a1) continue;
+#ifdef SPD_INT8_DOT
+    if (int8_dot_serves(b)) {
+      in_passes<KQuantInt8>(M, in.q, b, a0 - start, a1 - start, out + start, p.N);
+      continue;
+    }
+#endif
     if (b.four_bit()) {
       in_passes<Int4>(M, in.a, b.codes4, BlockScales{&b}, b.K, p.N, a0 - start, a1 - start, out + start);
     } else {
@@ -239,8 +252,14 @@ class Model : public torch::CustomClassHolder {
     p.starts.push_back(p.N);
     p.segments.push_back(b);
     p.N += b.N, p.K = b.K;
-    p.four = p.four || b.four_bit();
-    p.eight = p.eight || !b.four_bit();
+    bool int8_dot = false;
+#ifdef SPD_INT8_DOT
+    int8_dot = int8_dot_serves(b);
+#endif
+    p.four = p.four || (b.four_bit() && !int8_dot);
+    p.eight = p.eight || (!b.four_bit() && !int8_dot);
+    p.nibble = p.nibble || (b.four_bit() && int8_dot);
+    p.natural = p.natural || (!b.four_bit() && int8_dot);
   }
 
   void set_final_norm(at::Tensor norm) {

@@ -1,0 +1,26 @@
+"""bench/bench_blocks_matvec.py runs and prints a row per type and the floor (a small working set)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spd_lsp.engine.kernels import build
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.skipif(not build.build(), reason="the kernel library does not build here")
+def test_the_bench_prints_each_type_and_the_floor() -> None:
+    done = subprocess.run([sys.executable, "-m", "bench.bench_blocks_matvec", "--threads", "1", "--rounds", "1",
+                           "--mib", "8", "--types", "Q4_K,Q6_K", "--clock", "cpu"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[2:]}
+    assert set(rows) == {"Q4_K", "Q6_K", "floor"}
+    assert abs(float(rows["Q4_K"][1]) - 0.5781) < 1e-3 and float(rows["Q6_K"][4]) > 0

@@ -1,0 +1,128 @@
+"""The K-quants' decode kernels on int8 activations (`engine/kernels/matvec.h`, where the library is built with AVX-512
+VNNI beside BF16): x quantised once a call to int8 in blocks of 32 (dx = max|x| / 127), integer dot products of the
+codes, each group's scale times x's block scale in fp32, the minima's term from x's exact sums.
+
+Stated bound, checked here against gguf-py's dequantised float matmul: |ours - x W^T| <= sum_k |scale_g q_k| dx_b / 2
+(x's rounding to int8) plus the fp32 and bf16 roundings the float kernels have. Q4_0/Q4_1/Q8_0 (and the other
+direct-scale types) keep their float kernels: their answers are tested unchanged in test_blocks.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType as T
+from gguf.quants import dequantize
+
+from spd_lsp.engine.fast import formats
+from spd_lsp.engine.kernels import blocks as kernels
+from spd_lsp.engine.kernels import build
+from tests.engine.test_formats import random_raw
+
+INT8_TYPES = [T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_XS]
+BLOCK = 32
+
+
+def int8_dot() -> bool:
+    return build.build() and "int8-dot" in build.features()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def int8_built() -> None:
+    """The library built (here, not at collection), with its int8 path, or these tests skip."""
+    if not int8_dot():
+        pytest.skip("the library has no int8 dot products (AVX-512 VNNI) here")
+
+
+def served_by_int8(weights) -> bool:
+    """The blocks the int8 path takes (the K-quants), where the library has it."""
+    return int8_dot() and weights.kind in ("q4k", "q8k")
+
+
+def _blocks(qtype: T, n: int, k: int, seed: int):
+    """Random blocks (fp16 fields over fp16's whole range: W and x W^T stay well inside bf16's) and their bytes."""
+    raw = random_raw(qtype, n, k, seed)
+    return formats.blocks(raw, int(qtype), (n, k)), raw
+
+
+def _code_part_and_minima(weights) -> tuple[torch.Tensor, torch.Tensor]:
+    """W's terms: scale_g * q_k [N, K] and each group's minimum [N, groups] (fp32; W = the first + the second). From
+    the codes, not as W minus the minima: a minimum much larger than its codes' term would swamp it in fp32."""
+    n, k = weights.shape
+    scale, minimum = weights.group_scales()
+    group = k // scale.shape[1]
+    codes = weights.parts[0]
+    if weights.kind == "q4k":
+        halves = codes.view(n, k // BLOCK, BLOCK // 2)
+        q = torch.cat([halves & 15, halves >> 4], dim=-1).float().view(n, k)
+    else:
+        q = codes.float()
+    return q * scale.repeat_interleave(group, dim=1), minimum
+
+
+def x_in_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, K] bf16 as the kernels quantise it: codes [M, K] (fp32, integers in -127..127) and dx [M, K / 32]."""
+    blocks = x.float().view(x.shape[0], -1, BLOCK)
+    amax = blocks.abs().amax(dim=-1)
+    # 127 / amax divided in fp32 as the kernel does (torch's `127.0 / amax` is 127 * (1 / amax): a tie's rounding
+    # can then differ from the kernel's)
+    inverse = torch.where(amax > 0, torch.full_like(amax, 127.0) / amax, torch.zeros_like(amax))
+    codes = torch.round(blocks * inverse[..., None]).clamp(-127, 127)  # half to even, as vcvtps2dq rounds
+    return codes.view_as(x).float(), amax / 127.0
+
+
+def int8_bound(x: torch.Tensor, weights) -> torch.Tensor:
+    """The stated bound [M, N] on |ours - x W^T| from x's rounding alone: sum_k |scale_g q_k| dx_b / 2."""
+    code_part, _ = _code_part_and_minima(weights)
+    _, dx = x_in_int8(x)
+    return (dx.repeat_interleave(BLOCK, dim=1) / 2).double() @ code_part.abs().double().T
+
+
+def close_on_int8(got: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, weights) -> bool:
+    """got is x @ weight.T within the int8 bound, fp32's rounding and the output's bf16 rounding."""
+    want = x.double() @ weight.double().T
+    scale = x.double().abs() @ weight.double().abs().T
+    slack = int8_bound(x, weights) * (1 + 2 ** -10) + scale * 2 ** -16 + want.abs() * 2 ** -8 + 1e-30
+    return bool(((got.double() - want).abs() <= slack).all())
+
+
+@pytest.mark.parametrize("qtype", INT8_TYPES)
+@pytest.mark.parametrize("m", [1, 3, 8, 11])
+def test_k_quants_on_int8_activations_stay_within_the_stated_bound_of_gguf_py_s_matmul(qtype, m) -> None:
+    weights, raw = _blocks(qtype, 70, 768, seed=m)
+    w = torch.from_numpy(np.asarray(dequantize(raw, qtype), dtype=np.float32))  # gguf-py's
+    assert torch.equal(weights.dequantised(), w)
+    x = torch.randn(m, 768, generator=torch.Generator().manual_seed(m)).bfloat16()
+    got = kernels.matvec(x, weights.kind, list(weights.parts), weights.group)
+    assert served_by_int8(weights) and got.shape == (m, 70) and got.dtype == torch.bfloat16
+    assert close_on_int8(got, x, w, weights)
+    # the bound is a real one: a few percent at most of the codes' products' scale, not slack that passes anything
+    code_part, _ = _code_part_and_minima(weights)
+    assert (int8_bound(x, weights) <= (x.double().abs() @ code_part.double().abs().T) * 2 ** -5 + 1e-30).all()
+
+
+@pytest.mark.parametrize("qtype", INT8_TYPES)
+def test_the_int8_path_computes_what_it_says(qtype) -> None:
+    """Against a torch model of the arithmetic (x's int8 codes, exact integer dots, scales in fp32, minima from x's
+    exact sums): equal up to fp32 accumulation and the output's bf16 rounding (much tighter than the bound)."""
+    weights, _ = _blocks(qtype, 40, 1024, seed=int(qtype))
+    x = torch.randn(5, 1024, generator=torch.Generator().manual_seed(1)).bfloat16()
+    codes, dx = x_in_int8(x)
+    code_part, minimum = _code_part_and_minima(weights)
+    group = 1024 // minimum.shape[1]
+    x_rounded = codes * dx.repeat_interleave(BLOCK, dim=1)
+    sums = x.double().view(5, -1, group).sum(dim=-1)
+    want = x_rounded.double() @ code_part.double().T + sums @ minimum.double().T
+    size = x_rounded.double().abs() @ code_part.double().abs().T + sums.abs() @ minimum.double().abs().T
+    got = kernels.matvec(x, weights.kind, list(weights.parts), weights.group).double()
+    assert ((got - want).abs() <= want.abs() * 2 ** -8 + size * 2 ** -20).all()
+
+
+def test_x_of_zeros_and_of_one_block_s_extremes() -> None:
+    """A block of x all zeros (dx = 0) gives zero products; x's largest value maps to 127 exactly."""
+    weights, _ = _blocks(T.Q6_K, 16, 256, seed=3)
+    x = torch.zeros(2, 256).bfloat16()
+    x[1, 40] = -3.0
+    got = kernels.matvec(x, weights.kind, list(weights.parts), weights.group).float()
+    want = x.float() @ weights.dequantised().T
+    assert torch.equal(got[0], torch.zeros(16)) and torch.allclose(got[1], want[1], rtol=2 ** -7, atol=0)
