@@ -36,6 +36,7 @@ REQUEST_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 10.0
 POLL_S = 0.02
 INFO_TIMEOUT_S = 2.0  # `spd.status`'s wait for the engine's current model info
+INFO_MAX_AGE_S = 2.0  # asked again at most this often (a status reads it twice; the compile's progress polls it)
 DOCUMENT_WEIGHT = 0.5  # the prompt's own n-grams against the team's base store
 RERANK_WEIGHT = 1.0  # nats per unit of mean local p_ngram over a draft's tokens
 RERANK_SPAN = 5
@@ -162,6 +163,7 @@ class RemoteEngine:
         self._connection = connection
         self._address = str(connection.address) if connection is not None else None
         self._engine_info = dict(connection.info) if connection is not None else {}  # the newest hello's
+        self._info_asked = time.monotonic()  # when `_engine_info` was last asked for (a hello is as new)
         self._workspace: NgramSource | None = None
         self._stores: list[dict[str, Any]] | None = None
         self._ignored: tuple[str, ...] = ()  # what the engine said it ignored last (an older engine)
@@ -220,7 +222,8 @@ class RemoteEngine:
         (pid, model) of the engine it reached last: a restarted one's, not the first one's."""
         connection = self._connection
         alive = connection is not None and connection.alive
-        if alive:
+        if alive and time.monotonic() - self._info_asked >= INFO_MAX_AGE_S:
+            self._info_asked = time.monotonic()
             self._refresh_info(connection)
         return {"address": self._address, "connected": alive, "failures": self.failures,
                 "engineInfo": self._engine_info}
@@ -241,7 +244,7 @@ class RemoteEngine:
             self._drop()
             self._connection = self._connect(restart=restart)
             self._address = str(self._connection.address)
-            self._engine_info = dict(self._connection.info)
+            self._engine_info, self._info_asked = dict(self._connection.info), time.monotonic()
         connection = self._connection
         sent = time.perf_counter()
         request_id, future = connection.request(message)
