@@ -47,6 +47,16 @@ async def _status(client: LanguageClient) -> dict[str, Any]:
     return await client.workspace_execute_command_async(lsp.ExecuteCommandParams(command="spd.status"))
 
 
+async def _ready(client: LanguageClient) -> None:
+    """Until the model is loaded and the workspace store is open: the stores open on the index thread after the
+    model (or the shared engine's connection), and a request before that is decoded without n-grams."""
+    while True:
+        status = await _status(client)
+        if status.get("model") is not None and status.get("stores"):
+            return
+        await asyncio.sleep(0.2)
+
+
 async def _drafts(
     positions: Sequence[Position], options: DecodeOptions, store: Path, workspace: Path, cache: Path
 ) -> list[tuple[list[str], float]]:
@@ -61,8 +71,7 @@ async def _drafts(
             initialization_options=settings(options, store),
         ))
         client.initialized(lsp.InitializedParams())
-        while (await _status(client)).get("model") is None:
-            await asyncio.sleep(0.2)
+        await _ready(client)
         out = []
         for index, position in enumerate(positions):
             uri = f"file:///spd-eval/held-out/{index}.py"
