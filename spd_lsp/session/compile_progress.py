@@ -48,6 +48,9 @@ def _watch(client: Any, loaded: Loaded, current: Callable[[], bool], poll_s: flo
                          else "compiled: decode steps run it now")
             return
         reason = str(info.get("compileReason") or "")
+        if info.get("compileState") == "otherwise":  # another path serves the steps (the fused step)
+            progress.end(f"nothing to compile: {reason}" if reason else "nothing to compile")
+            return
         if not compiling(info):
             progress.end(f"decode steps run eager: {reason}" if reason else "decode steps run eager")
             return

@@ -71,10 +71,12 @@ def _model(status: dict[str, Any]) -> str:
 
 
 def _mode(model: dict[str, Any]) -> str:
-    """compiled (torch.compile) or eager, and why, from the engine's info when it says."""
+    """compiled (torch.compile), served by another path (the fused step), or eager, and why, from the engine's info."""
     if model.get("compiled"):
         return "compiled"
     reason = model.get("compileReason")
+    if model.get("compileState") == "otherwise":  # no graph needed: e.g. the fused step serves
+        return str(reason or "served without a graph")
     return f"eager ({reason})" if reason else "eager"
 
 

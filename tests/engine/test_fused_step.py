@@ -116,6 +116,9 @@ def test_the_step_graph_is_not_compiled_for_the_shapes_the_fused_step_takes(buil
     assert backend.fused is not None and backend.plan.step == "fused"
     assert len(backend.step_fn.skipped) == 1 and not backend.step_fn.ready
     assert backend.info["notCompiled"].startswith("the fused step serves")
+    # nothing compiles, and the status says so (it said "compiles in the background" for ever: the editor's
+    # compile progress never ended)
+    assert backend.info["compileState"] == "otherwise" and backend.info["compileReason"].startswith("the fused step")
     again = runner.forward(runner.cache, embeds=runner.embed(torch.tensor([[5]]))).float()
     assert (again - first.float()).abs().max() <= 0.05 * first.float().abs().max()  # ATen's kernels first, then ours
     steps = backend.steps
@@ -123,6 +126,20 @@ def test_the_step_graph_is_not_compiled_for_the_shapes_the_fused_step_takes(buil
     runner.forward(wide, embeds=runner.embed(torch.full((9, 1), 5)))
     assert backend.steps == steps + 1
     assert backend.step_fn.wait(timeout=600) and len(backend.step_fn.ready) == 1  # 9 rows: the graph
+    assert backend.info["compileState"] == "compiled"
+
+
+def test_a_plan_applied_at_the_start_says_the_fused_step_serves_before_any_step(built, monkeypatch) -> None:
+    """The kernel library built already: the plan is applied at the start and the step function is never called for
+    plain steps; the status says the fused step serves them (not a compile "on the first step" that never comes)."""
+    monkeypatch.setenv("SPD_LSP_COMPILE", "background")
+    model = _model("llama-64")
+    backend = fast.build(model, compile=True, quantize="int4", head="int8")
+    assert backend.info["compileState"] == "background"  # before the plan: the steps' graph is still to come
+    backend.start()
+    assert backend.fused is not None
+    assert backend.info["compileState"] == "otherwise", backend.info
+    assert backend.info["compileReason"] == f"the fused step serves plain steps of up to {backend.fused_rows} rows"
 
 
 def test_what_the_fused_step_cannot_serve_says_why(built) -> None:

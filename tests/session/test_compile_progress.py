@@ -85,3 +85,15 @@ def test_nothing_is_shown_where_nothing_compiles_in_the_background() -> None:
                  {"fastPath": False, "compiled": False, "compileReason": "transformers' forward: int8"}):
         assert watch_compile(client, Loaded(FakeEngine(["a"]), info, "cpu"), current=lambda: True) is None
     assert client.log == []
+
+
+def test_a_step_served_without_a_graph_ends_the_progress_or_shows_none() -> None:
+    """The fused step serves plain steps: nothing compiles, so the progress ends (it ran for ever) or never begins."""
+    info = compiling_info()
+    client = ProgressClient()
+    watch_compile(client, Loaded(FakeEngine(["a"]), info, "cpu"), current=lambda: True, poll_s=0.01)
+    info.update(compileState="otherwise", compileReason="the fused step serves plain steps of up to 8 rows")
+    assert client.ended.wait(5)
+    assert client.log[-1] == ("end", "nothing to compile: the fused step serves plain steps of up to 8 rows")
+    served = {"compiled": False, "compileState": "otherwise", "compileReason": "the fused step serves plain steps"}
+    assert watch_compile(ProgressClient(), Loaded(FakeEngine(["a"]), served, "cpu"), current=lambda: True) is None

@@ -236,6 +236,8 @@ class FastBackend:
         if plan.step == "fused":
             self.fused = fused.build(lm)
         self.serving = plan
+        if self.fused is not None:
+            self.step_fn.served_elsewhere(self.fused_reason)
         self.sources = Sources()  # read once
         log.info("fast plan applied in %.2f s: %s", time.perf_counter() - started, self.weights)
 
@@ -295,10 +297,14 @@ class FastBackend:
         """The most rows a plain step the fused step takes."""
         return self.serving.fused_rows if self.fused is not None else 0
 
+    @property
+    def fused_reason(self) -> str:
+        return f"the fused step serves plain steps of up to {self.fused_rows} rows"
+
     def fused_serves(self, args: tuple[Any, ...]) -> str | None:
         """`step_fn`'s `served_otherwise`: why a plain step shaped as `args` needs no graph (the fused step takes it)."""
         if self.fused is not None and args[0].shape[0] <= self.fused_rows:
-            return f"the fused step serves plain steps of up to {self.fused_rows} rows"
+            return self.fused_reason
         return None
 
     @property

@@ -248,6 +248,7 @@ class Compiled:
         self.before_compile = before_compile
         self.served_otherwise = served_otherwise
         self.skipped: dict[Key, str] = {}  # shapes `served_otherwise` took, and why
+        self.otherwise: str | None = None  # why another path serves the steps asked for so far (`served_elsewhere`)
         self.status = status if status is not None else {}
         self.device = device
         self.reason = why_not(device) if enabled else "compile off"
@@ -280,9 +281,15 @@ class Compiled:
             reason = f"compiling in the background: {self.compiling}" if self.compiling else \
                 "compiles in the background on the first step"
         compiled = self.active if not background else bool(self.ready)
+        # Nothing compiles and none will until a shape another path does not take is asked for (the fused step's).
+        otherwise = (background and not self.ready and self.compiling is None and self.otherwise is not None
+                     and self._jobs.empty())
+        if otherwise:
+            reason = self.otherwise
         # "compiled" (a graph serves, or will on its first call), "background" (being or to be compiled in the
-        # background: steps run eager meanwhile), "eager" (no graph: `compileReason` says why)
-        state = "compiled" if compiled else "background" if background else "eager"
+        # background: steps run eager meanwhile), "otherwise" (another path serves the steps: `compileReason` says
+        # which), "eager" (no graph: `compileReason` says why)
+        state = "compiled" if compiled else "otherwise" if otherwise else "background" if background else "eager"
         self.status.update(compiled=compiled, compileState=state, compileReason=reason,
                            compileSeconds=None if self.compile_s is None else round(self.compile_s, 1))
         if background:
@@ -361,6 +368,13 @@ class Compiled:
             self.prepare(*args)
         return self.fn(*args)
 
+    def served_elsewhere(self, why: str) -> None:
+        """Another path serves the steps (the fused step, from when the plan is applied): the status says so rather
+        than a compile that is not coming; a shape that path does not take still compiles when it is asked for."""
+        self.otherwise = why
+        self.status["notCompiled"] = why
+        self._report()
+
     def _served_otherwise(self, key: Key, args: tuple[Any, ...]) -> bool:
         """Whether `served_otherwise` takes this shape (noted in `skipped` and the status: it is not compiled)."""
         if key in self.skipped:
@@ -369,6 +383,7 @@ class Compiled:
         if why is None:
             return False
         self.skipped[key] = why
+        self.otherwise = why
         self.status["notCompiled"] = why
         log.info("decode step: %s, not compiled: %s", describe(args), why)
         return True
