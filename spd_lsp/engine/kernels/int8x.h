@@ -12,6 +12,7 @@
 // k's block of 32), plus fp32's rounding (tests/engine/test_blocks_int8.py checks it on the AVX2 build).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -123,6 +124,18 @@ inline float minima(const QuantisedX& q, int64_t m, const float* mn) {
   return total;
 }
 
+// The codes of the rows ~PREFETCH_BYTES past rows [n, n + R) on their way into L2 (whole rows: at least the next
+// ones), as matvec.h's int8 kernels do.
+constexpr int64_t PREFETCH_BYTES = 8192;
+
+template <int R>
+inline void prefetch_rows(const void* codes, int64_t row_bytes, int64_t n, int64_t N) {
+  const int64_t ahead = n + std::max<int64_t>(R, PREFETCH_BYTES / row_bytes / R * R);
+  if (ahead + R > N) return;
+  const char* next = static_cast<const char*>(codes) + ahead * row_bytes;
+  for (int64_t line = 0; line < R * row_bytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T1);
+}
+
 // Two fp32 values from p as [p0 x 4, p1 x 4].
 inline __m256 two_spread(__m128 two) {
   return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
@@ -142,6 +155,7 @@ void four_bit_rows(const QuantisedX& q, int64_t m0, const Blocks& b, int64_t n0,
   const __m256i ones = _mm256_set1_epi16(1);
   alignas(32) float d[R][MAX_GROUPS + 8], mn[R][MAX_GROUPS + 8];
   for (int64_t n = n0; n + R <= n1; n += R) {
+    prefetch_rows<R>(b.codes4, row_bytes, n, b.N);
     for (int r = 0; r < R; ++r) widen(b, n + r, d[r], mn[r]);
     __m256 acc[M][R];
     for (int m = 0; m < M; ++m)
@@ -184,6 +198,7 @@ void eight_bit_rows(const QuantisedX& q, int64_t m0, const Blocks& b, int64_t n0
   const __m256i ones = _mm256_set1_epi16(1);
   alignas(32) float d[R][MAX_GROUPS + 8], mn[R][MAX_GROUPS + 8];
   for (int64_t n = n0; n + R <= n1; n += R) {
+    prefetch_rows<R>(b.codes8, K, n, b.N);
     for (int r = 0; r < R; ++r) widen(b, n + r, d[r], mn[r]);
     __m256 acc[M][R];
     for (int m = 0; m < M; ++m)
