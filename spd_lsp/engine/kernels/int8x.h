@@ -143,6 +143,29 @@ inline __m256 two_spread(__m128 two) {
 
 inline __m128 two_at(const float* p) { return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p))); }
 
+using Scales = float[MAX_GROUPS + 8];
+
+// The pass over output rows [n0, n1) both kernels share, R rows at a time: their codes ~8 KB ahead prefetched, their
+// scales widened (d: each group's, mn: its minimum), `dots(n, d, acc)` adding their groups' products into the M x R
+// accumulators, then the minima's term and the outputs.
+template <int M, int R, typename Dots>
+void pass(const QuantisedX& q, int64_t m0, const Blocks& b, const void* codes, int64_t row_bytes, int64_t n0,
+          int64_t n1, float* out, Dots dots) {
+  const bool minimum = b.mins != nullptr || b.sub_min != nullptr;
+  alignas(32) Scales d[R], mn[R];
+  for (int64_t n = n0; n + R <= n1; n += R) {
+    prefetch_rows<R>(codes, row_bytes, n, b.N);
+    for (int r = 0; r < R; ++r) widen(b, n + r, d[r], mn[r]);
+    __m256 acc[M][R];
+    for (int m = 0; m < M; ++m)
+      for (int r = 0; r < R; ++r) acc[m][r] = _mm256_setzero_ps();
+    dots(n, d, acc);
+    for (int m = 0; m < M; ++m)
+      for (int r = 0; r < R; ++r)
+        out[(m0 + m) * b.N + n + r] = horizontal_sum(acc[m][r]) + (minimum ? minima(q, m0 + m, mn[r]) : 0.f);
+  }
+}
+
 // Output rows [n0, n1) of 4-bit blocks (Q4_0/Q4_1/Q4_K) for x's rows [m0, m0 + M), R weight rows at a time (their
 // chains of products interleaved; x's codes loaded once for them): per two groups (32 bytes of codes), the low and
 // high nibbles dotted with x's paired codes, lanes 0..3 group A's, 4..7 group B's, then in fp32 times each group's
@@ -150,16 +173,9 @@ inline __m128 two_at(const float* p) { return _mm_castpd_ps(_mm_load_sd(reinterp
 template <int M, int R>
 void four_bit_rows(const QuantisedX& q, int64_t m0, const Blocks& b, int64_t n0, int64_t n1, float* out) {
   const int64_t K = b.K, pairs = K / 64, row_bytes = K / 2;
-  const bool minimum = b.mins != nullptr || b.sub_min != nullptr;
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
-  alignas(32) float d[R][MAX_GROUPS + 8], mn[R][MAX_GROUPS + 8];
-  for (int64_t n = n0; n + R <= n1; n += R) {
-    prefetch_rows<R>(b.codes4, row_bytes, n, b.N);
-    for (int r = 0; r < R; ++r) widen(b, n + r, d[r], mn[r]);
-    __m256 acc[M][R];
-    for (int m = 0; m < M; ++m)
-      for (int r = 0; r < R; ++r) acc[m][r] = _mm256_setzero_ps();
+  pass<M, R>(q, m0, b, b.codes4, row_bytes, n0, n1, out, [&](int64_t n, const Scales* d, __m256 (*acc)[R]) {
     for (int64_t p = 0; p < pairs; ++p) {
       __m256i lo[R], hi[R];
       __m128 ws[R];
@@ -181,10 +197,7 @@ void four_bit_rows(const QuantisedX& q, int64_t m0, const Blocks& b, int64_t n0,
         }
       }
     }
-    for (int m = 0; m < M; ++m)
-      for (int r = 0; r < R; ++r)
-        out[(m0 + m) * b.N + n + r] = horizontal_sum(acc[m][r]) + (minimum ? minima(q, m0 + m, mn[r]) : 0.f);
-  }
+  });
 }
 
 // Output rows [n0, n1) of 8-bit blocks (groups of 32: Q8_0, Q5_0, Q5_1, IQ4_NL, Q5_K, IQ4_XS; of 16: Q6_K) for x's
@@ -194,15 +207,8 @@ template <int M, int R>
 void eight_bit_rows(const QuantisedX& q, int64_t m0, const Blocks& b, int64_t n0, int64_t n1, float* out) {
   const int64_t K = b.K;
   const bool sixteen = b.G == 16;
-  const bool minimum = b.mins != nullptr || b.sub_min != nullptr;
   const __m256i ones = _mm256_set1_epi16(1);
-  alignas(32) float d[R][MAX_GROUPS + 8], mn[R][MAX_GROUPS + 8];
-  for (int64_t n = n0; n + R <= n1; n += R) {
-    prefetch_rows<R>(b.codes8, K, n, b.N);
-    for (int r = 0; r < R; ++r) widen(b, n + r, d[r], mn[r]);
-    __m256 acc[M][R];
-    for (int m = 0; m < M; ++m)
-      for (int r = 0; r < R; ++r) acc[m][r] = _mm256_setzero_ps();
+  pass<M, R>(q, m0, b, b.codes8, K, n0, n1, out, [&](int64_t n, const Scales* d, __m256 (*acc)[R]) {
     for (int64_t c = 0; c < q.blocks; ++c) {
       __m256i w[R], magnitude[R];
       __m256 ws[R];
@@ -221,10 +227,7 @@ void eight_bit_rows(const QuantisedX& q, int64_t m0, const Blocks& b, int64_t n0
         }
       }
     }
-    for (int m = 0; m < M; ++m)
-      for (int r = 0; r < R; ++r)
-        out[(m0 + m) * b.N + n + r] = horizontal_sum(acc[m][r]) + (minimum ? minima(q, m0 + m, mn[r]) : 0.f);
-  }
+  });
 }
 
 template <int M, int R>
