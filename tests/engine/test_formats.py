@@ -306,26 +306,3 @@ def test_llama_cpp_s_own_quantisations_equal_gguf_py_s(target: str, tmp_path: Pa
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert compare_every_tensor(out) == types
-
-
-@pytest.mark.parametrize("qtype", [T.Q4_K, T.Q6_K, T.Q4_1, T.Q8_0])
-def test_tensors_stacked_in_their_row_orders_equal_each_one_read_reordered_and_joined(qtype: T) -> None:
-    """`joined_blocks` (a projection's q/k/v read straight into one `Blocks`, Llama's q/k rows unpermuted as they are
-    read) gives what reading each, reordering its rows and concatenating gives; other types or widths: None."""
-    from spd_lsp.engine.fast.formats import blocks, joined_blocks
-
-    k = 512
-    shapes = [(64, k), (32, k), (32, k)]
-    raws = [random_raw(qtype, n, k, seed=i) for i, (n, _) in enumerate(shapes)]
-    orders = [unpermute_order(64, 4).numpy(), unpermute_order(32, 2).numpy(), None]
-    got = joined_blocks([(raw, qtype, shape, order) for raw, shape, order in zip(raws, shapes, orders)])
-    parts = [blocks(raw, qtype, shape) for raw, shape in zip(raws, shapes)]
-    parts = [p.rows(torch.from_numpy(o)) if o is not None else p for p, o in zip(parts, orders)]
-    assert got is not None and got.kind == parts[0].kind and got.layout == parts[0].layout
-    assert len(got.parts) == len(parts[0].parts)
-    for index, field in enumerate(got.parts):
-        assert torch.equal(field, torch.cat([p.parts[index] for p in parts])), index
-    other = T.Q8_0 if qtype != T.Q8_0 else T.Q4_1
-    assert joined_blocks([(raws[0], qtype, shapes[0], None), (random_raw(other, 32, k), other, (32, k), None)]) is None
-    with pytest.raises(ValueError, match="not a permutation"):
-        joined_blocks([(raws[1], qtype, shapes[1], np.zeros(32, dtype=np.int64)), (raws[2], qtype, shapes[2], None)])

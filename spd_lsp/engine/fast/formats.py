@@ -18,7 +18,6 @@ in chunks of about `CHUNK_BYTES` of blocks, so the temporaries stay small; each 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable, Union
 
@@ -270,49 +269,13 @@ def to_layout(raw: np.ndarray, ggml_type: int, shape: tuple[int, int], *, dtype:
         return _floats(raw, ggml_type, n, k, dtype)
     fmt = _format(ggml_type)
     _check(raw, fmt.block, fmt.size, n, k, T(ggml_type).name)
-    outputs = _outputs(fmt, n, k)
-    _decode_into(outputs, 0, raw, fmt, n, k, None)
-    return fmt.layout(**{name: torch.from_numpy(out) for name, out in outputs.items()})
-
-
-def joined_blocks(parts: Sequence[tuple[np.ndarray, int, tuple[int, int], np.ndarray | None]]) -> Blocks | None:
-    """Several tensors of one quantised type and width (raw bytes, GGUF type, shape, row order or None), stacked
-    along the rows as one `Blocks`, each decoded straight into its rows of the result, taking its rows in its order
-    (row i from raw row order[i]): what `blocks` of each, `Blocks.rows(order)` and a concatenation give, without
-    their two copies of every weight (a 1.7B Q4_K_M's load spent 3.7 of its 8 s in them). None where the parts are
-    not all of one quantised type and width."""
-    types = {ggml_type for _, ggml_type, _, _ in parts}
-    widths = {shape[1] for _, _, shape, _ in parts}
-    if len(types) != 1 or len(widths) != 1 or next(iter(types)) in FLOATS:
-        return None
-    (ggml_type,), (k,) = types, widths
-    fmt = _format(ggml_type)
-    n = sum(shape[0] for _, _, shape, _ in parts)
-    outputs = _outputs(fmt, n, k)
-    offset = 0
-    for raw, _, (rows, _), order in parts:
-        _check(raw, fmt.block, fmt.size, rows, k, T(ggml_type).name)
-        if order is not None and sorted(order.tolist()) != list(range(rows)):
-            raise ValueError(f"a row order of {len(order)} that is not a permutation of {rows} rows")
-        _decode_into(outputs, offset, raw, fmt, rows, k, order)
-        offset += rows
-    return _as_blocks(fmt.layout(**{name: torch.from_numpy(out) for name, out in outputs.items()}), ggml_type)
-
-
-def _outputs(fmt: Format, n: int, k: int) -> dict[str, np.ndarray]:
     blocks = k // fmt.block
-    return {name: np.empty((n, blocks * count), kind) for name, (kind, count) in fmt.fields.items()}
-
-
-def _decode_into(outputs: dict[str, np.ndarray], offset: int, raw: np.ndarray, fmt: Format, n: int, k: int,
-                 order: np.ndarray | None) -> None:
-    """`raw`'s n rows (in `order` where given) decoded into rows offset.. offset + n of `outputs`, a chunk at a time."""
-    blocks = k // fmt.block
+    outputs = {name: np.empty((n, blocks * count), kind) for name, (kind, count) in fmt.fields.items()}
     for start, stop in _chunks(n, raw.shape[1]):
         rows = stop - start
-        chunk = raw[order[start:stop]] if order is not None else raw[start:stop]
-        fmt.decode(np.asarray(chunk).reshape(rows, blocks, fmt.size),
-                   {name: out[offset + start:offset + stop].reshape(rows, blocks, -1) for name, out in outputs.items()})
+        fmt.decode(np.asarray(raw[start:stop]).reshape(rows, blocks, fmt.size),
+                   {name: out[start:stop].reshape(rows, blocks, -1) for name, out in outputs.items()})
+    return fmt.layout(**{name: torch.from_numpy(out) for name, out in outputs.items()})
 
 
 def _floats(raw: np.ndarray, ggml_type: int, n: int, k: int, dtype: torch.dtype | None) -> torch.Tensor:
@@ -368,10 +331,7 @@ def unpermute(layout: Layout, heads: int) -> Layout:
 def blocks(raw: np.ndarray, ggml_type: int, shape: tuple[int, int]) -> Blocks:
     """One quantised tensor's bytes as the kernels' `Blocks` (`layouts/blocks.py`: "q4", "q4k", "q8" or "q8k" with
     its tensors in the kernels' order), named by its GGUF type."""
-    return _as_blocks(to_layout(raw, ggml_type, shape), ggml_type)
-
-
-def _as_blocks(layout: Layout, ggml_type: int) -> Blocks:
+    layout = to_layout(raw, ggml_type, shape)
     name = T(ggml_type).name.lower()
     if isinstance(layout, Q4Rows):
         return Blocks("q4", tuple(layout), BLOCK, name)

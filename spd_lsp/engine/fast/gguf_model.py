@@ -162,10 +162,10 @@ def load(path: Path, dtype: torch.dtype, *, tokenizer_cache: Path | None = None)
 
         projections = {}
         for role, parts in FUSED.items():
-            permute = file.architecture == "llama"
+            linears = [_linear(file, named(part), arch, permute=part if file.architecture == "llama" else None,
+                               dtype=dtype) for part in parts]
             types[role].append("+".join(dict.fromkeys(file.tensors[named(part)].type_name for part in parts)))
-            projections[role] = _stacked(file, [named(part) for part in parts], arch, permute=permute) or _joined(
-                [_linear(file, named(part), arch, permute=part if permute else None, dtype=dtype) for part in parts])
+            projections[role] = _joined(linears)
         qkv_bias = None
         if f"blk.{index}.attn_q.bias" in file.tensors:
             qkv_bias = torch.cat([tensor(f"blk.{index}.{part}.bias") for part in FUSED["qkv"]])
@@ -253,28 +253,6 @@ def _weights(file: GGUFFile, name: str, dtype: torch.dtype, *, permute: Any = No
 def _linear(file: GGUFFile, name: str, arch: Arch, *, permute: str | None, dtype: torch.dtype) -> Linear:
     weight = _weights(file, name, dtype, permute=permute, arch=arch)
     return Dense(weight) if isinstance(weight, torch.Tensor) else BlocksTorch(weight)
-
-
-def _stacked(file: GGUFFile, names: list[str], arch: Arch, *, permute: bool) -> Linear | None:
-    """Tensors of one quantised type and width (a projection's q/k/v, gate/up) as one `Linear`, each decoded straight
-    into its rows (`formats.joined_blocks`; Llama's q/k rows unpermuted as they are read); None where they are not
-    all of one type and width (`_joined` joins them otherwise)."""
-    from spd_lsp.engine.fast import formats
-    from spd_lsp.engine.fast.q4 import unpermute_order
-
-    if len(names) < 2:
-        return None
-    parts = []
-    for name in names:
-        info = file.tensors[name]
-        short = name.split(".")[-2]
-        heads = {"attn_q": arch.heads, "attn_k": arch.kv_heads}.get(short) if permute else None
-        order = unpermute_order(info.shape[0], heads).numpy() if heads is not None else None
-        parts.append((file.raw(name) if info.type not in FLOATS else None, info.type, info.shape, order))
-    if any(raw is None for raw, _, _, _ in parts):
-        return None
-    stacked = formats.joined_blocks(parts)
-    return BlocksTorch(stacked) if stacked is not None else None
 
 
 def _joined(linears: list[Linear]) -> Linear:
