@@ -121,10 +121,17 @@ class GGUFLM(torch.nn.Module):
 
 def covers(path: Path) -> str | None:
     """Why the fast path cannot load the GGUF at `path` from its blocks (None: it can)."""
+    try:
+        return _why_not(GGUFFile(path))
+    except ValueError as exc:
+        return str(exc)
+
+
+def _why_not(file: GGUFFile) -> str | None:
+    """`covers` of a file already read."""
     from spd_lsp.engine.gguf.config import UnsupportedArchitecture, config_of
 
     try:
-        file = GGUFFile(path)
         arch_of(config_of(file))
     except (UnsupportedArchitecture, ValueError) as exc:
         return str(exc)
@@ -146,7 +153,7 @@ def load(path: Path, dtype: torch.dtype, *, tokenizer_cache: Path | None = None)
     file = GGUFFile(path)
     config = config_of(file)
     arch = arch_of(config)
-    reason = covers(path)
+    reason = _why_not(file)
     if reason is not None:
         raise ValueError(reason)
     device = torch.device("cpu")
@@ -191,7 +198,7 @@ def load(path: Path, dtype: torch.dtype, *, tokenizer_cache: Path | None = None)
     embedding = BlockEmbedding(embedding_weights, dtype, arch.embedding_scale)
     lm = FastLM(arch, blocks, norm=_norm(file, "output_norm.weight", arch, dtype), output=Projection(head, None),
                 embedding=embedding, dtype=dtype, device=device)
-    tokenizer = gguf_tokenizer(path, tokenizer_cache)
+    tokenizer = gguf_tokenizer(path, tokenizer_cache, file=file)
     try:
         generation = GenerationConfig.from_model_config(config)
     except Exception:  # noqa: BLE001 - the model's config says the same tokens

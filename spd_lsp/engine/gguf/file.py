@@ -4,7 +4,7 @@ gguf-py's `GGUFReader` makes a numpy view for every item of every field: on the 
 tokens, 48,900 merges) that took 3-5 s a start. Here arrays of numbers are read with one `numpy.frombuffer` each, and
 arrays of strings (a vocabulary, its merges) are only measured: their items are decoded when asked for (`Strings`),
 which a start that finds its tokenizer kept never does (a read of Gemma-3-270M's header, 262,144 tokens: 0.15 s
-decoded, 0.04 s measured; of the bundled model's 0.05 s and 0.01 s; a load reads the header three times). The block sizes of the weight types are gguf-py's (`GGML_QUANT_SIZES`).
+decoded, 0.04 s measured; of the bundled model's 0.05 s and 0.01 s). The block sizes of the weight types are gguf-py's (`GGML_QUANT_SIZES`).
 
 Format (gguf's specification): magic "GGUF", version (3), tensor count, key/value count; each key/value: a string key,
 a value type, the value (arrays: element type, count, elements); each tensor: name, dimensions (fastest first), type,

@@ -25,9 +25,10 @@ DIRECTORY = "tokenizer"  # under the model's cache directory
 _unkept: dict[Path, str] = {}  # directories a tokenizer could not be kept in: why (said once a process)
 
 
-def gguf_tokenizer(path: Path, cache: Path | None) -> Any:
-    """The tokenizer of the GGUF at `path`, from `cache / DIRECTORY` where it was kept, else made (and kept there
-    where it can be written: a cache that cannot be is said once, and the tokenizer made at each start)."""
+def gguf_tokenizer(path: Path, cache: Path | None, *, file: GGUFFile | None = None) -> Any:
+    """The tokenizer of the GGUF at `path` (`file`: its header, where the caller read it already), from
+    `cache / DIRECTORY` where it was kept, else made (and kept there where it can be written: a cache that cannot be
+    is said once, and the tokenizer made at each start)."""
     kept = cache / DIRECTORY if cache is not None else None
     tokenizer = None
     if kept is not None and (kept / "tokenizer.json").is_file():
@@ -42,7 +43,8 @@ def gguf_tokenizer(path: Path, cache: Path | None) -> Any:
     tokenizer.name_or_path = str(cache if cache is not None else path)  # its name in stores' messages: the model's
     # The GGUF's own word on a leading BOS (Gemma: true; SmolLM2: false): a kept copy read back says False whatever
     # the file says, and the engine builds prompts by this flag (`LocalEngine._with_bos`).
-    tokenizer.add_bos_token = bool(GGUFFile(path).fields.get("tokenizer.ggml.add_bos_token", False))
+    fields = (file or GGUFFile(path)).fields
+    tokenizer.add_bos_token = bool(fields.get("tokenizer.ggml.add_bos_token", False))
     return tokenizer
 
 
