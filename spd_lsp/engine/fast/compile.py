@@ -383,8 +383,7 @@ class Compiled:
         if why is None:
             return False
         self.skipped[key] = why
-        self.otherwise = why
-        self.status["notCompiled"] = why
+        self.served_elsewhere(why)
         log.info("decode step: %s, not compiled: %s", describe(args), why)
         return True
 
