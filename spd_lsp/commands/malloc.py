@@ -10,9 +10,9 @@ changed nothing measurable there, 122 -> 123 MB). Elsewhere (not glibc) this doe
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
+
+from spd_lsp.engine.memory import glibc_function
 
 log = logging.getLogger(__name__)
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8  # glibc's malloc.h
@@ -24,10 +24,8 @@ TRIM_THRESHOLD = 4 * 1024 * 1024  # free memory past this at the heap's top goes
 def tune(*, arenas: int = ARENAS, mmap_threshold: int | None = None, trim_threshold: int | None = None) -> bool:
     """At most `arenas` malloc arenas; a fixed `mmap_threshold` and `trim_threshold` where given. False where
     this is not glibc (nothing changed)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    mallopt = glibc_function("mallopt")
+    if mallopt is None:
         return False
     settings = [(M_ARENA_MAX, arenas), (M_MMAP_THRESHOLD, mmap_threshold), (M_TRIM_THRESHOLD, trim_threshold)]
     for parameter, value in settings:

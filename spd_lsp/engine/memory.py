@@ -20,23 +20,23 @@ IDLE_S = 2.0  # seconds without a request before `when_idle`'s give-back
 
 _lock = threading.Lock()
 _timer: list[threading.Timer] = []
-_libc: list[object] = []  # the C library once found, [None] where it has no malloc_trim
+_libc: list[object] = []  # the C library once looked up, [None] where there is none to load
 
 
-def _trim() -> object | None:
+def glibc_function(name: str) -> object | None:
+    """glibc's function `name` (`malloc_trim`, `mallopt`), or None where this C library has none."""
     if not _libc:
         try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            _libc.append(libc.malloc_trim)
-        except (OSError, AttributeError):
+            _libc.append(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"))
+        except OSError:
             _libc.append(None)
-    return _libc[0]
+    return getattr(_libc[0], name, None) if _libc[0] is not None else None
 
 
 def give_back(*, collect: bool = True) -> bool:
     """Collect Python's garbage (`collect`), then hand the C allocator's free pages back to the system; whether it
     could."""
-    trim = _trim()
+    trim = glibc_function("malloc_trim")
     if trim is None:
         return False
     if collect:
