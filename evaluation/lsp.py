@@ -3,13 +3,17 @@
 Each held-out prefix is opened as its own document (outside the workspace) with
 the cursor at its end; the server's workspace store is the evaluation's store,
 with background indexing off and no base store, so it sees exactly what the
-in-process "SPD + workspace n-grams" row sees.
+in-process "SPD + workspace n-grams" row sees. Its shared engine is its own (a runtime
+directory of its own, stopped at the end): an engine another process started earlier
+may run under other settings (a compiled verification tree, whose numbers differ from
+the eager one's in the last bits) and answer a near tie otherwise.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -61,7 +65,10 @@ async def _drafts(
     positions: Sequence[Position], options: DecodeOptions, store: Path, workspace: Path, cache: Path
 ) -> list[tuple[list[str], float]]:
     client = LanguageClient("spd-eval", "1")
-    env = {**os.environ, "SPD_LSP_CACHE": str(cache), "XDG_CACHE_HOME": str(cache.parent)}
+    runtime = cache.parent / "runtime"
+    runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+    env = {**os.environ, "SPD_LSP_CACHE": str(cache), "XDG_CACHE_HOME": str(cache.parent),
+           "XDG_RUNTIME_DIR": str(runtime)}
     await client.start_io(sys.executable, "-m", "spd_lsp.cli", "--stdio", env=env)
     try:
         await client.initialize_async(lsp.InitializeParams(
@@ -90,7 +97,17 @@ async def _drafts(
         client.exit(None)
     finally:
         await client.stop()
+        _stop_engines(runtime)
     return out
+
+
+def _stop_engines(runtime: Path) -> None:
+    """The engines (and their standby spares) started under `runtime`, told to stop."""
+    for pid_file in [*runtime.rglob("engine-*.pid"), *runtime.rglob("engine-*.standby")]:
+        try:
+            os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
+        except (OSError, ValueError):
+            pass  # gone already, or a file being written
 
 
 def lsp_drafts(
