@@ -251,7 +251,7 @@ at::Tensor linear(const at::Tensor& x, const Weights& w, int64_t N, int64_t K) {
 }
 #endif
 
-void check_x(const at::Tensor& x, int64_t K, const char* op) {
+void check_tile_x(const at::Tensor& x, int64_t K, const char* op) {
   TORCH_CHECK(x.dim() == 2 && x.size(1) == K && x.scalar_type() == at::kBFloat16 && x.is_contiguous() &&
                   x.device().is_cpu(),
               op, ": x [M, ", K, "] contiguous bf16 on the CPU, not ", x.sizes());
@@ -260,7 +260,7 @@ void check_x(const at::Tensor& x, int64_t K, const char* op) {
 at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales, const at::Tensor& mins) {
 #ifdef SPD_AMX
   const int64_t N = codes.size(0), K = codes.size(1) * 2;
-  check_x(x, K, "int4_linear");
+  check_tile_x(x, K, "int4_linear");
   TORCH_CHECK(codes.scalar_type() == at::kByte && codes.is_contiguous() && K % (2 * BLOCK) == 0 && N % TILE == 0,
               "int4_linear: codes [N, K / 2] uint8, N a multiple of 16 and K of 64");
   TORCH_CHECK(scales.scalar_type() == at::kHalf && mins.scalar_type() == at::kHalf && scales.is_contiguous() &&
@@ -275,7 +275,7 @@ at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& codes, const at::T
 at::Tensor q8_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales) {
 #ifdef SPD_AMX
   const int64_t N = codes.size(0), K = codes.size(1);
-  check_x(x, K, "q8_linear");
+  check_tile_x(x, K, "q8_linear");
   TORCH_CHECK(codes.scalar_type() == at::kChar && codes.is_contiguous() && K % (2 * BLOCK) == 0 && N % TILE == 0,
               "q8_linear: codes [N, K] int8, N a multiple of 16 and K of 64");
   TORCH_CHECK(scales.scalar_type() == at::kHalf && scales.is_contiguous() && scales.numel() == N * (K / BLOCK),

@@ -27,8 +27,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
-SOURCES = [HERE / name for name in ("attention.cpp", "matvec.cpp", "prompt.cpp", "pointwise.cpp", "step.cpp",
-                                    "amx.cpp", "verdict.cpp", "blocks.cpp")]
+# The sources, compiled as two units that include them (a unity build): torch's headers cost a compiler ~7 s a unit,
+# more than most files' own code, so eight units took 46 s on 2 cores and these two ~20 s (docs/performance.md, cold
+# start). The fused step is the longest file and a unit of its own, so the two finish together.
+UNITS = {"spd_step": ("step.cpp",),
+         "spd_ops": ("matvec.cpp", "prompt.cpp", "attention.cpp", "pointwise.cpp", "amx.cpp", "blocks.cpp",
+                     "verdict.cpp")}
+SOURCES = [HERE / name for names in UNITS.values() for name in names]
 HEADERS = [HERE / name for name in ("attention.h", "matvec.h", "pointwise.h", "amx.h", "blocks.h", "int8x.h")]  # shared
 STALE_LOCK_S = 600.0  # a build lock older than this was left by a process that died (a build takes 22 s here)
 
@@ -152,7 +157,7 @@ def _load() -> None:
     def compile_and_load() -> None:
         _ninja_on_path()
         directory.mkdir(parents=True, exist_ok=True)
-        cpp_extension.load(name=name, sources=[str(source) for source in SOURCES], extra_cflags=flags,
+        cpp_extension.load(name=name, sources=_units(directory), extra_cflags=flags,
                            build_directory=str(directory), extra_ldflags=["-fopenmp"], is_python_module=False,
                            verbose=False)
 
@@ -178,6 +183,18 @@ def _load() -> None:
         provided.add("amx")
     _state["features"] = frozenset(provided)
     log.info("kernels loaded (%s)", directory)
+
+
+def _units(directory: Path) -> list[str]:
+    """The unity sources of `UNITS`, written into the build directory: each includes its files by path."""
+    paths = []
+    for unit, names in UNITS.items():
+        path = directory / f"{unit}.cpp"
+        text = "".join(f'#include "{HERE / name}"\n' for name in names)
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+        paths.append(str(path))
+    return paths
 
 
 def _drop_stale_lock(lock: Path) -> None:
