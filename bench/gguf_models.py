@@ -20,7 +20,7 @@ prints where it lands.
     PYTHONPATH=. nice -n 10 .venv/bin/python -m bench.gguf_models [--out ~/.cache/spd-lsp/gguf-models]
         [--models smollm2-360m smollm2-1.7b qwen2.5-coder-1.5b llama-7b]
         [--llamacpp ~/.cache/spd-lsp/llamacpp/native-flags/bin]
-        [--gemma] [--drop-source]
+        [--quants Q4_K_M ...] [--gemma] [--drop-source]
 
 A file already there is kept (delete it to rewrite). Prints each file with its size. Not part of `make test`;
 tests/bench/test_gguf_models.py writes a tiny shape and reads it back.
@@ -242,16 +242,16 @@ def quantise(llama_quantize: Path, source: Path, target: Path, qtype: str, *, th
 
 
 def make(shape: Shape, out: Path, tokenizer: list[Field], llama_quantize: Path | None, *,
-         drop_source: bool = False) -> Iterator[Path]:
-    """The source GGUF of `shape` (kept if already there), then each of its quantisations; yields each path when
-    ready."""
+         drop_source: bool = False, quants: tuple[str, ...] | None = None) -> Iterator[Path]:
+    """The source GGUF of `shape` (kept if already there), then each of its quantisations (those of `quants` only,
+    where given); yields each path when ready."""
     source = out / file_name(shape, shape.source_type)
     if not source.exists():
         write_gguf(shape, source, tokenizer)
     floats = shape.source_type == "F16"  # a float source is only a means, where dropped; a Q8_0 one is a product
     if not (drop_source and floats):
         yield source
-    for qtype in shape.quants:
+    for qtype in (q for q in shape.quants if quants is None or q in quants):
         target = out / file_name(shape, qtype)
         if not target.exists():
             if llama_quantize is None:
@@ -279,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokenizer", type=Path, default=None, help="a GGUF whose tokenizer to copy (default: bundled)")
     parser.add_argument("--gemma", action="store_true", help="also assemble the real Gemma-3-270M Q4_K_M")
     parser.add_argument("--drop-source", action="store_true", help="delete each F16 source once quantised")
+    parser.add_argument("--quants", nargs="+", default=None, help="only these quantisations (e.g. Q4_K_M)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     tokenizer = tokenizer_fields(gguf.GGUFReader(args.tokenizer or bundled_tokenizer_gguf()))
@@ -286,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     quantizer = llama_quantize if llama_quantize.is_file() else None
     print("| file | MB |\n| --- | ---: |", flush=True)
     for name in args.models:
-        for path in make(SHAPES[name], args.out, tokenizer, quantizer, drop_source=args.drop_source):
+        for path in make(SHAPES[name], args.out, tokenizer, quantizer, drop_source=args.drop_source,
+                         quants=tuple(args.quants) if args.quants else None):
             print(f"| {path} | {path.stat().st_size / 1e6:,.0f} |", flush=True)
     if args.gemma:
         path = assemble_gemma()
