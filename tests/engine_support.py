@@ -70,3 +70,9 @@ def wait_gone(pid: int, timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def building_loaded(settings: Any) -> Loaded:
+    """The tiny engine as a first start leaves it: its fast plan waits for the kernel library being built."""
+    return Loaded(LocalEngine(tiny_model("llama")), {"name": "tiny-llama", "device": "cpu",
+                                                     "fastPlanState": "pending"}, "cpu")

@@ -120,9 +120,14 @@ def main(argv: list[str]) -> int:
     give_back()  # the model load's float32 staging: ~20 MB less RSS
     turn = None
     if listener.socket_path is not None:
-        wanted = args.standby and loaded.device_type != "cuda"
+        # Nor while our kernel library builds (a first start): the spare would get the build's locks without its
+        # thread, no library, and a self-test on torch's kernels beside the first requests (a 1.7B's spare took a
+        # core for 19 s, then failed its self-test's 20 s). That engine serves without a spare; the next one forks.
+        building = loaded.info.get("fastPlanState") == "pending"
+        wanted = args.standby and loaded.device_type != "cuda" and not building
         if args.standby and not wanted:
-            log.info("no standby engine on CUDA: a CUDA context does not survive a fork")
+            log.info("no standby engine: %s", "the kernel library is still building" if building
+                     else "a CUDA context does not survive a fork")
         turn = Turn.take(listener.socket_path, standby=wanted, self_test=lambda: _self_test(loaded),
                          before_fork=release_openmp)
     if args.standby:

@@ -349,6 +349,10 @@ def load_model(
     source = resolve_source(spec)
     torch_device = pick_device(device)
     torch_dtype = pick_dtype(torch_device, dtype, quantize=quantize)
+    if fast and torch_device.type == "cpu" and quantize != "int8":
+        from spd_lsp.engine.fast.backend import build_library_early
+
+        build_library_early()  # a first start builds our kernels beside the load
     # A GGUF the fast path reads from its blocks (its families and weight types, on the CPU): no dequantised copy.
     if (fast and source.gguf_file and quantize in (None, "none") and attention == "sdpa" and small_query is None
             and torch_device.type == "cpu"):

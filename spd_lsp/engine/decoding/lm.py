@@ -184,6 +184,8 @@ class ModelRunner:
         chunks already run kept in the cache, and where the forward can resume, the layers it ran of the
         chunk it stopped in (`Partial`: the next prefill goes on from there).
         """
+        if self.fast is not None:
+            self.fast.wait_for_plan(cancelled)  # a model too big for torch's kernels waits for ours (fast/backend.py)
         self._resume(prompt_ids, cancelled)
         reused = self.prepare(prompt_ids)
         logits = None
@@ -413,6 +415,8 @@ def prefill_together(
     if len({id(r) for r in runners}) != len(runners) or len({id(r.model) for r in runners}) > 1:
         raise ValueError("prefill_together takes distinct runners of one model")
     outcomes: list[Prefilled | None] = [None] * len(runners)
+    if runners and runners[0].fast is not None:  # a model waiting for our kernels (`ModelRunner.prefill`)
+        runners[0].fast.wait_for_plan(lambda: all(check() for check in cancelled))
     reused = [runner.prepare(prompt) for runner, prompt in zip(runners, prompts)]
 
     def alone(i: int) -> None:

@@ -20,14 +20,15 @@ from typing import Any, Callable
 import torch
 from transformers import DynamicCache
 
-from spd_lsp.engine.decoding.threads import niced
+from spd_lsp.api import Cancelled
+from spd_lsp.engine.decoding.threads import lower_priority, niced
 from spd_lsp.engine.fast import fused
 from spd_lsp.engine.fast.cache import BucketLayer, bucket_cache, bucketed
 from spd_lsp.engine.fast.compile import Compiled, mark_dynamic
 from spd_lsp.engine.fast.layouts import Linear
 from spd_lsp.engine.fast.gguf_model import BlockEmbedding, Joined
 from spd_lsp.engine.fast.layouts.blocks import Blocks, Int8Rows, Q4Rows, Q8Blocks, blocks_of_q4, blocks_of_q8
-from spd_lsp.engine.fast.layouts.dense import BlocksTorch, Dense, PackedDense, float_copy_bytes
+from spd_lsp.engine.fast.layouts.dense import FLOAT_COPY_BUDGET, BlocksTorch, Dense, PackedDense, float_copy_bytes
 from spd_lsp.engine.fast.layouts.ours import (BlocksMatvec, BlocksTiles, Int8Matvec, Q4Amx, Q4Matvec, Q8Amx,
                                               Q8Matvec)
 from spd_lsp.engine.fast.masks import Upto
@@ -47,6 +48,22 @@ log = logging.getLogger(__name__)
 # 64.9 eager (bundled model, 2 cores, load 3.3; 45 against 53 ms a 30-node tree alone, load ~1.5).
 TREE_WIDTHS = (32, 64)
 BUILD_NICE = 19  # the kernel library's build (a first start's): requests keep the CPU
+WAIT_POLL_S = 0.05  # how often a forward waiting for the kernel library checks whether its request was cancelled
+_early_build = threading.Lock()  # taken by the first `build_library_early`
+
+
+def build_library_early() -> None:
+    """The kernel library built (or loaded) in a thread of its own at BUILD_NICE from the start of a model's load,
+    where it is not built yet, so that the build and the load overlap (a first start waits for both); the backend's
+    `prepare` then waits for that build (`kernel_library.build` runs once a process)."""
+    if kernel_library.built() or not _early_build.acquire(blocking=False):
+        return
+
+    def build() -> None:
+        lower_priority(BUILD_NICE)
+        kernel_library.build()
+
+    threading.Thread(target=build, name="spd-kernel-build", daemon=True).start()
 
 # Inductor options of the CPU's graphs:
 # - the generated wrapper's checks of every input's sizes, strides and alignment are left out (~640 calls a step,
@@ -131,6 +148,13 @@ class FastBackend:
         self.device = lm.device
         self._preparing = threading.Lock()
         self.applied = False  # `prepare` ran (the plan, or the plan without the library, serves)
+        self.prepared = threading.Event()  # set with `applied`
+        # A model of blocks too big for torch's kernels to keep a float copy of (`FLOAT_COPY_BUDGET`) runs them on
+        # slices of its weights dequantised at every call until the library loads: a 1.7B Q4_K_M's warm-up took 21 s
+        # so, and its requests outlived their 30 s while they took the CPU from the build (first drafts after 100 s).
+        # Its forwards wait for the library instead (`wait_for_plan`).
+        self.waits_for_library = (plan.library and plan.facts.from_blocks
+                                  and plan.facts.float_copy_bytes > FLOAT_COPY_BUDGET)
         lm.on_grown.append(self._tables_grown)
         self.fused: torch.ScriptObject | None = None
         # What `spd.status` shows of it: one dict, kept current as the plan is applied and the step compiles.
@@ -168,6 +192,7 @@ class FastBackend:
             fastPlan=self.plan.status(),
             # what serves now: the plan once its kernels are loaded, else the plan without them (and why)
             fastPlanState=self.state,
+            waitsForLibrary=self.waits_for_library and not self.applied,
             serving={role: {tier: projection.linear(tier).name for tier in ("decode", "batch", "prefill")}
                      for role, projection in zip(("qkv", "out", "gate_up", "down", "head"),
                                                  (*lm.projections()[:4], lm.output))},
@@ -201,8 +226,16 @@ class FastBackend:
                 self.state = "applied"
             self.apply(plan)
             self.applied = True
+            self.prepared.set()
             self._report()
             give_back()  # the float copies and layouts the plan left
+
+    def wait_for_plan(self, cancelled: Callable[[], bool]) -> None:
+        """Where forwards wait for the kernel library (`waits_for_library`): until `prepare` has run (the plan, or the
+        plan without the library where it could not be built, serves), or `cancelled()` (raises `Cancelled`)."""
+        while self.waits_for_library and not self.prepared.wait(WAIT_POLL_S):
+            if cancelled():
+                raise Cancelled()
 
     @staticmethod
     def _library() -> bool:
