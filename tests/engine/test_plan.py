@@ -101,3 +101,25 @@ def test_the_cpu_profile_follows_torch_s_capability(tmp_path) -> None:
     from spd_lsp.engine.kernels.build import profile
 
     assert profile().isa in ("amx", "avx512-bf16", "avx512", "avx2", "neon", "scalar")
+
+
+def test_a_large_model_of_blocks_without_amx_runs_its_trees_on_the_matvec_kernels() -> None:
+    """Trees of a model of blocks with no float copy: on a CPU without AMX the matvec kernels up to BATCH_MATVEC_ROWS
+    rows (the 1.7B Q4_K_M's verification 1.1-1.3 s on tiles, 0.37-0.57 s so); with AMX the tiles as before; a small
+    model keeps its bf16 copy; prefill stays on tiles."""
+    from spd_lsp.engine.fast.plan import BATCH_MATVEC_ROWS
+
+    large = ModelFacts("llama", 64, {r: "q4_k" for r in ("qkv", "out", "gate_up", "down")}, "q6_k",
+                       from_blocks=True, float_copy_bytes=3_200_000_000)
+    for profile in ("avx512-bf16", "avx2"):
+        plan = resolve(large, _cpu(profile))
+        assert plan.role("gate_up").batch == plan.role("gate_up").decode == Choice("q4_k", "matvec"), profile
+        assert plan.role("head").batch == Choice("q6_k", "matvec") and plan.role("gate_up").prefill.kernel == "tiles"
+        assert (plan.tiers.decode_rows, plan.tiers.batch_rows) == (DECODE_ROWS, BATCH_MATVEC_ROWS)
+    plan = resolve(large, _cpu("amx"))
+    assert plan.role("gate_up").batch == Choice("q4_k", "tiles") and plan.tiers.batch_rows == DECODE_ROWS
+    small = ModelFacts("llama", 64, {r: "q4_1" for r in ("qkv", "out", "gate_up", "down")}, "q8_0",
+                       from_blocks=True, float_copy_bytes=212_000_000)
+    plan = resolve(small, _cpu("avx512-bf16"))
+    assert plan.role("down").batch == Choice("q4_1 (bf16 copy)", "onednn") and plan.tiers.batch_rows == DECODE_ROWS
+    assert resolve(large, _cpu("avx512-bf16")).without_library("building").role("down").batch.kernel == "torch"

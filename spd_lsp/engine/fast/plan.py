@@ -50,6 +50,12 @@ DECODE_ROWS = 8
 # projections at 64 / 96 / 128 rows 21.1 / 28.5 / 37.4 ms against the bf16 weights' 28.0 / 32.2 / 36.0).
 AMX_FIRST_ROWS = 3
 AMX_LAST_ROWS = 96
+# A model of blocks with no float copy, on a CPU without AMX: a verification tree's or a batch's rows up to this many
+# run on the matvec kernels (a pass over the blocks every 8 rows) rather than on tiles (every weight dequantised
+# into a matmul's tile at every forward). The 1.7B Q4_K_M's 96 layer projections at 16 / 22 / 27 / 32 / 48 rows:
+# 233 / 334 / 395 / 432 / 577 ms against 473 / 793 / 798 / 453 / 521 on tiles (AMD EPYC Zen 5, AVX-512 BF16, 2
+# threads: `bench/bench_tiers.py`). A small model's bf16 copy beats both from 16 rows on.
+BATCH_MATVEC_ROWS = 32
 
 
 @dataclass(frozen=True)
@@ -236,7 +242,9 @@ def resolve_facts(facts: ModelFacts, target: Target, *, left_out: tuple[str, ...
         roles = _roles_of_module(facts, target, matvec=matvec, amx=amx, amx_projections=amx_projections,
                                  dense=dense, plain=plain, aten=aten)
     amx_batch = any(r.batch.kernel == "amx" for r in roles)
-    tiers = Tiers(decode_rows=AMX_FIRST_ROWS - 1, batch_rows=AMX_LAST_ROWS) if amx_batch else Tiers()
+    matvec_batch = any(r.batch.kernel == "matvec" for r in roles)
+    tiers = (Tiers(decode_rows=AMX_FIRST_ROWS - 1, batch_rows=AMX_LAST_ROWS) if amx_batch else
+             Tiers(batch_rows=BATCH_MATVEC_ROWS) if matvec_batch else Tiers())
 
     graphs = compile and "compile" not in left_out
     if not compile or "compile" in left_out:
@@ -293,8 +301,9 @@ def _roles_from_blocks(facts: ModelFacts, target: Target, *, usable: Any, copy: 
                        ) -> list[RolePlan]:
     """A model of the GGUF's blocks: decode on the matvec kernels (the tuned ones where the layout and CPU take them),
     trees and prefill on AMX's tiles (Q4_0/Q4_1/Q8_0 on a CPU with AMX), on a bf16 copy in oneDNN's layout where
-    `copy` (a small model on a CPU without AMX: `FLOAT_COPY_MAX`), else dequantised a tile at a time into a matmul;
-    torch's ops on slices of the blocks where our library is not loaded."""
+    `copy` (a small model on a CPU without AMX: `FLOAT_COPY_MAX`), else trees on the matvec kernels (no AMX:
+    `BATCH_MATVEC_ROWS`) and prefill dequantised a tile at a time into a matmul; torch's ops on slices of the blocks
+    where our library is not loaded."""
     library = usable("matvec")
     tiles = usable("tiles")
     amx = usable("amx", (target.dtype == "bfloat16", "the kernels run bf16"),
@@ -310,6 +319,7 @@ def _roles_from_blocks(facts: ModelFacts, target: Target, *, usable: Any, copy: 
             Choice(layout, "torch")
         if role == "head":  # the head's trees run few rows of a wide matrix: a copy of it would cost more than it saves
             wide = Choice(layout, "tiles") if tiles else Choice(layout, "torch")
-        batch = Choice(layout, "amx") if amx and layout in AMX_LAYOUTS else wide
+        few_rows = decode if library and not copy and not (target.cpu is not None and target.cpu.amx) else wide
+        batch = Choice(layout, "amx") if amx and layout in AMX_LAYOUTS else few_rows
         roles.append(RolePlan(role, decode, batch, wide))
     return roles
