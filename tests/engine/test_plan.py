@@ -123,3 +123,40 @@ def test_a_large_model_of_blocks_without_amx_runs_its_trees_on_the_matvec_kernel
     plan = resolve(small, _cpu("avx512-bf16"))
     assert plan.role("down").batch == Choice("q4_1 (bf16 copy)", "onednn") and plan.tiers.batch_rows == DECODE_ROWS
     assert resolve(large, _cpu("avx512-bf16")).without_library("building").role("down").batch.kernel == "torch"
+
+
+def test_a_large_model_of_blocks_runs_its_trees_eager_and_a_small_one_compiles_them() -> None:
+    """The 1.7B Q4_K_M's tree graph took 228 s to compile and verified no faster than eager: a model of blocks too
+    large for a bf16 copy runs its trees eager (the status says why); the bundled model's trees still compile."""
+    large = ModelFacts("llama", 64, {r: "q4_k" for r in ("qkv", "out", "gate_up", "down")}, "q6_k",
+                       from_blocks=True, float_copy_bytes=3_200_000_000)
+    small = ModelFacts("llama", 64, {r: "q4_1" for r in ("qkv", "out", "gate_up", "down")}, "q8_0",
+                       from_blocks=True, float_copy_bytes=212_000_000)
+    for profile in ("amx", "avx512-bf16", "avx2"):
+        plan = resolve(large, _cpu(profile))
+        assert plan.tree_step == "eager" and "3,200 MB" in plan.why["tree-compile"], profile
+        assert plan.padded_step == "compiled"
+        assert resolve(small, _cpu(profile)).tree_step == "compiled" and "tree-compile" not in resolve(small, _cpu(profile)).why
+    assert resolve(large, _cpu("amx"), compile=False).tree_step == "eager"
+
+
+def test_the_backend_of_a_large_model_says_why_its_trees_run_eager(tmp_path, monkeypatch) -> None:
+    import torch
+    from gguf import GGMLQuantizationType as T
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from spd_lsp.engine.decoding.backends import attached
+    from spd_lsp.engine.fast import plan as plan_module
+    from spd_lsp.engine.model import load_model
+    from tests.gguf_support import write_gguf
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2)).eval()
+    path = write_gguf(model, tmp_path / "tiny.gguf", quantize=int(T.Q4_0))
+    monkeypatch.setenv("SPD_LSP_MODEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(plan_module, "FLOAT_COPY_MAX", 0)  # the tiny model counts as a large one
+    backend = attached(load_model(str(path), "cpu").model)
+    assert backend.plan.tree_step == "eager"
+    assert "runs its trees eager" in backend.info["treeStep"]["compileReason"]
+    assert backend.tree_fn.compiled is None and backend.tree_fn.reason.startswith("a model this large")

@@ -174,8 +174,9 @@ class FastBackend:
         self.info["treeStep"] = {}
         # Verification's trees at their own width on the CPU (`tree`); padded to TREE_WIDTHS where graphs are recorded.
         self.exact_width = lm.device.type == "cpu"
-        self.tree_fn = Compiled(self.tree_tensors, lm.device, enabled=graphs, status=self.info["treeStep"],
-                                inductor=CPU_INDUCTOR, before_compile=self.prepare)
+        self.tree_fn = Compiled(self.tree_tensors, lm.device, enabled=graphs and plan.tree_step == "compiled",
+                                status=self.info["treeStep"], inductor=CPU_INDUCTOR, before_compile=self.prepare,
+                                off_reason=plan.why.get("tree-compile", "compile off"))
         self.steps = 0
         self.trees = 0  # verification trees run through `tree`
 

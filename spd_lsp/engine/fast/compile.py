@@ -239,11 +239,13 @@ class Compiled:
     def __init__(self, fn: Callable[..., Any], device: torch.device, *, enabled: bool = True,
                  status: dict[str, Any] | None = None, mode: str | None = None,
                  inductor: dict[str, Any] | None = None, before_compile: Callable[[], None] | None = None,
-                 served_otherwise: Callable[[tuple[Any, ...]], str | None] | None = None) -> None:
+                 served_otherwise: Callable[[tuple[Any, ...]], str | None] | None = None,
+                 off_reason: str = "compile off") -> None:
         """`inductor`: inductor options for the CPU's compile (torch.compile's `options`), e.g. freezing;
         `before_compile`: run before each compile, in the thread that compiles (the step's attention kernel is
         built there); `served_otherwise(args)`: asked after `before_compile`, why inputs shaped as `args` need no graph
-        (another path serves them: the fused step, `fused.py`), or None; such a shape is not compiled (`skipped`)."""
+        (another path serves them: the fused step, `fused.py`), or None; such a shape is not compiled (`skipped`);
+        `off_reason`: what the status says where `enabled` is False."""
         self.fn = fn
         self.before_compile = before_compile
         self.served_otherwise = served_otherwise
@@ -251,7 +253,7 @@ class Compiled:
         self.otherwise: str | None = None  # why another path serves the steps asked for so far (`served_elsewhere`)
         self.status = status if status is not None else {}
         self.device = device
-        self.reason = why_not(device) if enabled else "compile off"
+        self.reason = why_not(device) if enabled else off_reason
         self.mode = mode or mode_for(device)  # `mode`: INLINE or BACKGROUND whatever the environment says
         self.compiled: Callable[..., Any] | None = None
         self.compile_s: float | None = None

@@ -56,6 +56,10 @@ AMX_LAST_ROWS = 96
 # 233 / 334 / 395 / 432 / 577 ms against 473 / 793 / 798 / 453 / 521 on tiles (AMD EPYC Zen 5, AVX-512 BF16, 2
 # threads: `bench/bench_tiers.py`). A small model's bf16 copy beats both from 16 rows on.
 BATCH_MATVEC_ROWS = 32
+# A model of blocks too large for a bf16 copy (`FLOAT_COPY_MAX`) runs its verification trees eager: their cost is the
+# weights' reads, not the ~600 small ops a graph saves. The 1.7B Q4_K_M's tree graph took 228 s to compile on an idle
+# 2-core machine (minutes more under a typist's requests, which it gives way to), and its verification was no faster:
+# median ~510 ms compiled against ~490 eager (AMD EPYC Zen 5); the bundled model's, 53 ms against 65 eager.
 
 
 @dataclass(frozen=True)
@@ -249,6 +253,10 @@ def resolve_facts(facts: ModelFacts, target: Target, *, left_out: tuple[str, ...
     graphs = compile and "compile" not in left_out
     if not compile or "compile" in left_out:
         why.setdefault("compile", "left out by the kernels setting" if "compile" in left_out else "compile off")
+    large = facts.from_blocks and facts.float_copy_bytes > FLOAT_COPY_MAX
+    if graphs and large:
+        why["tree-compile"] = (f"a model this large (a bf16 copy of its projections: {facts.float_copy_bytes / 1e6:,.0f} "
+                               "MB) runs its trees eager: their cost is its weights' reads")
     fused = usable("fused-step", bf16_only, no_bf16_dot,
                    (facts.family in ("llama", "qwen2", "qwen3", "gemma3_text"), f"family {facts.family}"),
                    (facts.head_dim in (64, 128, 256), f"a head size of {facts.head_dim}"),
@@ -264,7 +272,8 @@ def resolve_facts(facts: ModelFacts, target: Target, *, left_out: tuple[str, ...
         matvec or amx or fused or attention == "ours" or prompt or pointwise == "ours")
     plan = FastPlan(target=target, left_out=left_out, roles=tuple(roles), tiers=tiers,
                     step="fused" if fused else "compiled" if graphs else "eager",
-                    padded_step="compiled" if graphs else "eager", tree_step="compiled" if graphs else "eager",
+                    padded_step="compiled" if graphs else "eager",
+                    tree_step="compiled" if graphs and not large else "eager",
                     attention=attention, prompt_attention=prompt_attention, pointwise=pointwise,
                     library=uses_library, facts=facts, compile=compile, why=why)
     return plan
