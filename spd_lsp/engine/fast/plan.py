@@ -56,10 +56,12 @@ AMX_LAST_ROWS = 96
 # 233 / 334 / 395 / 432 / 577 ms against 473 / 793 / 798 / 453 / 521 on tiles (AMD EPYC Zen 5, AVX-512 BF16, 2
 # threads: `bench/bench_tiers.py`). A small model's bf16 copy beats both from 16 rows on.
 BATCH_MATVEC_ROWS = 32
-# A model of blocks too large for a bf16 copy (`FLOAT_COPY_MAX`) runs its verification trees eager: their cost is the
-# weights' reads, not the ~600 small ops a graph saves. The 1.7B Q4_K_M's tree graph took 228 s to compile on an idle
-# 2-core machine (minutes more under a typist's requests, which it gives way to), and its verification was no faster:
-# median ~510 ms compiled against ~490 eager (AMD EPYC Zen 5); the bundled model's, 53 ms against 65 eager.
+# Where the fused step serves the plain steps (our kernels in every eager forward: norms, rotary, attention) the
+# verification trees run eager too: a graph of them saved nothing and cost memory and minutes of background compile.
+# AMD EPYC Zen 5, 2 cores, in one process, eager then compiled: the bundled model's verification median ~65 ms eager
+# and 65-84 compiled, RSS 752 -> 883 MB with the graph (23 s to compile); the 1.7B Q4_K_M's ~490 eager, ~510 compiled,
+# 228 s to compile on the idle machine (minutes more under a typist's requests, each 1.5-4.4 s meanwhile). A model of
+# blocks too large for a bf16 copy (`FLOAT_COPY_MAX`) runs them eager whatever the step: their cost is its weights'.
 
 
 @dataclass(frozen=True)
@@ -253,16 +255,18 @@ def resolve_facts(facts: ModelFacts, target: Target, *, left_out: tuple[str, ...
     graphs = compile and "compile" not in left_out
     if not compile or "compile" in left_out:
         why.setdefault("compile", "left out by the kernels setting" if "compile" in left_out else "compile off")
-    large = facts.from_blocks and facts.float_copy_bytes > FLOAT_COPY_MAX
-    if graphs and large:
-        why["tree-compile"] = (f"a model this large (a bf16 copy of its projections: {facts.float_copy_bytes / 1e6:,.0f} "
-                               "MB) runs its trees eager: their cost is its weights' reads")
     fused = usable("fused-step", bf16_only, no_bf16_dot,
                    (facts.family in ("llama", "qwen2", "qwen3", "gemma3_text"), f"family {facts.family}"),
                    (facts.head_dim in (64, 128, 256), f"a head size of {facts.head_dim}"),
                    (all(r.decode.kernel == "matvec" for r in roles[:-1]), "projections not on the matvec kernels"),
                    (roles[-1].decode.kernel == "matvec", "a head not on the matvec kernels"),
                    (not facts.biases_outside_qkv, "biases outside q/k/v"))
+    large = facts.from_blocks and facts.float_copy_bytes > FLOAT_COPY_MAX
+    if graphs and large:
+        why["tree-compile"] = (f"a model this large (a bf16 copy of its projections: {facts.float_copy_bytes / 1e6:,.0f} "
+                               "MB) runs its trees eager: their cost is its weights' reads")
+    elif graphs and fused:
+        why["tree-compile"] = "trees run eager beside the fused step: a graph of them saved nothing (plan.py)"
     attention = "ours" if usable("attention", (target.dtype in ("bfloat16", "float32"), f"{target.dtype}")) else "sdpa"
     prompt = usable("prompt-attention", bf16_only, no_bf16_dot,
                     (facts.head_dim in (64, 128), f"a head size of {facts.head_dim}"))
@@ -273,7 +277,7 @@ def resolve_facts(facts: ModelFacts, target: Target, *, left_out: tuple[str, ...
     plan = FastPlan(target=target, left_out=left_out, roles=tuple(roles), tiers=tiers,
                     step="fused" if fused else "compiled" if graphs else "eager",
                     padded_step="compiled" if graphs else "eager",
-                    tree_step="compiled" if graphs and not large else "eager",
+                    tree_step="compiled" if graphs and "tree-compile" not in why else "eager",
                     attention=attention, prompt_attention=prompt_attention, pointwise=pointwise,
                     library=uses_library, facts=facts, compile=compile, why=why)
     return plan
