@@ -121,8 +121,8 @@ def main(argv: list[str]) -> int:
     turn = None
     if listener.socket_path is not None:
         # Nor while our kernel library builds (a first start): the spare would get the build's locks without its
-        # thread, no library, and a self-test on torch's kernels beside the first requests (a 1.7B's spare took a
-        # core for 19 s, then failed its self-test's 20 s). That engine serves without a spare; the next one forks.
+        # thread, no library, and a self-test on torch's kernels beside the first requests. That engine serves
+        # without a spare; the next one forks.
         building = loaded.info.get("fastPlanState") == "pending"
         wanted = args.standby and loaded.device_type != "cuda" and not building
         if args.standby and not wanted:

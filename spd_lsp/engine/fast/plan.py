@@ -52,16 +52,14 @@ AMX_FIRST_ROWS = 3
 AMX_LAST_ROWS = 96
 # A model of blocks with no float copy, on a CPU without AMX: a verification tree's or a batch's rows up to this many
 # run on the matvec kernels (a pass over the blocks every 8 rows) rather than on tiles (every weight dequantised
-# into a matmul's tile at every forward). The 1.7B Q4_K_M's 96 layer projections at 16 / 22 / 27 / 32 / 48 rows:
-# 233 / 334 / 395 / 432 / 577 ms against 473 / 793 / 798 / 453 / 521 on tiles (AMD EPYC Zen 5, AVX-512 BF16, 2
-# threads: `bench/bench_tiers.py`). A small model's bf16 copy beats both from 16 rows on.
+# into a matmul's tile at every forward): up to 32 rows they took at most as long as tiles, at 22 rows less than half
+# (`bench/bench_tiers.py` on a 1.7B Q4_K_M; measured on an AMD EPYC Zen 5 and its AVX2 build, not on arm64). A small
+# model's bf16 copy beats both from 16 rows on.
 BATCH_MATVEC_ROWS = 32
 # Where the fused step serves the plain steps (our kernels in every eager forward: norms, rotary, attention) the
-# verification trees run eager too: a graph of them saved nothing and cost memory and minutes of background compile.
-# AMD EPYC Zen 5, 2 cores, in one process, eager then compiled: the bundled model's verification median ~65 ms eager
-# and 65-84 compiled, RSS 752 -> 883 MB with the graph (23 s to compile); the 1.7B Q4_K_M's ~490 eager, ~510 compiled,
-# 228 s to compile on the idle machine (minutes more under a typist's requests, each 1.5-4.4 s meanwhile). A model of
-# blocks too large for a bf16 copy (`FLOAT_COPY_MAX`) runs them eager whatever the step: their cost is its weights'.
+# verification trees run eager too, as does a model of blocks too large for a bf16 copy (`FLOAT_COPY_MAX`: its trees
+# cost its weights' reads): a graph of them verified no faster and cost memory and minutes of background compile
+# (measured on an AMD EPYC Zen 5: CHANGELOG; not re-measured on a CPU with AMX).
 
 
 @dataclass(frozen=True)

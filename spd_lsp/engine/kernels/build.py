@@ -27,9 +27,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
-# The sources, compiled as two units that include them (a unity build): torch's headers cost a compiler ~7 s a unit,
-# more than most files' own code, so eight units took 46 s on 2 cores and these two ~20 s (docs/performance.md, cold
-# start). The fused step is the longest file and a unit of its own, so the two finish together.
+# The sources, compiled as two units that include them (a unity build): torch's headers cost the compiler ~7 s a
+# unit, more than most files' own code (CHANGELOG: a build's time). The fused step is the longest file and a unit of
+# its own, so on two cores the two finish together.
 UNITS = {"spd_step": ("step.cpp",),
          "spd_ops": ("matvec.cpp", "prompt.cpp", "attention.cpp", "pointwise.cpp", "amx.cpp", "blocks.cpp",
                      "verdict.cpp")}
