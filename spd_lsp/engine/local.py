@@ -47,7 +47,8 @@ class LocalEngine:
         (on the fast path: the step's compile, logged with its time). Not where the model waits for our kernel
         library (a first start of a large model of blocks: `FastBackend.waits_for_library`): that would hold the
         engine's start until the library is built."""
-        if self.runner.fast is not None and self.runner.fast.waiting:
+        fast = self.runner.fast
+        if fast is not None and fast.waits_for_library and not fast.prepared.is_set():
             return
         self.runner.prefill(self.encode("def f(x):\n    return x\n") or [0, 0])
         self.runner.forward(self.runner.cache, embeds=self.runner.embed(torch.tensor([[0]])))

@@ -147,10 +147,12 @@ class FastBackend:
         self.sources = sources or Sources()
         self.device = lm.device
         self._preparing = threading.Lock()
-        self.prepared = threading.Event()  # `prepare` ran (the plan, or the plan without the library, serves)
-        # A model of blocks too big for torch's kernels to keep a float copy of (`FLOAT_COPY_BUDGET`) would run them on
-        # slices of its weights dequantised at every call, slower than waiting for the library's build (CHANGELOG,
-        # first start): its forwards wait for the library instead (`wait_for_plan`).
+        self.applied = False  # `prepare` ran (the plan, or the plan without the library, serves)
+        self.prepared = threading.Event()  # set with `applied`
+        # A model of blocks too big for torch's kernels to keep a float copy of (`FLOAT_COPY_BUDGET`) runs them on
+        # slices of its weights dequantised at every call until the library loads: a 1.7B Q4_K_M's warm-up took 21 s
+        # so, and its requests outlived their 30 s while they took the CPU from the build (first drafts after 100 s).
+        # Its forwards wait for the library instead (`wait_for_plan`).
         self.waits_for_library = (plan.library and plan.facts.from_blocks
                                   and plan.facts.float_copy_bytes > FLOAT_COPY_BUDGET)
         lm.on_grown.append(self._tables_grown)
@@ -172,7 +174,7 @@ class FastBackend:
         self.info["treeStep"] = {}
         # Verification's trees at their own width on the CPU (`tree`); padded to TREE_WIDTHS where graphs are recorded.
         self.exact_width = lm.device.type == "cpu"
-        self.tree_fn = Compiled(self.tree_tensors, lm.device, enabled=plan.tree_step == "compiled",
+        self.tree_fn = Compiled(self.tree_tensors, lm.device, enabled=graphs and plan.tree_step == "compiled",
                                 status=self.info["treeStep"], inductor=CPU_INDUCTOR, before_compile=self.prepare,
                                 off_reason=plan.why.get("tree-compile", "compile off"))
         self.steps = 0
@@ -191,7 +193,7 @@ class FastBackend:
             fastPlan=self.plan.status(),
             # what serves now: the plan once its kernels are loaded, else the plan without them (and why)
             fastPlanState=self.state,
-            waitsForLibrary=self.waiting,
+            waitsForLibrary=self.waits_for_library and not self.applied,
             serving={role: {tier: projection.linear(tier).name for tier in ("decode", "batch", "prefill")}
                      for role, projection in zip(("qkv", "out", "gate_up", "down", "head"),
                                                  (*lm.projections()[:4], lm.output))},
@@ -224,19 +226,10 @@ class FastBackend:
             else:
                 self.state = "applied"
             self.apply(plan)
+            self.applied = True
             self.prepared.set()
             self._report()
             give_back()  # the float copies and layouts the plan left
-
-    @property
-    def applied(self) -> bool:
-        """`prepare` ran: the plan (or the plan without the library, where it could not be built) serves."""
-        return self.prepared.is_set()
-
-    @property
-    def waiting(self) -> bool:
-        """Forwards wait for the kernel library now (`waits_for_library`, not yet prepared)."""
-        return self.waits_for_library and not self.applied
 
     def wait_for_plan(self, cancelled: Callable[[], bool]) -> None:
         """Where forwards wait for the kernel library (`waits_for_library`): until `prepare` has run (the plan, or the
