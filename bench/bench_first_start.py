@@ -1,19 +1,22 @@
 """A start as a user meets it: process start -> first drafts, then a typist's requests while the background work
 (the kernel library's build on a first start, the decode step's and the trees' compiles) runs, until it settles.
 
-One real `spd-lsp --stdio` window with default settings (`engine` "auto": this run's own shared engine, started by
-the window and stopped at the end), the model of `--model` (default the bundled one). `--first-start`: empty model,
-kernel and compile caches (a temporary `SPD_LSP_MODEL_CACHE`), as on a new machine; without it the user's caches are
-used (run once before to fill them). The window opens a document (~1,500 tokens of this repository's sources, no
-workspace folder) and asks for drafts at its end until they come (the request waits behind the load): the first
-drafts. Then a request is made every `--interval` seconds, the cursor stepping back one character each time (the
-prompt cache serves all but the last few tokens, and no shown draft answers it); each request is marked
-"background" where the engine's `spd.status` just before it said a graph was compiling (the step, the padded step or
-a tree width: `compiling`) or the fast plan was waiting for the kernel library, else "settled"; the run goes on
-for `--min-seconds` and at least `--settled` settled requests (a request the model did not answer is not counted). Printed: the
-first drafts' time, when the background work last ran (from process start), and the median request in each state
-with their ratio. Targets (issue 45): first drafts <= 5 s (bundled model) and <= 15 s (a 1.7B Q4_K_M) on a first
-start, background work <= 20 s with the caches present, a request during it <= 1.2x a settled one.
+One real `spd-lsp --stdio` window with default settings (`engine` "auto": this run's own shared engine, started by the
+window and stopped at the end), the model of `--model` (default the bundled one). `--first-start`: empty model, kernel
+and compile caches (a temporary `SPD_LSP_MODEL_CACHE`), as on a new machine; without it the user's caches are used
+(run once before to fill them). The window opens a document (~1,500 tokens of this repository's sources, no workspace
+folder) and asks for drafts at its end until they come (the request waits behind the load): the first drafts. Then a
+request is made every `--interval` seconds, the cursor stepping back one character each time (the prompt cache serves
+all but the last few tokens, and no shown draft answers it); each request is marked "background" where the engine's
+`spd.status` just before it said a graph was compiling (the step, the padded step or a tree width: `compiling`) or the
+fast plan was waiting for the kernel library, else "settled"; the run goes on for `--min-seconds` and at least
+`--settled` settled requests (a request the model did not answer is not counted). Printed: the first drafts' time (and
+their phases), when the background work last ran (from process start), and the median request in each state with their
+ratio. Targets (issue 45): first drafts <= 5 s (bundled model) and <= 15 s (a 1.7B Q4_K_M) on a first start,
+background work <= 20 s with the caches present, a request during it <= 1.2x a settled one. The medians' ratio
+compares requests at different cursors (a draft of 2 steps or of 9); the paired ratio asks each request of the
+background work again once settled, at the same cursor (the same prompt, steps and tree), and gives the median of the
+pairs' ratios.
 
     PYTHONPATH=. nice .venv/bin/python -m bench.bench_first_start [--model PATH.gguf] [--first-start]
         [--interval 1.0] [--settled 10] [--min-seconds 120] [--timeout 900]
@@ -70,6 +73,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     options = {"model": args.model} if args.model else {}
     text, offset = documents(1)[0]
     started = time.perf_counter()
+    print(f"started at {time.strftime('%H:%M:%S')}.{int(time.time() % 1 * 1000):03d}", file=sys.stderr, flush=True)
     window = Window(env, options)
     engine_pid = None
     rows: list[dict[str, Any]] = []
@@ -86,33 +90,34 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(0.05)  # no drafts yet (a request made while the model loads waits behind it)
         print(f"first drafts after {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
         figures["first_drafts_s"] = time.perf_counter() - started
-        figures["load_s"] = ((await window.status())["model"] or {}).get("loadSeconds")
+        first = await window.status()
+        figures["load_s"] = (first["model"] or {}).get("loadSeconds")
+        print(f"first drafts' phases: {json.dumps(first.get('last'))}", file=sys.stderr, flush=True)
         settled_at, asked = None, 0
         while (sum(row["state"] == "settled" for row in rows) < args.settled
                or time.perf_counter() - started < args.min_seconds):
             if time.perf_counter() - started > args.timeout:
                 raise TimeoutError(f"not settled after {args.timeout} s: {rows[-1] if rows else None}")
             await asyncio.sleep(args.interval)
-            before = await window.status()
-            model = before["model"] or {}
-            engine_pid = model.get("pid") or engine_pid
-            left = pending(model)
-            if left:
+            asked += 1
+            row = await ask(window, document, offset - asked % BACK, started)
+            if row is None:
+                continue
+            engine_pid = row.pop("pid") or engine_pid
+            if row["pending"]:
                 settled_at = None
             elif settled_at is None:
-                settled_at = time.perf_counter() - started
-            asked += 1
-            ms = await window.ask(document, offset - asked % BACK)
-            after = await window.status()
-            decoded = after["answered"] - before["answered"] - (after["typedThrough"] - before["typedThrough"])
-            if not decoded:
-                print(json.dumps({"at_s": round(time.perf_counter() - started, 2), "ms": round(ms, 1), "skipped": {
-                    k: after[k] - before[k] for k in ("requests", "answered", "typedThrough", "cancelled")}}),
-                      file=sys.stderr, flush=True)
-                continue  # answered without the model: no decode to compare
-            rows.append({"at_s": round(time.perf_counter() - started, 2), "ms": round(ms, 1),
-                         "state": "background" if left else "settled", "pending": left})
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+                settled_at = row["at_s"]
+            rows.append(row)
+        # Each request made during the background work again, settled, at the same cursor: the same prompt and
+        # drafts (the same steps and tree), so the pair's ratio is the background work's cost alone.
+        for row in [r for r in rows if r["state"] == "background"]:
+            await asyncio.sleep(args.interval)
+            await window.ask(document, row["offset"] - 1)  # elsewhere first: no shown draft answers the next
+            await asyncio.sleep(args.interval)
+            twin = await ask(window, document, row["offset"], started)
+            if twin is not None and not twin["pending"] and twin["phases"]["steps"] == row["phases"]["steps"]:
+                row["settled_twin_ms"] = twin["ms"]
         figures["settled_s"] = settled_at
     finally:
         await window.stop()
@@ -123,7 +128,32 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         figures[f"{state}_median_ms"] = statistics.median(times) if times else None
     if figures["background_median_ms"] and figures["settled_median_ms"]:
         figures["ratio"] = figures["background_median_ms"] / figures["settled_median_ms"]
+    pairs = [row["ms"] / row["settled_twin_ms"] for row in rows if row.get("settled_twin_ms")]
+    figures["paired_n"] = len(pairs)
+    figures["paired_ratio"] = statistics.median(pairs) if pairs else None
     return figures
+
+
+async def ask(window: Window, document: Document, at: int, started: float) -> dict[str, Any] | None:
+    """One request at character `at`, marked "background" where the engine's status just before it said background
+    work was running; None where the model did not answer it (typed through a shown draft)."""
+    before = await window.status()
+    model = before["model"] or {}
+    left = pending(model)
+    ms = await window.ask(document, at)
+    after = await window.status()
+    decoded = after["answered"] - before["answered"] - (after["typedThrough"] - before["typedThrough"])
+    if not decoded:
+        print(json.dumps({"at_s": round(time.perf_counter() - started, 2), "ms": round(ms, 1), "skipped": {
+            k: after[k] - before[k] for k in ("requests", "answered", "typedThrough", "cancelled")}}),
+              file=sys.stderr, flush=True)
+        return None
+    last = after.get("last") or {}
+    row = {"at_s": round(time.perf_counter() - started, 2), "ms": round(ms, 1), "offset": at,
+           "state": "background" if left else "settled", "pending": left,
+           "phases": {k: last.get(k) for k in ("prefillMs", "modelMs", "verifyMs", "steps")}}
+    print(json.dumps(row), file=sys.stderr, flush=True)
+    return {**row, "pid": model.get("pid")}
 
 
 def main() -> int:
@@ -139,13 +169,14 @@ def main() -> int:
     figures = asyncio.run(run(args))
     print(f"load average before: {load}, after: {' '.join(open('/proc/loadavg').read().split()[:3])}")
     print("\n| model | start | initialize | model load | first drafts | background settled | requests during (median) | settled "
-          "(median) | ratio |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    ratio, settled = figures.get("ratio"), figures["settled_s"]
+          "(median) | ratio | paired ratio |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    ratio, settled, paired = figures.get("ratio"), figures["settled_s"], figures.get("paired_ratio")
     print(f"| {figures['model']} | {'first' if args.first_start else 'caches present'} | {figures['initialize_s']:.1f} s "
           f"| {figures['load_s']} s "
           f"| {figures['first_drafts_s']:.1f} s | {f'{settled:.1f} s' if settled is not None else 'at once'} | "
           f"{figures['background_n']} × {figures['background_median_ms'] or 0:.0f} ms | "
-          f"{figures['settled_n']} × {figures['settled_median_ms']:.0f} ms | {f'{ratio:.2f}' if ratio else '-'} |")
+          f"{figures['settled_n']} × {figures['settled_median_ms']:.0f} ms | {f'{ratio:.2f}' if ratio else '-'} | "
+          f"{f'{figures["paired_n"]} × {paired:.2f}' if paired else '-'} |")
     return 0
 
 

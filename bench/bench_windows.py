@@ -205,17 +205,18 @@ def compile_state(status: dict[str, Any]) -> str:
 
 
 async def settle(cache: str, timeout: float) -> tuple[float, str]:
-    """Wait (up to `timeout` s) until the engine's background compile is done: its verification-tree graph compiled
-    and no graph compiling (a request alone steps on the fused step, which needs none: the step's own graph may never
-    be compiled). That graph's memory (dynamo's traces, inductor's code: ~130 MB of the bundled model's engine) is then
-    in every later sample, not a step within a measure. Returns (seconds waited, the compile state)."""
+    """Wait (up to `timeout` s) until the engine's background compile is done: its verification-tree graph compiled (or
+    the trees eager by the plan: beside the fused step) and no graph compiling (a request alone steps on the fused
+    step, which needs none: the step's own graph may never be compiled). That graph's memory (dynamo's traces,
+    inductor's code: ~130 MB of the bundled model's engine) is then in every later sample, not a step within a
+    measure. Returns (seconds waited, the compile state)."""
     started = time.monotonic()
     while True:
         status = await asyncio.to_thread(engine_status, cache)
         model = status.get("model") or {}
         parts = [model, model.get("treeStep") or {}, model.get("paddedStep") or {}]
-        done = bool(parts[1].get("compiled")) and not any(
-            str(p.get("compileReason") or "").startswith("compiling") for p in parts)
+        tree_done = bool(parts[1].get("compiled")) or parts[1].get("compileState") == "eager"  # eager: no graph coming
+        done = tree_done and not any(str(p.get("compileReason") or "").startswith("compiling") for p in parts)
         if done or time.monotonic() - started > timeout:
             return round(time.monotonic() - started), compile_state(status)
         await asyncio.sleep(5)

@@ -101,3 +101,47 @@ def test_an_engine_forks_no_spare_while_the_kernel_library_builds(tmp_path: Path
     finally:
         process.kill()
         process.wait(10)
+
+
+def test_requests_through_the_shared_engines_batcher_wait_for_the_library_and_are_answered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared engine's model thread (`Batcher`) on a first start of a model too big for torch's kernels: requests
+    from two front ends wait for the library (none runs torch's kernels on the blocks), one cancelled meanwhile leaves
+    with `Cancelled` without holding the others, and both others are answered once the library is there."""
+    from spd_lsp.engine.batcher import Batcher, BatchJob
+    from spd_lsp.engine.loading import load_local
+
+    path = write_gguf(_tiny_llama(), tmp_path / "tiny.gguf", quantize=int(T.Q4_0))
+    monkeypatch.setenv("SPD_LSP_MODEL_CACHE", str(tmp_path / "cache"))
+    gate = threading.Event()
+    library = fast_backend.kernel_library
+    real_build = library.build
+    monkeypatch.setattr(fast_backend, "FLOAT_COPY_BUDGET", 0, raising=False)
+    monkeypatch.setattr(library, "built", lambda: False)
+    monkeypatch.setattr(library, "build", lambda: gate.wait(120) and real_build())
+    on_torch = []
+    torch_mm = dense.BlocksTorch.mm
+    monkeypatch.setattr(dense.BlocksTorch, "mm", lambda self, x: on_torch.append(1) or torch_mm(self, x))
+
+    loaded = load_local(ModelSpec(path=str(path), device="cpu"))
+    scheduler = Batcher(loaded.engine)
+    try:
+        given_up = BatchJob(REQUEST, affinity="editor0")
+        first = BatchJob(REQUEST, affinity="editor1")
+        second = BatchJob(DecodeRequest("class Point:\n    def __init__(self", options=REQUEST.options),
+                          affinity="editor2")
+        futures = [scheduler.submit(job) for job in (given_up, first, second)]
+        time.sleep(1.0)
+        assert not any(future.done() for future in futures)  # all waiting for the library
+        given_up.cancel()
+        with pytest.raises(Cancelled):
+            futures[0].result(timeout=30)
+        assert not futures[1].done() and not futures[2].done()
+        gate.set()
+        answers = [future.result(timeout=120) for future in futures[1:]]
+    finally:
+        gate.set()
+        scheduler.close()
+    assert all(answer.drafts for answer in answers)
+    assert on_torch == []
+    assert loaded.info["fastPlanState"] == "applied"
