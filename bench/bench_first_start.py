@@ -171,12 +171,13 @@ def main() -> int:
     print("\n| model | start | initialize | model load | first drafts | background settled | requests during (median) | settled "
           "(median) | ratio | paired ratio |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     ratio, settled, paired = figures.get("ratio"), figures["settled_s"], figures.get("paired_ratio")
+    paired_cell = f"{figures['paired_n']} × {paired:.2f}" if paired else "-"
     print(f"| {figures['model']} | {'first' if args.first_start else 'caches present'} | {figures['initialize_s']:.1f} s "
           f"| {figures['load_s']} s "
           f"| {figures['first_drafts_s']:.1f} s | {f'{settled:.1f} s' if settled is not None else 'at once'} | "
           f"{figures['background_n']} × {figures['background_median_ms'] or 0:.0f} ms | "
           f"{figures['settled_n']} × {figures['settled_median_ms']:.0f} ms | {f'{ratio:.2f}' if ratio else '-'} | "
-          f"{f'{figures["paired_n"]} × {paired:.2f}' if paired else '-'} |")
+          f"{paired_cell} |")
     return 0
 
 
