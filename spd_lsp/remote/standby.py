@@ -35,6 +35,11 @@ from typing import Callable
 log = logging.getLogger(__name__)
 SELF_TEST_S = 20  # a spare whose first decode does not finish in this long is broken: SIGALRM ends it (and front
 # ends start a fresh engine). Seen before `before_fork` released OpenMP: a fork hanging there (docs/faults.md)
+# The spare's self-test waits until its engine is quiet (under QUIET_SHARE of a core over the last QUIET_S), at most
+# QUIET_WAIT_S (an engine compiling in the background stays busy): run at once, it landed on the engine's first
+# request (bundled model, AMD EPYC, 2 cores: first drafts 5.7 s against 5.35 s without a spare, medians of 4 pairs).
+QUIET_S, QUIET_SHARE, QUIET_WAIT_S = 1.0, 0.1, 120.0
+POLL_S = 0.25
 
 
 def serving_lock(socket_path: Path) -> Path:
@@ -92,6 +97,7 @@ class Turn:
             # The spare: drop the parent's hold on the lock (the same open file), check the fork decodes, wait.
             os.close(fd)
             if self_test is not None:
+                wait_until_quiet(os.getppid(), timeout=QUIET_WAIT_S)
                 signal.alarm(SELF_TEST_S)
                 try:
                     self_test()
@@ -127,6 +133,28 @@ class Turn:
         self.spare = None
         standby_file(self.socket_path).unlink(missing_ok=True)
         os.close(self._fd)
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time process `pid` has used (all its threads), from /proc; None where it is gone or not readable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def wait_until_quiet(parent: int, *, timeout: float, quiet: float = QUIET_S, share: float = QUIET_SHARE) -> bool:
+    """Wait until process `parent` used under `share` of a core over the last `quiet` seconds (True), or it ended (no
+    longer this process's parent), or `timeout` passed, or its CPU time cannot be read (False)."""
+    samples = [(time.monotonic(), cpu_seconds(parent))]
+    while samples[-1][1] is not None and os.getppid() == parent and samples[-1][0] - samples[0][0] < timeout:
+        time.sleep(POLL_S)
+        samples.append((time.monotonic(), cpu_seconds(parent)))
+        past = [sample for sample in samples if samples[-1][0] - sample[0] >= quiet]
+        if past and samples[-1][1] is not None and samples[-1][1] - past[-1][1] < share * quiet:
+            return True
+    return False
 
 
 def _lock(socket_path: Path) -> int:
