@@ -34,6 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
+from datetime import datetime
 from typing import Any
 
 from lsprotocol import types as lsp
@@ -73,7 +74,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     options = {"model": args.model} if args.model else {}
     text, offset = documents(1)[0]
     started = time.perf_counter()
-    print(f"started at {time.strftime('%H:%M:%S')}.{int(time.time() % 1 * 1000):03d}", file=sys.stderr, flush=True)
+    print(f"started at {datetime.now().isoformat(timespec='milliseconds')}", file=sys.stderr, flush=True)
     window = Window(env, options)
     engine_pid = None
     rows: list[dict[str, Any]] = []
@@ -92,6 +93,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         figures["first_drafts_s"] = time.perf_counter() - started
         first = await window.status()
         figures["load_s"] = (first["model"] or {}).get("loadSeconds")
+        engine_pid = (first["model"] or {}).get("pid")
         print(f"first drafts' phases: {json.dumps(first.get('last'))}", file=sys.stderr, flush=True)
         settled_at, asked = None, 0
         while (sum(row["state"] == "settled" for row in rows) < args.settled
@@ -103,7 +105,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             row = await ask(window, document, offset - asked % BACK, started)
             if row is None:
                 continue
-            engine_pid = row.pop("pid") or engine_pid
             if row["pending"]:
                 settled_at = None
             elif settled_at is None:
@@ -138,8 +139,7 @@ async def ask(window: Window, document: Document, at: int, started: float) -> di
     """One request at character `at`, marked "background" where the engine's status just before it said background
     work was running; None where the model did not answer it (typed through a shown draft)."""
     before = await window.status()
-    model = before["model"] or {}
-    left = pending(model)
+    left = pending(before["model"] or {})
     ms = await window.ask(document, at)
     after = await window.status()
     decoded = after["answered"] - before["answered"] - (after["typedThrough"] - before["typedThrough"])
@@ -153,7 +153,7 @@ async def ask(window: Window, document: Document, at: int, started: float) -> di
            "state": "background" if left else "settled", "pending": left,
            "phases": {k: last.get(k) for k in ("prefillMs", "modelMs", "verifyMs", "steps")}}
     print(json.dumps(row), file=sys.stderr, flush=True)
-    return {**row, "pid": model.get("pid")}
+    return row
 
 
 def main() -> int:

@@ -7,11 +7,9 @@ storm (2 documents x 20 requests/s, half cancelled; `bench/bench_windows.py --st
 threshold and a 4 MB trim threshold (`spd-lsp engine` sets them; the front end keeps the defaults: 2 arenas alone
 changed nothing measurable there, 122 -> 123 MB). Elsewhere (not glibc) this does nothing.
 
-The mmap threshold is fixed at the top of glibc's dynamic range (32 MB), not 256 KB: a mapped block is faulted in page
-by page at every allocation, and a prefill's activations are 1-12 MB blocks (the bundled model's MLP on 1,000 tokens:
-6 MB). With 256 KB the engine's 1,022-token prefill faulted 164,000 pages and took 1,060-1,160 ms against 830-900 with
-glibc's defaults; with 32 MB 52,000 and 900-1,010 ms. The trim threshold stays 4 MB: at 32 MB too (no faults, 846 ms)
-the storm's RSS grew 7 % after its first minute against 1.5-1.6 % with 4 MB (`--storm 150`, either mmap threshold).
+The mmap threshold is fixed at 32 MB (the top of glibc's dynamic range), not lower: a mapped block is faulted in page
+by page at every allocation, and a prefill's activations are 1-12 MB blocks. The trim threshold stays 4 MB: a larger
+one made the storm's RSS grow (figures, AMD EPYC Zen 5: CHANGELOG; `tests/commands/test_malloc.py`).
 """
 
 from __future__ import annotations
@@ -28,15 +26,13 @@ TRIM_THRESHOLD = 4 * 1024 * 1024  # free memory past this at the heap's top goes
 
 
 def tune(*, arenas: int = ARENAS, mmap_threshold: int | None = None, trim_threshold: int | None = None) -> bool:
-    """At most `arenas` malloc arenas; a fixed `mmap_threshold` and `trim_threshold` where given. Whether every
-    setting was taken (False where this is not glibc: nothing changed)."""
+    """At most `arenas` malloc arenas; a fixed `mmap_threshold` and `trim_threshold` where given. False where
+    this is not glibc (nothing changed)."""
     mallopt = glibc_function("mallopt")
     if mallopt is None:
         return False
     settings = [(M_ARENA_MAX, arenas), (M_MMAP_THRESHOLD, mmap_threshold), (M_TRIM_THRESHOLD, trim_threshold)]
-    taken = True
     for parameter, value in settings:
         if value is not None and mallopt(parameter, value) != 1:
             log.debug("mallopt(%d, %d) refused", parameter, value)
-            taken = False
-    return taken
+    return True

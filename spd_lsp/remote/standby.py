@@ -29,6 +29,7 @@ import logging
 import os
 import signal
 import time
+from collections import deque
 from pathlib import Path
 from typing import Callable
 
@@ -37,7 +38,7 @@ SELF_TEST_S = 20  # a spare whose first decode does not finish in this long is b
 # ends start a fresh engine). Seen before `before_fork` released OpenMP: a fork hanging there (docs/faults.md)
 # The spare's self-test waits until its engine is quiet (under QUIET_SHARE of a core over the last QUIET_S), at most
 # QUIET_WAIT_S (an engine compiling in the background stays busy): run at once, it landed on the engine's first
-# request (bundled model, AMD EPYC, 2 cores: first drafts 5.7 s against 5.35 s without a spare, medians of 4 pairs).
+# request (docs/faults.md).
 QUIET_S, QUIET_SHARE, QUIET_WAIT_S = 1.0, 0.1, 120.0
 POLL_S = 0.25
 
@@ -147,13 +148,13 @@ def cpu_seconds(pid: int) -> float | None:
 def wait_until_quiet(parent: int, *, timeout: float, quiet: float = QUIET_S, share: float = QUIET_SHARE) -> bool:
     """Wait until process `parent` used under `share` of a core over the last `quiet` seconds (True), or it ended (no
     longer this process's parent), or `timeout` passed, or its CPU time cannot be read (False)."""
-    samples = [(time.monotonic(), cpu_seconds(parent))]
-    while samples[-1][1] is not None and os.getppid() == parent and samples[-1][0] - samples[0][0] < timeout:
-        time.sleep(POLL_S)
-        samples.append((time.monotonic(), cpu_seconds(parent)))
-        past = [sample for sample in samples if samples[-1][0] - sample[0] >= quiet]
-        if past and samples[-1][1] is not None and samples[-1][1] - past[-1][1] < share * quiet:
+    used = deque(maxlen=round(quiet / POLL_S) + 1)  # its CPU seconds, a sample every POLL_S
+    deadline = time.monotonic() + timeout
+    while (now := cpu_seconds(parent)) is not None and os.getppid() == parent and time.monotonic() < deadline:
+        used.append(now)
+        if len(used) == used.maxlen and used[-1] - used[0] < share * quiet:
             return True
+        time.sleep(POLL_S)
     return False
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -26,11 +27,10 @@ def _tiny_llama() -> torch.nn.Module:
                                         num_attention_heads=4, num_key_value_heads=2)).eval()
 
 
-def test_a_model_too_big_for_torch_s_kernels_waits_for_ours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Defect (issue 45, a first start of a 1.7B Q4_K_M): until our kernel library was built, a model of blocks whose
-    float copy would exceed `FLOAT_COPY_BUDGET` ran torch's ops on slices of its blocks dequantised at every call: its
-    warm-up took 21 s, its requests outlived the client's 30 s while they took the CPU from the build, and the first
-    drafts came after 100 s. Now its warm-up is left out and its requests wait for the library (cancellable)."""
+def _first_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, threading.Event, list[int]]:
+    """A tiny model of Q4_0 blocks loaded as on a first start of a model too big for torch's kernels
+    (`FLOAT_COPY_BUDGET` 0): the kernel library builds until `gate` is set; `on_torch` counts torch's kernels' calls on
+    the blocks."""
     from spd_lsp.engine.loading import load_local
 
     path = write_gguf(_tiny_llama(), tmp_path / "tiny.gguf", quantize=int(T.Q4_0))
@@ -41,11 +41,18 @@ def test_a_model_too_big_for_torch_s_kernels_waits_for_ours(tmp_path: Path, monk
     monkeypatch.setattr(fast_backend, "FLOAT_COPY_BUDGET", 0, raising=False)  # the tiny model: too big
     monkeypatch.setattr(library, "built", lambda: False)
     monkeypatch.setattr(library, "build", lambda: gate.wait(120) and real_build())
-    on_torch = []
+    on_torch: list[int] = []
     torch_mm = dense.BlocksTorch.mm
     monkeypatch.setattr(dense.BlocksTorch, "mm", lambda self, x: on_torch.append(1) or torch_mm(self, x))
+    return load_local(ModelSpec(path=str(path), device="cpu")), gate, on_torch
 
-    loaded = load_local(ModelSpec(path=str(path), device="cpu"))
+
+def test_a_model_too_big_for_torch_s_kernels_waits_for_ours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defect (issue 45, a first start of a 1.7B Q4_K_M): until our kernel library was built, a model of blocks whose
+    float copy would exceed `FLOAT_COPY_BUDGET` ran torch's ops on slices of its blocks dequantised at every call: its
+    warm-up took 21 s, its requests outlived the client's 30 s while they took the CPU from the build, and the first
+    drafts came after 100 s. Now its warm-up is left out and its requests wait for the library (cancellable)."""
+    loaded, gate, on_torch = _first_start(tmp_path, monkeypatch)
     assert on_torch == []  # no warm-up on torch's kernels
     assert loaded.info["waitsForLibrary"] is True and loaded.info["fastPlanState"] == "pending"
     asked = time.monotonic()
@@ -109,21 +116,8 @@ def test_requests_through_the_shared_engines_batcher_wait_for_the_library_and_ar
     from two front ends wait for the library (none runs torch's kernels on the blocks), one cancelled meanwhile leaves
     with `Cancelled` without holding the others, and both others are answered once the library is there."""
     from spd_lsp.engine.batcher import Batcher, BatchJob
-    from spd_lsp.engine.loading import load_local
 
-    path = write_gguf(_tiny_llama(), tmp_path / "tiny.gguf", quantize=int(T.Q4_0))
-    monkeypatch.setenv("SPD_LSP_MODEL_CACHE", str(tmp_path / "cache"))
-    gate = threading.Event()
-    library = fast_backend.kernel_library
-    real_build = library.build
-    monkeypatch.setattr(fast_backend, "FLOAT_COPY_BUDGET", 0, raising=False)
-    monkeypatch.setattr(library, "built", lambda: False)
-    monkeypatch.setattr(library, "build", lambda: gate.wait(120) and real_build())
-    on_torch = []
-    torch_mm = dense.BlocksTorch.mm
-    monkeypatch.setattr(dense.BlocksTorch, "mm", lambda self, x: on_torch.append(1) or torch_mm(self, x))
-
-    loaded = load_local(ModelSpec(path=str(path), device="cpu"))
+    loaded, gate, on_torch = _first_start(tmp_path, monkeypatch)
     scheduler = Batcher(loaded.engine)
     try:
         given_up = BatchJob(REQUEST, affinity="editor0")

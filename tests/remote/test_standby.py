@@ -9,7 +9,9 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 from tests.engine_support import REPO, wait_gone
 
@@ -37,23 +39,41 @@ time.sleep(120)
 """
 
 
-def _passed(marker: Path, pid: int, timeout: float = 15.0) -> bool:
+def _waited(condition: Callable[[], bool], timeout: float = 15.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if marker.exists() and marker.read_text() == str(pid):
+        if condition():
             return True
         time.sleep(0.05)
     return False
+
+
+def _passed(marker: Path, pid: int, timeout: float = 15.0) -> bool:
+    return _waited(lambda: marker.exists() and marker.read_text() == str(pid), timeout)
+
+
+@contextmanager
+def _engine(script: str, *args: Path) -> Iterator[tuple[subprocess.Popen, list[int]]]:
+    """`script` run with `args` as an engine; it and every pid added to the list it gives killed at the end."""
+    process = subprocess.Popen([sys.executable, "-c", script, *map(str, args)], cwd=REPO, text=True,
+                               stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+    pids = [process.pid]
+    try:
+        yield process, pids
+    finally:
+        for pid in reversed(pids):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        process.wait()
 
 
 def test_a_spare_and_a_takeovers_spare_pass_their_first_parallel_op(tmp_path: Path) -> None:
     """Failed before its fix (`before_fork=release_openmp`): the spare hung in its first parallel region (a copy
     of its parent's OpenMP team, without the team's threads) until the self-test's alarm ended it."""
     sock, marker = tmp_path / "engine.sock", tmp_path / "passed"
-    process = subprocess.Popen([sys.executable, "-c", ENGINE, str(sock), str(marker)], cwd=REPO, text=True,
-                               stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
-    pids = [process.pid]
-    try:
+    with _engine(ENGINE, sock, marker) as (process, pids):
         spare = int(process.stdout.readline())
         pids.append(spare)
         assert _passed(marker, spare), "the spare did not pass its first parallel op"
@@ -62,13 +82,6 @@ def test_a_spare_and_a_takeovers_spare_pass_their_first_parallel_op(tmp_path: Pa
         second = int(process.stdout.readline())  # printed by the spare, serving now
         pids.append(second)
         assert _passed(marker, second), "the spare of the spare that took over did not pass its first parallel op"
-    finally:
-        for pid in reversed(pids):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        process.wait()
 
 
 # A serving engine busy for its first 2 s (as with its first request) after forking its spare; the spare's self-test
@@ -95,20 +108,7 @@ def test_a_spares_self_test_waits_until_its_engine_is_quiet(tmp_path: Path) -> N
     bundled model's first drafts 5.7 s with a spare against 5.35 s without (AMD EPYC, 2 cores, medians of 4 pairs).
     It now starts once its engine has been quiet for `QUIET_S`."""
     sock, tested, idle = tmp_path / "engine.sock", tmp_path / "tested", tmp_path / "idle"
-    process = subprocess.Popen([sys.executable, "-c", BUSY_ENGINE, str(sock), str(tested), str(idle)], cwd=REPO,
-                               text=True, stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
-    pids = [process.pid]
-    try:
+    with _engine(BUSY_ENGINE, sock, tested, idle) as (process, pids):
         pids.append(int(process.stdout.readline()))
-        deadline = time.monotonic() + 30
-        while not (tested.exists() and tested.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert idle.exists() and tested.exists(), "the spare never ran its self-test"
-        assert float(tested.read_text()) >= float(idle.read_text())
-    finally:
-        for pid in reversed(pids):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        process.wait()
+        assert _waited(lambda: tested.exists() and bool(tested.read_text()), 30), "the spare never ran its self-test"
+        assert idle.exists() and float(tested.read_text()) >= float(idle.read_text())
