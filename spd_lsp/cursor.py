@@ -8,7 +8,7 @@ Python strings index code points. All conversions live here. Lines end at
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 EOL = re.compile(r"\r\n|\r|\n")
@@ -204,6 +204,7 @@ class Window:
     anchor: str  # the window's first characters, to see that a later request still starts there
     ids: list[int]
     inside_line: bool = False  # cut inside a line over the budget: its start is not a line start, and need not be
+    budget: int = 0  # the budget it was fitted to (0: any): its start holds down to half of it, whatever the budget now
 
 
 ANCHOR_CHARS = 64
@@ -217,15 +218,18 @@ def fit_window(prefix: str, encode: Encode, spans: TokenSpans, budget: int, prev
     at once (`fit_prefix` to 3/4), so typing re-prefills a whole prompt about once per
     budget/4 tokens instead of on every keystroke. A new window fills the budget. The
     common case tokenizes the prompt once. The same holds on a line longer than the
-    budget, whose window starts inside it.
+    budget, whose window starts inside it. A window fitted to a smaller budget than
+    today's (the CPU's budget grows once its prefill rate is measured) keeps its start
+    down to half of its own budget: the larger budget applies when it next moves.
     """
     if previous is not None and still_starts(prefix, previous):
         ids = encode(prefix[previous.start :])
-        if (budget // 2 if previous.start else 0) <= len(ids) <= budget:
-            return Window(previous.start, previous.anchor, ids, previous.inside_line)
+        floor = min(budget, previous.budget or budget) // 2 if previous.start else 0
+        if floor <= len(ids) <= budget:
+            return replace(previous, ids=ids)
     text = fit_prefix(prefix, spans, budget if previous is None else budget - budget // 4)
     start = len(prefix) - len(text)
-    return Window(start, prefix[start : start + ANCHOR_CHARS], encode(text), not is_line_start(prefix, start))
+    return Window(start, prefix[start : start + ANCHOR_CHARS], encode(text), not is_line_start(prefix, start), budget)
 
 
 def still_starts(prefix: str, window: Window) -> bool:

@@ -29,10 +29,14 @@ MULTILINE: tuple[bool | str, ...] = (False, True, "auto")
 MULTILINE_MAX_TOKENS = 32  # validation split: the same keystrokes saved as 64, half the time (docs/quality.md)
 # Where snippets come from (spd_lsp/context/): open documents, recently edited ranges, the workspace index.
 SOURCES: tuple[str, ...] = ("open", "edited", "workspace")
-# The CPU budget: the largest whose cold request stays <= 1 s on a 2-core CPU (prefill ~0.45 ms per
-# token: 1,024 tokens 0.75-0.96 s, 2,048 tokens 1.85 s), by the rule of evaluation/results/context-budget.md;
-# it bought no P@1/P@3 over 512 there (test split: +0.0 points [-1.6, +1.6]). Accelerators: 2,048.
+# The CPU budget, by the rule of evaluation/results/context-budget.md applied on the user's CPU: the largest budget
+# whose cold request stays <= 1 s, its prefill within COLD_PREFILL_S (the rest is the request's decode and
+# verification) at the prefill rate this engine measured (`spd_lsp/session/prefill_rate.py`). 1,024 where the prefill
+# is that fast, else (or before a first measure) 512, which bought the same P@1/P@3 on the study's test split
+# (+0.0 points [-1.6, +1.6]); 256 lost P@1 there. Accelerators: 2,048.
 CPU_PREFIX_TOKENS = 1024
+CPU_FLOOR_PREFIX_TOKENS = 512
+COLD_PREFILL_S = 0.8
 ACCELERATOR_PREFIX_TOKENS = 2048
 
 
@@ -80,7 +84,7 @@ class Settings:
     # what of the fast path's kernels to leave out ("auto" in the client: none; names of `plan.KERNELS`): the plan
     # resolved at load (engine/fast/plan.py) serves the rest
     kernels: tuple[str, ...] = ()
-    max_prefix_tokens: int | None = None  # None = CPU_PREFIX_TOKENS / ACCELERATOR_PREFIX_TOKENS
+    max_prefix_tokens: int | None = None  # None = by the device and its prefill rate (`prefix_budget`)
     multiline: bool | str = False  # one of MULTILINE
     multiline_max_tokens: int = MULTILINE_MAX_TOKENS  # the tokens of a draft "auto" lets span lines
     verify: str = "cut"
@@ -114,10 +118,16 @@ class Settings:
             verify_repair="continue" if self.verify == "continue" else defaults.verify_repair,
         )
 
-    def prefix_budget(self, device_type: str) -> int:
+    def prefix_budget(self, device_type: str, prefill_tokens_per_s: float | None = None) -> int:
+        """The prompt's prefix budget in tokens: `maxPrefixTokens` where set; on an accelerator 2,048; on the CPU
+        1,024 where its measured prefill rate (None: not measured yet) fills it within COLD_PREFILL_S, else 512."""
         if self.max_prefix_tokens is not None:
             return self.max_prefix_tokens
-        return CPU_PREFIX_TOKENS if device_type == "cpu" else ACCELERATOR_PREFIX_TOKENS
+        if device_type != "cpu":
+            return ACCELERATOR_PREFIX_TOKENS
+        if prefill_tokens_per_s is not None and CPU_PREFIX_TOKENS / prefill_tokens_per_s <= COLD_PREFILL_S:
+            return CPU_PREFIX_TOKENS
+        return CPU_FLOOR_PREFIX_TOKENS
 
     def model_spec(self) -> ModelSpec:
         """The model these settings load (in process, or in the shared engine they start)."""

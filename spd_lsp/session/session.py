@@ -52,6 +52,7 @@ from spd_lsp.languages import comment_marker, language_of
 from spd_lsp.session import report
 from spd_lsp.session.compile_progress import watch_compile
 from spd_lsp.session.exclusion import Exclusion, patterns_of
+from spd_lsp.session.prefill_rate import PrefillRate
 from spd_lsp.session.readiness import ERROR, LOADING, WARMING, ReadinessTracker
 from spd_lsp.session.stores import Client, WorkspaceStores
 
@@ -299,6 +300,7 @@ class Session:
         self._ahead: dict[str, Shown] = {}  # drafts for the document with the top draft accepted
         self.context = ContextGatherer(on_change=self.rewarm)  # suffix, path and snippets of each prompt
         self._place: tuple[str, Cursor, Sequence[tuple[str, str]]] | None = None  # the newest request's
+        self.prefill = PrefillRate()  # the engine's, from this session's requests: the CPU's prefix budget
 
     # -- configuration -------------------------------------------------------
     def configure(self, settings: Settings, warnings: Sequence[str] = (), roots: Sequence[Path] | None = None) -> Job:
@@ -331,6 +333,7 @@ class Session:
         if self._loaded is not None:
             self._loaded.engine.close()  # a shared engine's connection (spd_lsp/remote)
         self._loaded, self._loaded_key = None, settings.model_key()
+        self.prefill.reset()
         self.readiness.set(LOADING, f"loading {settings.model or 'the bundled model'}")
         progress = self.client.progress(LOADING_TITLE)
         started = time.perf_counter()
@@ -438,6 +441,7 @@ class Session:
             request = replace(request, background=True)
         result = loaded.engine.complete(request, cancelled)
         self.readiness.settled()
+        self.prefill.record(result.timings.prefill_tokens, result.timings.prefill_s)
         if result.prompt:
             self.stats.prompted(result.prompt)
         fit = Fit(cursor, language_of(key), multiline=settings.multiline is True or starts_block(settings, cursor, key))
@@ -455,7 +459,7 @@ class Session:
     def _fit(self, key: str, settings: Settings, loaded: Loaded, prefix: str) -> Window:
         """The window for `prefix`: one of the document's recent windows where it still fits."""
         tokenizer = loaded.engine.tokenizer
-        budget = settings.prefix_budget(loaded.device_type)
+        budget = self.prefix_budget(settings, loaded)
         encode, spans = token_ids(tokenizer), token_spans(tokenizer)
         recent = self._windows.get(key, [])
         for previous in recent:  # the first that still starts the prompt; only those within reach are tokenized
@@ -467,6 +471,10 @@ class Session:
             window = fit_window(prefix, encode, spans, budget, recent[0] if recent else None)
         self._windows[key] = [window] + [w for w in recent if w.start != window.start][: RECENT_WINDOWS - 1]
         return window
+
+    def prefix_budget(self, settings: Settings, loaded: Loaded) -> int:
+        """The prompt's prefix budget now: by the model's device and the prefill rate measured so far."""
+        return settings.prefix_budget(loaded.device_type, self.prefill.tokens_per_s())
 
     def warm_up(
         self, key: str, text: str, *, line: int | None = None, character: int = 0, encoding: str = "utf-16",
@@ -486,7 +494,7 @@ class Session:
         def place(loaded: Loaded) -> Cursor | None:
             if line is None:
                 spans = token_spans(loaded.engine.tokenizer)
-                return Cursor(text, len(opening(text, spans, settings.prefix_budget(loaded.device_type))))
+                return Cursor(text, len(opening(text, spans, self.prefix_budget(settings, loaded))))
             return locate(text, line, character, encoding, self._lines.setdefault(key, LineIndex()))
 
         return self._warm(settings, lambda loaded: (key, place(loaded), neighbours))
@@ -599,7 +607,9 @@ class Session:
                 "decoding": self.settings.decoding,
             },
             "context": {"promptFormat": self.settings.prompt_format, **self.settings.context.status(),
-                        **self.context.status()},
+                        **self.context.status(),
+                        "prefixBudget": self.prefix_budget(self.settings, loaded) if loaded else None,
+                        "prefillTokensPerSecond": _rounded(self.prefill.tokens_per_s())},
             "stores": self.workspace.status(),
             **self.stats.summary(),
         }
@@ -641,6 +651,10 @@ def indexed(settings: Settings) -> NgramSettings:
     the secret-file names the indexer leaves out anyway)."""
     extra = tuple(p for p in patterns_of(settings.exclude) if p not in settings.ngrams.exclude + SECRET_PATTERNS)
     return replace(settings.ngrams, exclude=settings.ngrams.exclude + extra)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value)
 
 
 def _answered(key: str, value: Any) -> Job:

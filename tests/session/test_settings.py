@@ -49,7 +49,15 @@ def test_verify_setting_maps_onto_the_verification_options() -> None:
 def test_disabled_ngrams_zero_alpha_and_device_dependent_budget() -> None:
     settings, _ = parse_settings({"ngrams": {"enabled": False}})
     assert settings.decode_options().alpha == 0.0
-    assert settings.prefix_budget("cpu") == 1024 and settings.prefix_budget("cuda") == 2048
+    assert settings.prefix_budget("cuda") == 2048 and settings.prefix_budget("cuda", 10.0) == 2048
+
+
+@pytest.mark.parametrize("rate, budget", [(None, 512), (600.0, 512), (1200.0, 512), (1300.0, 1024), (5000.0, 1024)])
+def test_the_cpu_budget_is_the_largest_whose_prefill_fits_the_cold_request(rate: float | None, budget: int) -> None:
+    """Issue 45: a cold request at 1,024 tokens took 1.9 s on a CPU without AMX (`context_study cold`, 600 tokens/s),
+    against the rule's 1 s: 1,024 only where the measured rate fills it within 0.8 s; 512 before a first measure."""
+    assert Settings().prefix_budget("cpu", rate) == budget
+    assert parse_settings({"maxPrefixTokens": 700})[0].prefix_budget("cpu", rate) == 700
 
 
 @pytest.mark.parametrize(
