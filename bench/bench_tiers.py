@@ -5,7 +5,10 @@ the best of `--rounds` interleaved rounds, ms for all the projections together. 
 (`engine/fast/plan.py`: `BATCH_MATVEC_ROWS`, `FLOAT_COPY_MAX`) come from this table.
 
     PYTHONPATH=. nice .venv/bin/python -m bench.bench_tiers [--model PATH.gguf] [--rows 1 8 16 22 27 32 48]
-        [--rounds 5] [--threads 2]
+        [--rounds 5] [--threads 2] [--head]
+
+`--head`: the output head alone (it has no bf16 copy in the plan: a small model's trees run their layers on the copy
+and the head on the matvec kernels).
 
 Not part of `make test`.
 """
@@ -31,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 8, 16, 22, 27, 32, 48])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--head", action="store_true", help="the output head alone")
     args = parser.parse_args(argv)
     loaded = load_model(args.model, compile=False)
     backend = attached(loaded.model)
@@ -39,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     kernels: dict[str, list] = {"matvec": [], "tiles": []}
     if backend.plan.facts.float_copy_bytes <= COPY_MAX:  # a large model's copy would take minutes and GBs
         kernels["bf16 copy"] = []
-    for projection in [*backend.lm.projections()[:-1], backend.lm.output]:
+    projections = [backend.lm.output] if args.head else [*backend.lm.projections()[:-1], backend.lm.output]
+    for projection in projections:
         held = held_blocks(projection.prefill) or held_blocks(projection.decode)
         if held is None:
             continue

@@ -4,8 +4,11 @@ built for real with the machine's compiler, checked against SDPA, and the step's
 from __future__ import annotations
 
 import os
-import threading
+import shutil
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -99,21 +102,64 @@ def test_the_kernel_can_be_left_out_by_the_kernels_setting() -> None:
     assert not backend.kernel
 
 
-def test_a_build_lock_left_by_a_killed_process_does_not_stall_the_load(monkeypatch, kernel) -> None:
-    """torch's loader takes a lock file in the build directory around every load and waits, without end, for another
-    process's: one killed while building left every later start's compile thread waiting. Failed before (the load
-    below never returned)."""
+def _copied_target(monkeypatch, tmp_path) -> tuple[str, Path, Path]:
+    """The library's target moved to an empty build directory under `tmp_path`; its built file kept aside."""
+    name, flags, directory = kernels.target()
+    copy = tmp_path / "spd-kernels" / name
+    copy.mkdir(parents=True)
+    monkeypatch.setattr(kernels, "target", lambda: (name, flags, copy))
     monkeypatch.setattr(kernels, "_state", {})
     monkeypatch.setattr(torch.library, "register_fake", lambda name: lambda fn: fn)  # registered once already
-    lock = kernels.target()[2] / "lock"
-    lock.write_text("")
-    old = time.time() - kernels.STALE_LOCK_S - 60
-    os.utime(lock, (old, old))
-    done = threading.Event()
-    loader = threading.Thread(target=lambda: (kernels.build(), done.set()), daemon=True)
-    loader.start()
-    assert done.wait(timeout=120), "the load waited on a stale lock"
-    assert kernels.ready() and not lock.exists()
+    return name, directory / f"{name}.so", copy
+
+
+def _fake_torch_build(monkeypatch, built: Path, calls: list[float]) -> None:
+    """torch's loader as it behaves: it waits, without end, while its lock file is in the build directory (here: fails
+    at once); else it "builds" (copies the built library). Loading is recorded, not done (this process has it)."""
+    from torch.utils import cpp_extension
+
+    def load(name: str, build_directory: str, **_: object) -> None:
+        assert not (Path(build_directory) / "lock").exists(), "torch's loader would wait on this lock without end"
+        calls.append(time.monotonic())
+        shutil.copy(built, Path(build_directory) / f"{name}.so")
+
+    monkeypatch.setattr(cpp_extension, "load", load)
+    monkeypatch.setattr(torch.ops, "load_library", lambda path: calls.append(-1.0))
+
+
+def test_a_build_lock_left_by_a_process_that_stopped_building_does_not_stall_the_next_build(
+        monkeypatch, tmp_path, kernel) -> None:
+    """torch's loader takes a lock file in the build directory and waits, without end, while it exists: a process
+    that exited or was killed mid-build (a daemon build thread dies with its process: an engine stopped in its first
+    minute) left it, and every start after it, until it was 10 minutes old, waited (seen here: a test run stalled
+    10 minutes on a lock a script left 4 minutes before). Failed before: a fresh lock was kept."""
+    name, built, copy = _copied_target(monkeypatch, tmp_path)
+    (copy / "lock").write_text("")  # left a moment ago
+    calls: list[float] = []
+    _fake_torch_build(monkeypatch, built, calls)
+    assert kernels.build(), kernels.reason()
+    assert kernels.ready() and len(calls) == 1 and calls[0] > 0 and not (copy / "lock").exists()
+
+
+def test_a_second_process_waits_for_the_build_in_progress_and_loads_its_library(monkeypatch, tmp_path, kernel) -> None:
+    """While another process builds (it holds the build's advisory lock), a start waits for it rather than taking its
+    lock file for a stale one, then loads what it built without building again."""
+    name, built, copy = _copied_target(monkeypatch, tmp_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, shutil, sys, time; f = open(sys.argv[1], 'a'); "
+         "fcntl.flock(f, fcntl.LOCK_EX); open(sys.argv[2], 'w').close(); print('held', flush=True); time.sleep(1.5); "
+         "shutil.copy(sys.argv[3], sys.argv[4]); import os; os.remove(sys.argv[2])",
+         str(copy / "build.flock"), str(copy / "lock"), str(built), str(copy / f"{name}.so")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        calls: list[float] = []
+        _fake_torch_build(monkeypatch, built, calls)
+        started = time.monotonic()
+        assert kernels.build(), kernels.reason()
+        assert time.monotonic() - started >= 1.0 and calls == [-1.0]  # waited, then loaded the other's library
+    finally:
+        holder.wait(30)
 
 
 def test_a_half_written_library_is_built_again(monkeypatch, tmp_path) -> None:

@@ -54,7 +54,9 @@ AMX_LAST_ROWS = 96
 # run on the matvec kernels (a pass over the blocks every 8 rows) rather than on tiles (every weight dequantised
 # into a matmul's tile at every forward): up to 32 rows they took at most as long as tiles, at 22 rows less than half
 # (`bench/bench_tiers.py` on a 1.7B Q4_K_M; measured on an AMD EPYC Zen 5 and its AVX2 build, not on arm64). A small
-# model's bf16 copy beats both from 16 rows on.
+# model's bf16 copy beats both from 16 rows on; its head, which has no copy, runs them on the matvec kernels too (the
+# bundled model's Q8_0 head at 8 / 16 / 22 / 32 rows: 4 / 9 / 12 / 19 ms against 12 / 13 / 19 / 20 on tiles,
+# `bench_tiers --head` on an Intel Xeon without AMX; a copy of it, 56 MB, would take 9 ms at 22).
 BATCH_MATVEC_ROWS = 32
 # Where the fused step serves the plain steps (our kernels in every eager forward: norms, rotary, attention) the
 # verification trees run eager too, as does a model of blocks too large for a bf16 copy (`FLOAT_COPY_MAX`: its trees
@@ -330,7 +332,10 @@ def _roles_from_blocks(facts: ModelFacts, target: Target, *, usable: Any, copy: 
             Choice(layout, "torch")
         if role == "head":  # the head's trees run few rows of a wide matrix: a copy of it would cost more than it saves
             wide = Choice(layout, "tiles") if tiles else Choice(layout, "torch")
-        few_rows = decode if library and not copy and not (target.cpu is not None and target.cpu.amx) else wide
+        # Without AMX a tree's rows go to the matvec kernels (`BATCH_MATVEC_ROWS`), but where the layers' bf16 copy
+        # serves them (a small model): the head has no copy, so it takes the matvec kernels there too.
+        no_amx = not (target.cpu is not None and target.cpu.amx)
+        few_rows = decode if library and no_amx and (not copy or role == "head") else wide
         batch = Choice(layout, "amx") if amx and layout in AMX_LAYOUTS else few_rows
         roles.append(RolePlan(role, decode, batch, wide))
     return roles

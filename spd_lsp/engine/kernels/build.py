@@ -9,6 +9,7 @@ kernels serve, and `reason()` says why.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -16,8 +17,9 @@ import shutil
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 import torch
 
@@ -35,7 +37,6 @@ UNITS = {"spd_step": ("step.cpp",),
                      "verdict.cpp")}
 SOURCES = [HERE / name for names in UNITS.values() for name in names]
 HEADERS = [HERE / name for name in ("attention.h", "matvec.h", "pointwise.h", "amx.h", "blocks.h", "int8x.h")]  # shared
-STALE_LOCK_S = 600.0  # a build lock older than this was left by a process that died (a build takes 22 s here)
 
 _lock = threading.Lock()
 # "ready": True, or "reason": why not; "features": what the built library's ops can do on this CPU (`features`).
@@ -152,14 +153,22 @@ def _load() -> None:
 
     name, flags, directory = target()
     library = directory / f"{name}.so"
-    _drop_stale_lock(directory / "lock")
 
-    def compile_and_load() -> None:
+    def compile_and_load(*, anew: bool = False) -> None:
         _ninja_on_path()
-        directory.mkdir(parents=True, exist_ok=True)
-        cpp_extension.load(name=name, sources=_units(directory), extra_cflags=flags,
-                           build_directory=str(directory), extra_ldflags=["-fopenmp"], is_python_module=False,
-                           verbose=False)
+        with _one_build(directory):
+            if anew:  # what is left of a half-made build, all but the lock file held now
+                for path in directory.iterdir():
+                    if path.is_dir():
+                        shutil.rmtree(path)
+                    elif path.name != "build.flock":
+                        path.unlink(missing_ok=True)
+            elif library.is_file():  # built by the process this one waited for
+                torch.ops.load_library(str(library))
+                return
+            cpp_extension.load(name=name, sources=_units(directory), extra_cflags=flags,
+                               build_directory=str(directory), extra_ldflags=["-fopenmp"], is_python_module=False,
+                               verbose=False)
 
     try:
         if library.is_file():
@@ -168,8 +177,7 @@ def _load() -> None:
             compile_and_load()
     except OSError as exc:  # a library or build directory left half-made (a process killed while it wrote, two
         log.warning("the kernel library in %s could not be loaded (%s): building it again", directory, exc)
-        shutil.rmtree(directory, ignore_errors=True)  # builds at once): made again from nothing, once
-        compile_and_load()
+        compile_and_load(anew=True)  # builds at once): made again from nothing, once
     for binding in (attention, prompt, matvec, step, amx, blocks):
         binding.register_fakes()
     provided = {"attention", "pointwise", "verdict", "blocks"}
@@ -197,17 +205,23 @@ def _units(directory: Path) -> list[str]:
     return paths
 
 
-def _drop_stale_lock(lock: Path) -> None:
-    """torch's loader takes `lock` in the build directory around every load, built or not, and a second process
-    waits for it to go, without end: a process killed while it built would leave every later start's compile thread
-    waiting. A lock older than STALE_LOCK_S is taken as such and removed."""
-    try:
-        age = time.time() - lock.stat().st_mtime
-    except FileNotFoundError:
-        return
-    if age > STALE_LOCK_S:
-        log.warning("removing a stale build lock (%.0f s old): %s", age, lock)
-        lock.unlink(missing_ok=True)
+@contextmanager
+def _one_build(directory: Path) -> Iterator[None]:
+    """One build of `directory` at a time across processes, by an advisory lock (`flock`) that the kernel drops with
+    the process holding it. torch's loader takes its own lock file (`lock`) in the build directory and waits, without
+    end, while it exists: one found while holding ours was left by a process that exited or was killed mid-build (a
+    daemon build thread dies with its process), and is removed."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "build.flock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            left = directory / "lock"
+            if left.exists():
+                log.warning("removing a build lock left by a process that stopped building: %s", left)
+                left.unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _ninja_on_path() -> None:
