@@ -1,7 +1,7 @@
 """The engine's prefill rate as this session measures it, for the CPU's prefix budget (`Settings.prefix_budget`).
 
-Each prefill of at least MIN_TOKENS new tokens (a request's or an idle warm-up's) is one measure: its tokens over
-its seconds. The rate is the median of the last WINDOW measures, so one prefill slowed by other work on the machine
+Each request's prefill of at least MIN_TOKENS new tokens is one measure: its tokens over the engine's seconds (its
+`Timings`, so a shared engine's queue is not counted; an idle warm-up's time is not measured there and is left out). The rate is the median of the last WINDOW measures, so one prefill slowed by other work on the machine
 does not move the budget; None until a first measure (the budget then takes its floor: a cold first request stays
 short). Plain values, read by `spd.status` from any thread.
 """

@@ -653,7 +653,7 @@ def indexed(settings: Settings) -> NgramSettings:
     return replace(settings.ngrams, exclude=settings.ngrams.exclude + extra)
 
 
-def _rounded(value: float | None) -> float | None:
+def _rounded(value: float | None) -> int | None:
     return None if value is None else round(value)
 
 

@@ -146,10 +146,11 @@ def test_a_second_process_waits_for_the_build_in_progress_and_loads_its_library(
     lock file for a stale one, then loads what it built without building again."""
     name, built, copy = _copied_target(monkeypatch, tmp_path)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, shutil, sys, time; f = open(sys.argv[1], 'a'); "
-         "fcntl.flock(f, fcntl.LOCK_EX); open(sys.argv[2], 'w').close(); print('held', flush=True); time.sleep(1.5); "
-         "shutil.copy(sys.argv[3], sys.argv[4]); import os; os.remove(sys.argv[2])",
-         str(copy / "build.flock"), str(copy / "lock"), str(built), str(copy / f"{name}.so")],
+        [sys.executable, "-c", "import fasteners, os, shutil, sys, time; "
+         "lock = fasteners.InterProcessLock(sys.argv[1]); "
+         "lock.acquire(); open(sys.argv[2], 'w').close(); print('held', flush=True); time.sleep(1.5); "
+         "shutil.copy(sys.argv[3], sys.argv[4]); os.remove(sys.argv[2])",
+         str(copy / kernels.BUILD_LOCK), str(copy / "lock"), str(built), str(copy / f"{name}.so")],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

@@ -280,8 +280,9 @@ def test_a_window_fitted_to_a_smaller_budget_keeps_its_start_until_it_must_move(
     prefix = "".join(f"line_{i} = {i}\n" for i in range(400))
     small = context.fit_window(prefix, word_ids, word_spans, 64)
     assert small.budget == 64 and len(small.ids) <= 64
-    typed = prefix + "more = 1\n" * 3
+    typed = prefix + "m"
     kept = context.fit_window(typed, word_ids, word_spans, 128, small)
+    assert len(kept.ids) < 128 // 2  # under the new budget's floor: a window of 128 would have moved
     assert kept.start == small.start and kept.budget == 64 and kept.ids == word_ids(typed[kept.start :])
     outgrown = typed + "more = 1\n" * 40
     moved = context.fit_window(outgrown, word_ids, word_spans, 128, kept)

@@ -54,10 +54,9 @@ AMX_LAST_ROWS = 96
 # run on the matvec kernels (a pass over the blocks every 8 rows) rather than on tiles (every weight dequantised
 # into a matmul's tile at every forward): up to 32 rows they took at most as long as tiles, at 22 rows less than half
 # (`bench/bench_tiers.py` on a 1.7B Q4_K_M; measured on an AMD EPYC Zen 5 and its AVX2 build, not on arm64). A small
-# model's bf16 copy beats both from 16 rows on; its head, which has no copy, runs them on the matvec kernels too (the
-# bundled model's Q8_0 head at 8 / 16 / 22 / 32 rows: 4 / 9 / 12 / 19 ms against 12 / 13 / 19 / 20 on tiles,
-# Gemma-3-270M's at 22 rows 63 against 101 ms: `bench_tiers --head` on an Intel Xeon without AMX; a copy of the
-# bundled model's head, 56 MB, would take 9 ms at 22).
+# model's bf16 copy beats both from 16 rows on; its head, which has no copy, runs them on the matvec kernels too
+# (`bench_tiers --head`: faster than tiles up to 32 rows for the bundled model's and Gemma-3-270M's heads; measured on
+# an Intel Xeon without AMX only: CHANGELOG).
 BATCH_MATVEC_ROWS = 32
 # Where the fused step serves the plain steps (our kernels in every eager forward: norms, rotary, attention) the
 # verification trees run eager too, as does a model of blocks too large for a bf16 copy (`FLOAT_COPY_MAX`: its trees

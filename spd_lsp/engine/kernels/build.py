@@ -9,7 +9,6 @@ kernels serve, and `reason()` says why.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
 import os
@@ -21,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+import fasteners
 import torch
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ UNITS = {"spd_step": ("step.cpp",),
          "spd_ops": ("matvec.cpp", "prompt.cpp", "attention.cpp", "pointwise.cpp", "amx.cpp", "blocks.cpp",
                      "verdict.cpp")}
 SOURCES = [HERE / name for names in UNITS.values() for name in names]
+BUILD_LOCK = "build.lock"  # `_one_build`'s; torch's loader's own is "lock"
 HEADERS = [HERE / name for name in ("attention.h", "matvec.h", "pointwise.h", "amx.h", "blocks.h", "int8x.h")]  # shared
 
 _lock = threading.Lock()
@@ -161,7 +162,7 @@ def _load() -> None:
                 for path in directory.iterdir():
                     if path.is_dir():
                         shutil.rmtree(path)
-                    elif path.name != "build.flock":
+                    elif path.name != BUILD_LOCK:
                         path.unlink(missing_ok=True)
             elif library.is_file():  # built by the process this one waited for
                 torch.ops.load_library(str(library))
@@ -207,21 +208,17 @@ def _units(directory: Path) -> list[str]:
 
 @contextmanager
 def _one_build(directory: Path) -> Iterator[None]:
-    """One build of `directory` at a time across processes, by an advisory lock (`flock`) that the kernel drops with
-    the process holding it. torch's loader takes its own lock file (`lock`) in the build directory and waits, without
-    end, while it exists: one found while holding ours was left by a process that exited or was killed mid-build (a
-    daemon build thread dies with its process), and is removed."""
+    """One build of `directory` at a time across processes, by an inter-process lock (as the engine's start takes,
+    `remote/daemon.py`) that the kernel drops with the process holding it. torch's loader takes its own lock file
+    (`lock`) in the build directory and waits, without end, while it exists: one found while holding ours was left by
+    a process that exited or was killed mid-build (a daemon build thread dies with its process), and is removed."""
     directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / "build.flock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            left = directory / "lock"
-            if left.exists():
-                log.warning("removing a build lock left by a process that stopped building: %s", left)
-                left.unlink(missing_ok=True)
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with fasteners.InterProcessLock(str(directory / BUILD_LOCK)):
+        left = directory / "lock"
+        if left.exists():
+            log.warning("removing a build lock left by a process that stopped building: %s", left)
+            left.unlink(missing_ok=True)
+        yield
 
 
 def _ninja_on_path() -> None:
