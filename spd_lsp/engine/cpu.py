@@ -48,7 +48,8 @@ class CpuProfile:
 
     @property
     def int8_dot(self) -> bool:
-        """AVX-512 VNNI's int8 dot products beside AVX-512 BF16: the K-quants' decode kernels (int8 activations)."""
+        """AVX-512 VNNI's int8 dot products beside AVX-512 BF16: the K-quants' decode kernels, and every kind of blocks'
+        trees, batches and prefill (int8 activations)."""
         return self.bf16_dot and "avx512_vnni" in self.flags
 
     @property
@@ -64,9 +65,10 @@ class CpuProfile:
 
 _X86 = frozenset({"avx", "avx2", "fma", "f16c"})
 _AVX512 = _X86 | {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
+# Every CPU with AVX-512 BF16 users run has VNNI too (Intel Cooper Lake and later, AMD Zen 4 and 5).
 PROFILES = {
-    "amx": CpuProfile("x86_64", "AVX512", _AVX512 | {"avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"}),
-    "avx512-bf16": CpuProfile("x86_64", "AVX512", _AVX512 | {"avx512_bf16"}),
+    "amx": CpuProfile("x86_64", "AVX512", _AVX512 | {"avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8"}),
+    "avx512-bf16": CpuProfile("x86_64", "AVX512", _AVX512 | {"avx512_bf16", "avx512_vnni"}),
     "avx2": CpuProfile("x86_64", "AVX2", _X86),
     "arm64": CpuProfile("aarch64", "DEFAULT", frozenset({"fp", "asimd", "bf16"})),
 }

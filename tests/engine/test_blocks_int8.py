@@ -160,3 +160,47 @@ def test_int8_x_off_keeps_the_float_products(qtype) -> None:
     want = x.double() @ w.double().T
     scale = x.double().abs() @ w.double().abs().T
     assert ((got - want).abs() <= scale * 2 ** -16 + want.abs() * 2 ** -8 + 1e-30).all()
+
+
+def vnni_or_skip() -> None:
+    if "int8-dot" not in build.features():
+        pytest.skip("blocks_int8 runs integer dot products where the library has AVX-512 VNNI beside BF16")
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("m", [1, 9, 22, 70])
+def test_blocks_int8_takes_every_kind_and_any_rows_within_the_stated_bound(qtype, m) -> None:
+    """`blocks_int8` (trees, batches and prefill with VNNI): every kind of blocks on int8 x, Q4_0/Q4_1/Q8_0 and the
+    other one-level kinds too, for any number of rows (passes of 8), K = 576 (the bundled model's: a last 64 values
+    past whole 128s) for those, within the same bound as the decode kernels'."""
+    vnni_or_skip()
+    k = 768 if qtype in INT8_TYPES else 576
+    weights, raw = _blocks(qtype, 70, k, seed=m)
+    w = torch.from_numpy(np.asarray(dequantize(raw, qtype), dtype=np.float32))
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).bfloat16()
+    got = kernels.int8(x, weights.kind, list(weights.parts), weights.group)
+    assert got.shape == (m, 70) and got.dtype == torch.bfloat16
+    assert close_on_int8(got, x, w, weights)
+    # on int8 x indeed: the float kernels' answer differs where x's rounding shows
+    if m == 22:
+        floats = kernels.matvec(x, weights.kind, list(weights.parts), weights.group, int8_x=False)
+        assert not torch.equal(got, floats)
+
+
+@pytest.mark.parametrize("qtype", [T.Q4_0, T.Q4_1, T.Q8_0, T.Q4_K])
+def test_blocks_int8_computes_what_it_says_for_many_rows(qtype) -> None:
+    """Against the torch model of the arithmetic, for 37 rows (passes of 8 and a last 5) and K with a last 64 values
+    (4-bit one-level kinds) or none: much tighter than the bound."""
+    vnni_or_skip()
+    k = 1280 if qtype == T.Q4_K else 1216
+    weights, _ = _blocks(qtype, 33, k, seed=int(qtype))
+    x = torch.randn(37, k, generator=torch.Generator().manual_seed(3)).bfloat16()
+    codes, dx = x_in_int8(x)
+    code_part, minimum = _code_part_and_minima(weights)
+    group = k // minimum.shape[1]
+    x_rounded = codes * dx.repeat_interleave(BLOCK, dim=1)
+    sums = x.double().view(37, -1, group).sum(dim=-1)
+    want = x_rounded.double() @ code_part.double().T + sums @ minimum.double().T
+    size = x_rounded.double().abs() @ code_part.double().abs().T + sums.abs() @ minimum.double().abs().T
+    got = kernels.int8(x, weights.kind, list(weights.parts), weights.group).double()
+    assert ((got - want).abs() <= want.abs() * 2 ** -8 + size * 2 ** -20).all()

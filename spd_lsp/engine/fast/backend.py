@@ -29,7 +29,7 @@ from spd_lsp.engine.fast.layouts import Linear
 from spd_lsp.engine.fast.gguf_model import BlockEmbedding, Joined
 from spd_lsp.engine.fast.layouts.blocks import Blocks, Int8Rows, Q4Rows, Q8Blocks, blocks_of_q4, blocks_of_q8
 from spd_lsp.engine.fast.layouts.dense import FLOAT_COPY_BUDGET, BlocksTorch, Dense, PackedDense, float_copy_bytes
-from spd_lsp.engine.fast.layouts.ours import (BlocksMatvec, BlocksTiles, Int8Matvec, Q4Amx, Q4Matvec, Q8Amx,
+from spd_lsp.engine.fast.layouts.ours import (BlocksInt8, BlocksMatvec, BlocksTiles, Int8Matvec, Q4Amx, Q4Matvec, Q8Amx,
                                               Q8Matvec)
 from spd_lsp.engine.fast.masks import Upto
 from spd_lsp.engine.fast.model import FastLM, Projection, Write
@@ -125,6 +125,8 @@ def on_blocks(held: Blocks | list, choice: Choice, *, bf16_dot: bool) -> Linear:
         return Q8Amx(Q8Blocks(*held.parts), layout=held.layout)
     if choice.kernel == "tiles":
         return BlocksTiles(held)
+    if choice.kernel == "int8":
+        return BlocksInt8(held)
     if choice.kernel == "torch":
         return BlocksTorch(held)
     raise ValueError(f"the plan asks for {choice} of {held.layout} blocks")

@@ -30,6 +30,8 @@ KERNELS: dict[str, str] = {
     "packed-weights": "float weights in oneDNN's blocked layout (left out: plain float weights)",
     "tiles": "the GGUF's blocks dequantised a tile at a time into a matmul, for trees and prefill (left out: torch's "
              "ops on slices of them)",
+    "int8": "integer dot products on the GGUF's blocks for trees, batches and prefill (AVX-512 VNNI; left out: a "
+            "small model's bf16 copy, else the matvec kernels and tiles)",
 }
 # GGUF layouts the tuned AVX-512 BF16 kernels take as they are (`matvec.cpp`: 4-bit codes with an fp16 scale and
 # minimum a group of 32, or 8-bit codes with an fp16 scale a group of 32); the others run the portable kernels.
@@ -37,7 +39,11 @@ TUNED_LAYOUTS = frozenset({"q4_0", "q4_1", "q8_0", "q5_0", "iq4_nl"})
 # Those AMX's tiles take (`amx.cpp`: Q4_1-like rows, Q8_0 blocks).
 AMX_LAYOUTS = frozenset({"q4_0", "q4_1", "q8_0"})
 FLOAT_LAYOUTS = frozenset({"f32", "f16", "bf16", "float"})
-# A model of blocks keeps a bf16 copy of its layers' projections for trees and prefill (oneDNN-blocked, on a CPU without
+# Where the CPU has integer dot products beside AVX-512 BF16 (VNNI) and no AMX, a model of blocks runs its trees,
+# batches and prefill on them (`blocks_int8`: x quantised to int8 a call, as llama.cpp does) and keeps no bf16 copy:
+# the bundled model's 120 layer projections at 22 / 128 / 512 rows took 27 / 157 / 550 ms against the copy's 38 / 171 /
+# 631 (`bench/bench_tiers.py`, 2 threads; measured on an Intel Xeon without AMX only: CHANGELOG). Elsewhere (no VNNI),
+# a model of blocks keeps a bf16 copy of its layers' projections for trees and prefill (oneDNN-blocked, on a CPU without
 # AMX) where the copy is at most this big: on the bundled model (a 212 MB copy) its 121 projections at 25 rows (a
 # verification tree) took 22 ms against 53 ms dequantised a tile at a time, at 512 rows 394 against 533 ms (1 thread,
 # docs/performance-step.md); a 1.7B model's copy (3.2 GB) would not fit beside it, so those dequantise.
@@ -239,16 +245,20 @@ def resolve_facts(facts: ModelFacts, target: Target, *, left_out: tuple[str, ...
     aten = Choice("int4 (ATen-packed)", "tinygemm" if target.device == "cuda" else "aten")
 
     if facts.from_blocks:
-        copy = packed and facts.float_copy_bytes <= FLOAT_COPY_MAX
-        if packed and not copy:
+        int8 = usable("int8", bf16_only, (cpu is not None and cpu.int8_dot, f"no AVX-512 VNNI ({cpu.isa if cpu else '-'})"),
+                      (not (cpu is not None and cpu.amx), "AMX's tiles serve trees and prefill"))
+        copy = packed and facts.float_copy_bytes <= FLOAT_COPY_MAX and not int8
+        if packed and int8:
+            why["packed-weights"] = "trees and prefill run on the blocks' integer dot products (no bf16 copy kept)"
+        elif packed and not copy:
             why["packed-weights"] = (f"a bf16 copy of the blocks would hold {facts.float_copy_bytes / 1e6:,.0f} MB "
                                      f"(kept up to {FLOAT_COPY_MAX / 1e6:,.0f} MB)")
-        roles = _roles_from_blocks(facts, target, usable=usable, copy=copy, plain=plain)
+        roles = _roles_from_blocks(facts, target, usable=usable, copy=copy, int8=int8, plain=plain)
     else:
         roles = _roles_of_module(facts, target, matvec=matvec, amx=amx, amx_projections=amx_projections,
                                  dense=dense, plain=plain, aten=aten)
     amx_batch = any(r.batch.kernel == "amx" for r in roles)
-    matvec_batch = any(r.batch.kernel == "matvec" for r in roles)
+    matvec_batch = any(r.batch.kernel in ("matvec", "int8") for r in roles)
     tiers = (Tiers(decode_rows=AMX_FIRST_ROWS - 1, batch_rows=AMX_LAST_ROWS) if amx_batch else
              Tiers(batch_rows=BATCH_MATVEC_ROWS) if matvec_batch else Tiers())
 
@@ -310,13 +320,13 @@ def _roles_of_module(facts: ModelFacts, target: Target, *, matvec: bool, amx: bo
     return roles
 
 
-def _roles_from_blocks(facts: ModelFacts, target: Target, *, usable: Any, copy: bool, plain: Choice
+def _roles_from_blocks(facts: ModelFacts, target: Target, *, usable: Any, copy: bool, int8: bool, plain: Choice
                        ) -> list[RolePlan]:
     """A model of the GGUF's blocks: decode on the matvec kernels (the tuned ones where the layout and CPU take them),
-    trees and prefill on AMX's tiles (Q4_0/Q4_1/Q8_0 on a CPU with AMX), on a bf16 copy in oneDNN's layout where
-    `copy` (a small model on a CPU without AMX: `FLOAT_COPY_MAX`), else trees on the matvec kernels (no AMX:
-    `BATCH_MATVEC_ROWS`) and prefill dequantised a tile at a time into a matmul; torch's ops on slices of the blocks
-    where our library is not loaded."""
+    trees and prefill on AMX's tiles (Q4_0/Q4_1/Q8_0 on a CPU with AMX), on integer dot products where `int8` (VNNI,
+    no AMX), on a bf16 copy in oneDNN's layout where `copy` (a small model on a CPU without either:
+    `FLOAT_COPY_MAX`), else trees on the matvec kernels (no AMX: `BATCH_MATVEC_ROWS`) and prefill dequantised a tile at
+    a time into a matmul; torch's ops on slices of the blocks where our library is not loaded."""
     library = usable("matvec")
     tiles = usable("tiles")
     amx = usable("amx", (target.dtype == "bfloat16", "the kernels run bf16"),
@@ -336,6 +346,8 @@ def _roles_from_blocks(facts: ModelFacts, target: Target, *, usable: Any, copy: 
         # serves them (a small model): the head has no copy, so it takes the matvec kernels there too.
         no_amx = not (target.cpu is not None and target.cpu.amx)
         few_rows = decode if library and no_amx and (not copy or role == "head") else wide
+        if int8:
+            wide = few_rows = Choice(layout, "int8")
         batch = Choice(layout, "amx") if amx and layout in AMX_LAYOUTS else few_rows
         roles.append(RolePlan(role, decode, batch, wide))
     return roles

@@ -7,6 +7,9 @@
 //     of the layout's own serves: every CPU without AVX-512 BF16). With AVX2 (no AVX-512 BF16) x is quantised to int8
 //     and the dots are integer ones (int8x.h; the K-quants likewise with AVX-512 VNNI: matvec.h); int8_x=False keeps
 //     fp32 x (float products: the exact numbers, and the reference the benches compare with);
+//   spd::blocks_int8(x, kind, parts, group) -> [M, N]: any number of rows on integer dot products (x quantised to int8
+//     once a call, matvec.h), every kind of blocks, where the CPU has AVX-512 VNNI beside BF16 (trees, batches and
+//     prefill there: faster than a bf16 copy, and none is kept); elsewhere `blocks_matvec`;
 //   spd::blocks_linear(x, kind, parts, group) -> [M, N]: the same for many rows: W dequantised a tile of rows at a time
 //     into the activations' dtype and multiplied by ATen's matmul (oneDNN), so no float copy of W is ever kept (the
 //     batch and prefill tiers).
@@ -171,6 +174,24 @@ void matvec_rows(const Blocks& b, const float* xf, const float* xs, int64_t M, i
   }
 }
 
+#ifdef SPD_INT8_DOT
+// Output rows of W a thread's pass over x's rows keeps in L2 (~256 KB of codes): every pass of MAX_ROWS rows of x
+// reads them again, from L2 rather than memory (a 1.7B model's projections are 8 MB a thread).
+int64_t rows_in_l2(const Blocks& b) { return std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(1, b.row_bytes())); }
+
+// out [M, N] = x @ W.T on integer dot products (matvec.h: x quantised to int8 once a call), where
+// `int8_dot_serves_any(b)`.
+void on_int8_dots(const at::Tensor& x, const Blocks& b, c10::BFloat16* o) {
+  const int64_t M = x.size(0);
+  QuantisedX q;
+  quantise_into(q, x.const_data_ptr<c10::BFloat16>(), M, b.K, /*nibble=*/b.four_bit(), /*natural=*/!b.four_bit());
+  const int64_t chunk = rows_in_l2(b);
+  at::parallel_for(0, b.N, grain(b), [&](int64_t n0, int64_t n1) {
+    for (int64_t c0 = n0; c0 < n1; c0 += chunk) in_passes<Int8Dots>(M, q, b, c0, std::min(n1, c0 + chunk), o, b.N);
+  });
+}
+#endif
+
 #ifdef SPD_MATVEC
 // The tuned kernels (AVX-512 BF16): 4-bit blocks on matvec.h's int4 rows (dot products of bf16 x and codes), 8-bit
 // ones on its 8-bit group rows (fp32 x). Their weights are the blocks' own numbers, as the portable path's.
@@ -181,11 +202,7 @@ at::Tensor tuned(const at::Tensor& x, const Blocks& b, bool int8_x) {
   c10::BFloat16* o = out.mutable_data_ptr<c10::BFloat16>();
 #ifdef SPD_INT8_DOT
   if (int8_x && int8_dot_serves(b)) {  // the K-quants: x quantised to int8 once, integer dot products (matvec.h)
-    QuantisedX q;
-    quantise_into(q, x.const_data_ptr<c10::BFloat16>(), M, b.K, /*nibble=*/b.four_bit(), /*natural=*/!b.four_bit());
-    at::parallel_for(0, b.N, grain(b), [&](int64_t n0, int64_t n1) {
-      in_passes<KQuantInt8>(M, q, b, n0, n1, o, b.N);
-    });
+    on_int8_dots(x, b, o);
     return out;
   }
 #endif
@@ -264,6 +281,21 @@ at::Tensor matvec(const at::Tensor& x, const std::string& kind, at::TensorList p
   return x.scalar_type() == at::kFloat ? out : out.to(x.scalar_type());
 }
 
+// x @ W.T on integer dot products for any number of rows, where the library has them for the blocks (AVX-512 VNNI
+// beside BF16: `int8_dot_serves_any`); elsewhere `matvec`'s kernels.
+at::Tensor int8_linear(const at::Tensor& x, const std::string& kind, at::TensorList parts, int64_t group) {
+#ifdef SPD_INT8_DOT
+  const Blocks b = blocks_of(kind, parts, group, "blocks_int8");
+  check_x(x, b.K, "blocks_int8");
+  if (x.scalar_type() == at::kBFloat16 && x.is_contiguous() && int8_dot_serves_any(b)) {
+    at::Tensor out = at::empty({x.size(0), b.N}, x.options());
+    if (x.size(0) > 0 && b.N > 0) on_int8_dots(x, b, out.mutable_data_ptr<c10::BFloat16>());
+    return out;
+  }
+#endif
+  return matvec(x, kind, parts, group, /*int8_x=*/true);
+}
+
 // Rows of W dequantised a tile at a time: this many rows, or fewer for wide rows (a tile of at most ~2 MB in bf16).
 int64_t tile_rows(int64_t K) { return std::max<int64_t>(16, std::min<int64_t>(1024, (1 << 20) / K)); }
 
@@ -312,10 +344,12 @@ TORCH_LIBRARY_FRAGMENT(spd, m) {
   m.def("blocks_dequantize(str kind, Tensor[] parts, int group, Tensor? rows=None) -> Tensor");
   m.def("blocks_matvec(Tensor x, str kind, Tensor[] parts, int group, bool int8_x=True) -> Tensor");
   m.def("blocks_linear(Tensor x, str kind, Tensor[] parts, int group) -> Tensor");
+  m.def("blocks_int8(Tensor x, str kind, Tensor[] parts, int group) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(spd, CPU, m) {
   m.impl("blocks_dequantize", &spd_kernels::dequantize);
   m.impl("blocks_matvec", &spd_kernels::matvec);
   m.impl("blocks_linear", &spd_kernels::linear);
+  m.impl("blocks_int8", &spd_kernels::int8_linear);
 }

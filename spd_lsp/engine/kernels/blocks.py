@@ -1,6 +1,7 @@
 """Weights held as the GGUF's blocks on any CPU the library builds for (`blocks.cpp`): `blocks_dequantize` (rows of W
 in fp32: an embedding's lookup), `blocks_matvec` (a few rows of activations: each weight row dequantised once),
-`blocks_linear` (many rows: W dequantised a tile at a time and multiplied by ATen's matmul; no float copy kept).
+`blocks_int8` (any number of rows on integer dot products, where the CPU has them), `blocks_linear` (many rows: W
+dequantised a tile at a time and multiplied by ATen's matmul; no float copy kept).
 A layout is given as its kind ("q4", "q4k", "q8", "q8k"), its tensors and its group (`blocks.h`)."""
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ def matvec(x: torch.Tensor, kind: str, parts: list[torch.Tensor], group: int, *,
     """x @ W.T; `int8_x`: x may be quantised to int8 where the library has integer dot products for the blocks (AVX2
     without AVX-512 BF16: every kind; AVX-512 VNNI: the K-quants), else fp32 (or bf16) products throughout."""
     return torch.ops.spd.blocks_matvec(x.contiguous(), kind, parts, group, int8_x)
+
+
+def int8(x: torch.Tensor, kind: str, parts: list[torch.Tensor], group: int) -> torch.Tensor:
+    """x @ W.T for any number of rows on integer dot products (x quantised to int8 once a call) where the library has
+    them for the blocks (AVX-512 VNNI beside BF16: every kind), else `matvec`."""
+    return torch.ops.spd.blocks_int8(x.contiguous(), kind, parts, group)
 
 
 def linear(x: torch.Tensor, kind: str, parts: list[torch.Tensor], group: int) -> torch.Tensor:
@@ -34,5 +41,7 @@ def register_fakes() -> None:
             rows.numel() if rows is not None else rows_of(kind, parts), width(kind, parts), dtype=torch.float32))
     torch.library.register_fake("spd::blocks_matvec")(
         lambda x, kind, parts, group, int8_x=True: x.new_empty(x.shape[0], rows_of(kind, parts)))
+    torch.library.register_fake("spd::blocks_int8")(
+        lambda x, kind, parts, group: x.new_empty(x.shape[0], rows_of(kind, parts)))
     torch.library.register_fake("spd::blocks_linear")(
         lambda x, kind, parts, group: x.new_empty(x.shape[0], rows_of(kind, parts)))

@@ -420,7 +420,8 @@ struct Q8 {
 #if defined(__AVX512VNNI__)
 #define SPD_INT8_DOT 1
 
-// The K-quants (Q4_K; Q5_K, Q6_K, IQ4_XS) on integer dot products, as llama.cpp computes them: x quantised once a call
+// The K-quants (Q4_K; Q5_K, Q6_K, IQ4_XS) in decode steps, and every kind in trees, batches and prefill
+// (`blocks_int8`), on integer dot products, as llama.cpp computes them: x quantised once a call
 // to int8 in blocks of 32 along K (a scale dx = max|x| / 127 a block, codes round(x / dx)), each group's codes dotted
 // with x's codes by VNNI's vpdpbusd (unsigned bytes times signed bytes, 4 products summed into each 32-bit lane:
 // exact), then the group's scale times x's block scale applied in fp32; the minima's term from x's exact fp32 sums.
@@ -435,13 +436,21 @@ struct QuantisedX {
   int64_t padded = 0;
 };
 
-// The int8 path serves these blocks (the others keep their kernels: Q4_0/Q4_1/Q8_0's numbers stay as they are).
+// The int8 path serves these blocks in decode steps (the others keep their kernels there: Q4_0/Q4_1/Q8_0's decode
+// numbers stay as they are).
 inline bool int8_dot_serves(const Blocks& b) {
   return (b.kind == Kind::Q4K && b.K % 128 == 0) ||
          (b.kind == Kind::Q8K && b.K % 64 == 0 && (b.G == 32 || b.sub_min == nullptr));
 }
 
-// x's rows [rows, K] (K a multiple of 128) into q: `nibble` for 4-bit blocks, `natural` and `offset` for 8-bit ones.
+// Where integer dot products serve every kind of blocks (the `blocks_int8` op: trees, batches and prefill), the
+// one-level ones too: Q4_0/Q4_1 (and IQ4_NL's, Q5_0's codes as 8-bit groups of 32) on the same two kernels.
+inline bool int8_dot_serves_any(const Blocks& b) {
+  return int8_dot_serves(b) || (b.kind == Kind::Q4 && b.K % 64 == 0) ||
+         (b.kind == Kind::Q8 && b.K % 64 == 0 && b.G == 32);
+}
+
+// x's rows [rows, K] (K a multiple of 64) into q: `nibble` for 4-bit blocks, `natural` and `offset` for 8-bit ones.
 inline void quantise_into(QuantisedX& q, const c10::BFloat16* x, int64_t rows, int64_t K, bool nibble, bool natural) {
   const int64_t blocks = K / BLOCK;
   q.padded = (blocks + 15) / 16 * 16;
@@ -473,9 +482,11 @@ inline void quantise_into(QuantisedX& q, const c10::BFloat16* x, int64_t rows, i
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), codes[1]);
       }
       if (nibble) {  // block g is the (g % 4)th of its 128 values: its low half at 16 (g % 4), its high at 64 + that
+                     // (a last 64 values: at 16 (g % 2) and 32 + that)
+        const int64_t span = std::min<int64_t>(128, K - (g / 4) * 128);
         int8_t* out = q.nibble.data() + m * K + (g / 4) * 128 + (g % 4) * 16;
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out), codes[0]);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 64), codes[1]);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + span / 2), codes[1]);
       }
     }
     if (natural)
@@ -523,23 +534,39 @@ void kquant_rows(const QuantisedX& x, int64_t m0, const Blocks& b, const void* c
     __m512 acc[M];
     for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
     dots(n, d, acc);
-    if (b.sub_min != nullptr) add_minima<M>(x, m0, mn, b.groups(), acc);
+    if (b.sub_min != nullptr || b.mins != nullptr) add_minima<M>(x, m0, mn, b.groups(), acc);
     for (int m = 0; m < M; ++m) out[(m0 + m) * stride + n] = c10::BFloat16(_mm512_reduce_add_ps(acc[m]));
   }
 }
 
-// Q4_K rows [n0, n1) (of `b`, kind q4k) for M rows of x from m0: per 64 bytes of codes (4 groups), their low and high
-// nibbles dotted with x's codes in two vpdpbusd (lanes 4i..4i+3: group i's), then in fp32 times the 4 groups' scales
-// and x's 4 block scales (one permute spreads them over the lanes).
+// 4-bit rows [n0, n1) (of `b`, kind q4k or q4) for M rows of x from m0: per 64 bytes of codes (4 groups), their low
+// and high nibbles dotted with x's codes in two vpdpbusd (lanes 4i..4i+3: group i's), then in fp32 times the 4 groups'
+// scales and x's 4 block scales (one permute spreads them over the lanes); a last 64 values likewise from 32 bytes.
 template <int M>
-void q4k_int8_rows(const QuantisedX& x, int64_t m0, const Blocks& b, int64_t n0, int64_t n1, c10::BFloat16* out,
+void four_bit_int8_rows(const QuantisedX& x, int64_t m0, const Blocks& b, int64_t n0, int64_t n1, c10::BFloat16* out,
                    int64_t stride) {
   const int64_t K = b.K, row_bytes = K / 2;
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  const int64_t whole = K / 128 * 128;
   kquant_rows<M>(x, m0, b, b.codes4, row_bytes, n0, n1, out, stride, [&](int64_t n, const float* d, __m512* acc) {
     const uint8_t* w = b.codes4 + n * row_bytes;
-    for (int64_t e = 0; e < K; e += 128) {
+    if (whole < K) {  // a last 64 values (2 groups): 32 bytes, lanes 0..3 group 0's, 4..7 group 1's
+      const __m512i c = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + whole / 2)));
+      const __m512i lo = _mm512_and_si512(c, nibble), hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), nibble);
+      const __m128 ws = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(d + whole / BLOCK)));
+      for (int m = 0; m < M; ++m) {
+        const int8_t* xa = x.nibble.data() + (m0 + m) * K + whole;
+        __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo,
+                                        _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa))));
+        t = _mm512_dpbusd_epi32(t, hi, _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa + 32))));
+        const __m128 two = _mm_castpd_ps(
+            _mm_load_sd(reinterpret_cast<const double*>(x.dx.data() + (m0 + m) * x.padded + whole / BLOCK)));
+        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(ws, two))),
+                                 acc[m]);
+      }
+    }
+    for (int64_t e = 0; e < whole; e += 128) {
       const __m512i c = _mm512_loadu_si512(w + e / 2);
       const __m512i lo = _mm512_and_si512(c, nibble), hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), nibble);
       const __m128 ws = _mm_load_ps(d + e / BLOCK);
@@ -554,11 +581,11 @@ void q4k_int8_rows(const QuantisedX& x, int64_t m0, const Blocks& b, int64_t n0,
   });
 }
 
-// 8-bit two-level rows (kind q8k: Q6_K's groups of 16, Q5_K's and IQ4_XS's of 32) [n0, n1) for M rows of x: per 64
+// 8-bit rows (kind q8k: Q6_K's groups of 16, Q5_K's and IQ4_XS's of 32; kind q8 in groups of 32) [n0, n1) for M rows of x: per 64
 // codes, read as unsigned q + 128 and dotted with x's codes by one vpdpbusd that starts from -128 times x's sums (so
 // each lane holds its 4 products of q exactly), then in fp32 times the groups' scales and x's block scales.
 template <int M>
-void q8k_int8_rows(const QuantisedX& x, int64_t m0, const Blocks& b, int64_t n0, int64_t n1, c10::BFloat16* out,
+void eight_bit_int8_rows(const QuantisedX& x, int64_t m0, const Blocks& b, int64_t n0, int64_t n1, c10::BFloat16* out,
                    int64_t stride) {
   const int64_t K = b.K;
   const bool sixteen = b.G == 16;
@@ -585,13 +612,13 @@ void q8k_int8_rows(const QuantisedX& x, int64_t m0, const Blocks& b, int64_t n0,
 }
 
 template <int M>
-struct KQuantInt8 {
+struct Int8Dots {
   static void run(int64_t m0, const QuantisedX& x, const Blocks& b, int64_t n0, int64_t n1, c10::BFloat16* out,
                   int64_t stride) {
-    if (b.kind == Kind::Q4K)
-      q4k_int8_rows<M>(x, m0, b, n0, n1, out, stride);
+    if (b.kind == Kind::Q4K || b.kind == Kind::Q4)
+      four_bit_int8_rows<M>(x, m0, b, n0, n1, out, stride);
     else
-      q8k_int8_rows<M>(x, m0, b, n0, n1, out, stride);
+      eight_bit_int8_rows<M>(x, m0, b, n0, n1, out, stride);
   }
 };
 

@@ -151,7 +151,7 @@ void rows(const Projection& p, const Inputs& in, int64_t M, int64_t n0, int64_t 
     if (a0 >= a1) continue;
 #ifdef SPD_INT8_DOT
     if (int8_dot_serves(b)) {
-      in_passes<KQuantInt8>(M, in.q, b, a0 - start, a1 - start, out + start, p.N);
+      in_passes<Int8Dots>(M, in.q, b, a0 - start, a1 - start, out + start, p.N);
       continue;
     }
 #endif
