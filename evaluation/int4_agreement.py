@@ -65,19 +65,22 @@ def pair_summary(rows: list[dict], a: str, b: str) -> str:
     return text
 
 
-def engine(name: str) -> LocalEngine:
+def engine(name: str, *, left_out: tuple[str, ...] = ()) -> LocalEngine:
     """hf: transformers' forward (bf16 here); hf-fp32: the same in fp32 (the GGUF's exact numbers); fast-bf16: the fast
     path on the float weights; int4: the default load;
     int8-head: int4 with the output projection as int8 rows; q8-head: as the GGUF's Q8_0 blocks. The fast ones run eager (no compile mid-run). A suffix
     `#n` makes another engine of the same kind (`hf,hf#2`: how often one kind disagrees with itself); `+kernel` (an
     int4 kind) has its decode steps on our CPU kernels (attention; where the CPU has AVX-512 BF16, the int4
-    projections and int8 head too: `matvec.py`), as the compiled step does (`int8-head+kernel`: what the server runs)."""
+    projections and int8 head too: `matvec.py`), as the compiled step does (`int8-head+kernel`: what the server runs);
+    `~group` after it leaves a kernel group out (`plan.KERNELS`: `q8-head+kernel~int8`, the plan without integer dot
+    products)."""
     name = name.partition("#")[0]
+    name, _, without = name.partition("~")
     name, kernel, _ = name.partition("+kernel")
     if kernel:
         from spd_lsp.engine import fast
 
-        one = engine(name)
+        one = engine(name, left_out=tuple(without.split("~")) if without else ())
         backend = fast.attached(one.loaded.model)
         backend.prepare()  # as the server's compile thread does: the float layers packed (where it packs), the kernel
         if not backend.kernel:
@@ -94,7 +97,7 @@ def engine(name: str) -> LocalEngine:
         loaded = load_model(fast=False)
         fast.attach(loaded.model, fast.build(loaded.model, compile=False))
         return LocalEngine(loaded)
-    loaded = load_model(compile=False, head={"int8-head": "int8", "q8-head": "q8"}.get(name, "float"))
+    loaded = load_model(compile=False, head={"int8-head": "int8", "q8-head": "q8"}.get(name, "float"), kernels=left_out)
     if not (loaded.fast and loaded.fast.get("fastPlan", {}).get("projections", {}).get("qkv", {}).get("decode") in
             ("q4_1 on matvec", "int4 (ATen-packed) on aten")):
         raise SystemExit(f"the default model did not load with int4 decode weights: {loaded.fast}")

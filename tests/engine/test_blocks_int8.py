@@ -4,8 +4,9 @@ BF16 (`engine/kernels/int8x.h`, feature "avx2-int8"; bf16 or fp32 x: test_portab
 build here). Both: x quantised once a call to int8 in blocks of 32 (dx = max|x| / 127), integer dot products of the
 codes, each group's scale times x's block scale in fp32, the minima's term from x's exact sums.
 
-Stated bound, checked here against gguf-py's dequantised float matmul: |ours - x W^T| <= sum_k |scale_g q_k| dx_b / 2
-(x's rounding to int8) plus the fp32 and bf16 roundings the float kernels have. The types a build does not serve on
+Stated bound, checked here against gguf-py's dequantised float matmul: |ours - x W^T| <= sum_k |scale_g c_k| dx_b / 2
+(x's rounding to int8; c = q - 8 for 4-bit codes on the VNNI kernels, which take them centred, else q) plus the fp32
+and bf16 roundings the float kernels have. The types a build does not serve on
 int8 x (with VNNI: Q4_0/Q4_1/Q8_0 and the other direct-scale types) keep their float kernels: their answers are tested
 unchanged in test_blocks.py; `int8_x=False` keeps the float products on every build (checked here too)."""
 
@@ -60,9 +61,15 @@ def _blocks(qtype: T, n: int, k: int, seed: int):
     return formats.blocks(raw, int(qtype), (n, k)), raw
 
 
+def centred() -> bool:
+    """The VNNI kernels take 4-bit codes as q - 8 (their minimum raised by 8 scales); AVX2's as they are."""
+    return "int8-dot" in build.features()
+
+
 def _code_part_and_minima(weights) -> tuple[torch.Tensor, torch.Tensor]:
-    """W's terms: scale_g * q_k [N, K] and each group's minimum [N, groups] (fp32; W = the first + the second). From
-    the codes, not as W minus the minima: a minimum much larger than its codes' term would swamp it in fp32."""
+    """W's terms as the kernels split it: scale_g * c_k [N, K] and each group's minimum [N, groups] (fp32; W = the first
+    + the second; c = q - 8 for 4-bit codes where `centred`, else q). From the codes, not as W minus the minima: a
+    minimum much larger than its codes' term would swamp it in fp32."""
     n, k = weights.shape
     scale, minimum = weights.group_scales()
     group = k // scale.shape[1]
@@ -70,6 +77,8 @@ def _code_part_and_minima(weights) -> tuple[torch.Tensor, torch.Tensor]:
     if weights.kind in ("q4", "q4k"):
         halves = codes.view(n, k // BLOCK, BLOCK // 2)
         q = torch.cat([halves & 15, halves >> 4], dim=-1).float().view(n, k)
+        if centred():
+            return (q - 8) * scale.repeat_interleave(group, dim=1), minimum + 8 * scale
     else:
         q = codes.float()
     return q * scale.repeat_interleave(group, dim=1), minimum

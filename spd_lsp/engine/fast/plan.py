@@ -41,9 +41,9 @@ AMX_LAYOUTS = frozenset({"q4_0", "q4_1", "q8_0"})
 FLOAT_LAYOUTS = frozenset({"f32", "f16", "bf16", "float"})
 # Where the CPU has integer dot products beside AVX-512 BF16 (VNNI) and no AMX, a model of blocks runs its trees,
 # batches and prefill on them (`blocks_int8`: x quantised to int8 a call, as llama.cpp does) and keeps no bf16 copy:
-# the bundled model's 120 layer projections at 22 / 128 / 512 rows took 27 / 157 / 550 ms against the copy's 38 / 171 /
-# 631 (`bench/bench_tiers.py`, 2 threads; measured on an Intel Xeon without AMX only: CHANGELOG). Elsewhere (no VNNI),
-# a model of blocks keeps a bf16 copy of its layers' projections for trees and prefill (oneDNN-blocked, on a CPU without
+# the bundled model's 121 projections at 8 / 22 / 128 / 512 rows took 18 / 48 / 205 / 866 ms against the copy's
+# 30 / 51 / 222 / 872 (`bench/bench_tiers.py`, 2 threads; measured on an Intel Xeon without AMX only: CHANGELOG).
+# Elsewhere (no VNNI), a model of blocks keeps a bf16 copy of its layers' projections for trees and prefill (oneDNN-blocked, on a CPU without
 # AMX) where the copy is at most this big: on the bundled model (a 212 MB copy) its 121 projections at 25 rows (a
 # verification tree) took 22 ms against 53 ms dequantised a tile at a time, at 512 rows 394 against 533 ms (1 thread,
 # docs/performance-step.md); a 1.7B model's copy (3.2 GB) would not fit beside it, so those dequantise.
@@ -245,7 +245,8 @@ def resolve_facts(facts: ModelFacts, target: Target, *, left_out: tuple[str, ...
     aten = Choice("int4 (ATen-packed)", "tinygemm" if target.device == "cuda" else "aten")
 
     if facts.from_blocks:
-        int8 = usable("int8", bf16_only, (cpu is not None and cpu.int8_dot, f"no AVX-512 VNNI ({cpu.isa if cpu else '-'})"),
+        int8 = usable("int8", bf16_only,
+                      (cpu is not None and cpu.int8_dot, f"no AVX-512 VNNI ({cpu.isa if cpu else '-'})"),
                       (not (cpu is not None and cpu.amx), "AMX's tiles serve trees and prefill"))
         copy = packed and facts.float_copy_bytes <= FLOAT_COPY_MAX and not int8
         if packed and int8:
@@ -346,7 +347,7 @@ def _roles_from_blocks(facts: ModelFacts, target: Target, *, usable: Any, copy: 
         # serves them (a small model): the head has no copy, so it takes the matvec kernels there too.
         no_amx = not (target.cpu is not None and target.cpu.amx)
         few_rows = decode if library and no_amx and (not copy or role == "head") else wide
-        if int8:
+        if int8 and role != "head":  # the head's logits keep x's bf16 numbers (int8 x moved near-ties: CHANGELOG)
             wide = few_rows = Choice(layout, "int8")
         batch = Choice(layout, "amx") if amx and layout in AMX_LAYOUTS else few_rows
         roles.append(RolePlan(role, decode, batch, wide))

@@ -425,14 +425,18 @@ struct Q8 {
 // to int8 in blocks of 32 along K (a scale dx = max|x| / 127 a block, codes round(x / dx)), each group's codes dotted
 // with x's codes by VNNI's vpdpbusd (unsigned bytes times signed bytes, 4 products summed into each 32-bit lane:
 // exact), then the group's scale times x's block scale applied in fp32; the minima's term from x's exact fp32 sums.
-// So the result differs from the float products by x's rounding alone: |error| <= sum_k |scale_g * q_k| * dx_b / 2
-// (b: k's block of 32), plus fp32's and the output's bf16 rounding (tests/engine/test_blocks_int8.py checks it).
+// 4-bit codes are taken as centred (q - 8, their minimum raised by 8 times their scale): 8 scale times the difference
+// of x's exact sum and its rounded one is added back, so x's rounding meets q - 8, not q (about half the error).
+// So the result differs from the float products by x's rounding alone: |error| <= sum_k |scale_g * c_k| * dx_b / 2
+// (c_k = q_k - 8 for 4-bit codes, q_k for 8-bit ones; b: k's block of 32), plus fp32's and the output's bf16 rounding
+// (tests/engine/test_blocks_int8.py checks it).
 struct QuantisedX {
   std::vector<int8_t> natural;  // [rows, K]: the 8-bit kernel's order
   std::vector<int8_t> nibble;  // [rows, K]: per 4 blocks (128 values) elements 0..15 of each (64 bytes), then 16..31
                                // of each: the order of a 4-bit row's 64 bytes split into low and high nibbles
   std::vector<int32_t> offset;  // [rows, K / 4]: -128 times each 4 codes' sum (the 8-bit kernel reads q + 128)
   std::vector<float> dx, sums;  // [rows, padded]: each block's scale, and its sum of x in fp32 (the minima's term)
+  std::vector<float> drift;  // [rows, padded], 4-bit: each block's sum of x less its rounded one (dx times its codes')
   int64_t padded = 0;
 };
 
@@ -456,7 +460,10 @@ inline void quantise_into(QuantisedX& q, const c10::BFloat16* x, int64_t rows, i
   q.padded = (blocks + 15) / 16 * 16;
   q.dx.assign(rows * q.padded, 0.f);
   q.sums.assign(rows * q.padded, 0.f);
-  if (nibble) q.nibble.resize(rows * K);
+  if (nibble) {
+    q.nibble.resize(rows * K);
+    q.drift.assign(rows * q.padded, 0.f);
+  }
   if (natural) {
     q.natural.resize(rows * K);
     q.offset.resize(rows * K / 4);
@@ -487,6 +494,9 @@ inline void quantise_into(QuantisedX& q, const c10::BFloat16* x, int64_t rows, i
         int8_t* out = q.nibble.data() + m * K + (g / 4) * 128 + (g % 4) * 16;
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out), codes[0]);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + span / 2), codes[1]);
+        const int32_t total = _mm512_reduce_add_epi32(
+            _mm512_add_epi32(_mm512_cvtepi8_epi32(codes[0]), _mm512_cvtepi8_epi32(codes[1])));
+        q.drift[m * q.padded + g] = q.sums[m * q.padded + g] - q.dx[m * q.padded + g] * static_cast<float>(total);
       }
     }
     if (natural)
@@ -496,6 +506,11 @@ inline void quantise_into(QuantisedX& q, const c10::BFloat16* x, int64_t rows, i
         _mm512_storeu_si512(q.offset.data() + (m * K + k) / 4, _mm512_sub_epi32(_mm512_setzero_si512(), sums));
       }
   }
+}
+
+// 32 bytes from p in a zmm's low half, the high half zeros.
+inline __m512i half_zmm(const void* p) {
+  return _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
 // The codes of the row ~PREFETCH_BYTES past row n (whole rows: at least the next one) on their way into L2. Codes
@@ -510,14 +525,19 @@ inline void prefetch_row(const Blocks& b, const void* codes, int64_t row_bytes, 
   for (int64_t line = 0; line < row_bytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T1);
 }
 
-// The minima's term of a row: sum over groups of mn[g] * x's block sums (groups of 32).
+// The minima's term of a row: sum over groups of mn[g] * x's block sums (groups of 32); where `d` (4-bit codes,
+// centred), plus 8 d[g] times x's block drift.
 template <int M>
-inline void add_minima(const QuantisedX& x, int64_t m0, const float* mn, int64_t groups, __m512* acc) {
+inline void add_minima(const QuantisedX& x, int64_t m0, const float* mn, const float* d, int64_t groups, __m512* acc) {
   for (int64_t g = 0; g < groups; g += 16) {
     const __mmask16 live = groups_from(g, groups);
     const __m512 minimum = _mm512_maskz_load_ps(live, mn + g);
     for (int m = 0; m < M; ++m)
       acc[m] = _mm512_fmadd_ps(minimum, _mm512_maskz_loadu_ps(live, x.sums.data() + (m0 + m) * x.padded + g), acc[m]);
+    if (d == nullptr) continue;
+    const __m512 eight = _mm512_mul_ps(_mm512_set1_ps(8.f), _mm512_maskz_load_ps(live, d + g));
+    for (int m = 0; m < M; ++m)
+      acc[m] = _mm512_fmadd_ps(eight, _mm512_maskz_loadu_ps(live, x.drift.data() + (m0 + m) * x.padded + g), acc[m]);
   }
 }
 
@@ -534,7 +554,10 @@ void kquant_rows(const QuantisedX& x, int64_t m0, const Blocks& b, const void* c
     __m512 acc[M];
     for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
     dots(n, d, acc);
-    if (b.sub_min != nullptr || b.mins != nullptr) add_minima<M>(x, m0, mn, b.groups(), acc);
+    if (b.four_bit())
+      add_minima<M>(x, m0, mn, d, b.groups(), acc);
+    else if (b.sub_min != nullptr || b.mins != nullptr)
+      add_minima<M>(x, m0, mn, nullptr, b.groups(), acc);
     for (int m = 0; m < M; ++m) out[(m0 + m) * stride + n] = c10::BFloat16(_mm512_reduce_add_ps(acc[m]));
   }
 }
@@ -552,18 +575,17 @@ void four_bit_int8_rows(const QuantisedX& x, int64_t m0, const Blocks& b, int64_
   kquant_rows<M>(x, m0, b, b.codes4, row_bytes, n0, n1, out, stride, [&](int64_t n, const float* d, __m512* acc) {
     const uint8_t* w = b.codes4 + n * row_bytes;
     if (whole < K) {  // a last 64 values (2 groups): 32 bytes, lanes 0..3 group 0's, 4..7 group 1's
-      const __m512i c = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + whole / 2)));
+      const __m512i c = half_zmm(w + whole / 2);
       const __m512i lo = _mm512_and_si512(c, nibble), hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), nibble);
       const __m128 ws = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(d + whole / BLOCK)));
       for (int m = 0; m < M; ++m) {
         const int8_t* xa = x.nibble.data() + (m0 + m) * K + whole;
-        __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo,
-                                        _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa))));
-        t = _mm512_dpbusd_epi32(t, hi, _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa + 32))));
+        __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, half_zmm(xa));
+        t = _mm512_dpbusd_epi32(t, hi, half_zmm(xa + 32));
         const __m128 two = _mm_castpd_ps(
             _mm_load_sd(reinterpret_cast<const double*>(x.dx.data() + (m0 + m) * x.padded + whole / BLOCK)));
-        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(ws, two))),
-                                 acc[m]);
+        const __m512 s = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(ws, two)));
+        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), s, acc[m]);
       }
     }
     for (int64_t e = 0; e < whole; e += 128) {
