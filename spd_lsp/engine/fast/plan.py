@@ -30,8 +30,8 @@ KERNELS: dict[str, str] = {
     "packed-weights": "float weights in oneDNN's blocked layout (left out: plain float weights)",
     "tiles": "the GGUF's blocks dequantised a tile at a time into a matmul, for trees and prefill (left out: torch's "
              "ops on slices of them)",
-    "int8": "integer dot products on the GGUF's blocks for trees, batches and prefill (AVX-512 VNNI; left out: a "
-            "small model's bf16 copy, else the matvec kernels and tiles)",
+    "int8": "integer dot products on the GGUF's blocks for trees and batches (AVX-512 VNNI; left out: a small "
+            "model's bf16 copy, else the matvec kernels)",
 }
 # GGUF layouts the tuned AVX-512 BF16 kernels take as they are (`matvec.cpp`: 4-bit codes with an fp16 scale and
 # minimum a group of 32, or 8-bit codes with an fp16 scale a group of 32); the others run the portable kernels.
@@ -39,11 +39,11 @@ TUNED_LAYOUTS = frozenset({"q4_0", "q4_1", "q8_0", "q5_0", "iq4_nl"})
 # Those AMX's tiles take (`amx.cpp`: Q4_1-like rows, Q8_0 blocks).
 AMX_LAYOUTS = frozenset({"q4_0", "q4_1", "q8_0"})
 FLOAT_LAYOUTS = frozenset({"f32", "f16", "bf16", "float"})
-# Where the CPU has integer dot products beside AVX-512 BF16 (VNNI) and no AMX, a model of blocks runs its trees,
-# batches and prefill on them (`blocks_int8`: x quantised to int8 a call, as llama.cpp does) and keeps no bf16 copy:
-# the bundled model's 121 projections at 8 / 22 / 128 / 512 rows took 18 / 48 / 205 / 866 ms against the copy's
-# 30 / 51 / 222 / 872 (`bench/bench_tiers.py`, 2 threads; measured on an Intel Xeon without AMX only: CHANGELOG).
-# Elsewhere (no VNNI), a model of blocks keeps a bf16 copy of its layers' projections for trees and prefill (oneDNN-blocked, on a CPU without
+# Where the CPU has integer dot products beside AVX-512 BF16 (VNNI) and no AMX, a model of blocks runs its layers'
+# trees and batches on them (`blocks_int8`: x quantised to int8 a call, as llama.cpp does), its prefill on tiles, and
+# keeps no bf16 copy: the bundled model's 121 projections at 8 / 22 rows took 18 / 48 ms on int8 x against the copy's
+# 30 / 51, at 512 rows 1,078 ms on tiles against the copy's 872 (`bench/bench_tiers.py`, 2 threads; measured on an
+# Intel Xeon without AMX only: CHANGELOG). Elsewhere (no VNNI), a model of blocks keeps a bf16 copy of its layers' projections for trees and prefill (oneDNN-blocked, on a CPU without
 # AMX) where the copy is at most this big: on the bundled model (a 212 MB copy) its 121 projections at 25 rows (a
 # verification tree) took 22 ms against 53 ms dequantised a tile at a time, at 512 rows 394 against 533 ms (1 thread,
 # docs/performance-step.md); a 1.7B model's copy (3.2 GB) would not fit beside it, so those dequantise.
@@ -250,7 +250,8 @@ def resolve_facts(facts: ModelFacts, target: Target, *, left_out: tuple[str, ...
                       (not (cpu is not None and cpu.amx), "AMX's tiles serve trees and prefill"))
         copy = packed and facts.float_copy_bytes <= FLOAT_COPY_MAX and not int8
         if packed and int8:
-            why["packed-weights"] = "trees and prefill run on the blocks' integer dot products (no bf16 copy kept)"
+            why["packed-weights"] = ("trees run on the blocks' integer dot products, prefill on tiles of them (no bf16 "
+                                     "copy kept)")
         elif packed and not copy:
             why["packed-weights"] = (f"a bf16 copy of the blocks would hold {facts.float_copy_bytes / 1e6:,.0f} MB "
                                      f"(kept up to {FLOAT_COPY_MAX / 1e6:,.0f} MB)")
@@ -324,9 +325,9 @@ def _roles_of_module(facts: ModelFacts, target: Target, *, matvec: bool, amx: bo
 def _roles_from_blocks(facts: ModelFacts, target: Target, *, usable: Any, copy: bool, int8: bool, plain: Choice
                        ) -> list[RolePlan]:
     """A model of the GGUF's blocks: decode on the matvec kernels (the tuned ones where the layout and CPU take them),
-    trees and prefill on AMX's tiles (Q4_0/Q4_1/Q8_0 on a CPU with AMX), on integer dot products where `int8` (VNNI,
-    no AMX), on a bf16 copy in oneDNN's layout where `copy` (a small model on a CPU without either:
-    `FLOAT_COPY_MAX`), else trees on the matvec kernels (no AMX: `BATCH_MATVEC_ROWS`) and prefill dequantised a tile at
+    trees and prefill on AMX's tiles (Q4_0/Q4_1/Q8_0 on a CPU with AMX), trees on integer dot products and prefill on
+    tiles where `int8` (VNNI, no AMX), on a bf16 copy in oneDNN's layout where `copy` (a small model on a CPU without
+    either: `FLOAT_COPY_MAX`), else trees on the matvec kernels (no AMX: `BATCH_MATVEC_ROWS`) and prefill dequantised a tile at
     a time into a matmul; torch's ops on slices of the blocks where our library is not loaded."""
     library = usable("matvec")
     tiles = usable("tiles")
@@ -347,8 +348,10 @@ def _roles_from_blocks(facts: ModelFacts, target: Target, *, usable: Any, copy: 
         # serves them (a small model): the head has no copy, so it takes the matvec kernels there too.
         no_amx = not (target.cpu is not None and target.cpu.amx)
         few_rows = decode if library and no_amx and (not copy or role == "head") else wide
-        if int8 and role != "head":  # the head's logits keep x's bf16 numbers (int8 x moved near-ties: CHANGELOG)
-            wide = few_rows = Choice(layout, "int8")
+        # int8 x serves the layers' trees and batches only: a prompt's (its cache's numbers) and the head's logits
+        # keep bf16 x (int8 x there moved top drafts: CHANGELOG)
+        if int8 and role != "head":
+            few_rows = Choice(layout, "int8")
         batch = Choice(layout, "amx") if amx and layout in AMX_LAYOUTS else few_rows
         roles.append(RolePlan(role, decode, batch, wide))
     return roles
