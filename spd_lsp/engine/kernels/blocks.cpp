@@ -296,8 +296,9 @@ at::Tensor int8_linear(const at::Tensor& x, const std::string& kind, at::TensorL
   return matvec(x, kind, parts, group, /*int8_x=*/true);
 }
 
-// Rows of W dequantised a tile at a time: this many rows, or fewer for wide rows (a tile of at most ~2 MB in bf16).
-int64_t tile_rows(int64_t K) { return std::max<int64_t>(16, std::min<int64_t>(1024, (1 << 20) / K)); }
+// Rows of W a thread dequantises into its own tile before each matmul: ~256 KB of bf16 (the tile stays in that core's
+// L2 for its matmul, which runs on that thread alone).
+int64_t tile_rows(int64_t K) { return std::max<int64_t>(16, std::min<int64_t>(1024, (1 << 17) / K)); }
 
 at::Tensor linear(const at::Tensor& x, const std::string& kind, at::TensorList parts, int64_t group) {
   const Blocks b = blocks_of(kind, parts, group, "blocks_linear");
@@ -305,34 +306,33 @@ at::Tensor linear(const at::Tensor& x, const std::string& kind, at::TensorList p
   const int64_t M = x.size(0), T = tile_rows(b.K);
   at::Tensor transposed = at::empty({b.N, M}, x.options());  // W x^T, a tile's rows at a time
   if (M == 0 || b.N == 0) return transposed.t().contiguous();
-  at::Tensor tile = at::empty({T, b.K}, x.options());
   const at::Tensor xt = x.t().contiguous();  // [K, M]: each tile's matmul reads it as it is
   const bool bf16 = x.scalar_type() == at::kBFloat16;
-  for (int64_t n0 = 0; n0 < b.N; n0 += T) {
-    const int64_t rows = std::min(T, b.N - n0);
-    at::parallel_for(0, rows, std::max<int64_t>(1, grain(b) / 4), [&](int64_t i0, int64_t i1) {
+  // Each thread its own rows of W, a tile at a time: dequantised, then multiplied by ATen's matmul (single-threaded
+  // inside a parallel region), so no tile crosses cores and no barrier parts a tile's two steps.
+  at::parallel_for(0, b.N, T, [&](int64_t n0, int64_t n1) {
+    at::Tensor tile = at::empty({T, b.K}, x.options());
+    std::vector<float> w(b.K), s(b.groups()), m(b.groups());
+    for (int64_t t0 = n0; t0 < n1; t0 += T) {
+      const int64_t rows = std::min(T, n1 - t0);
+      for (int64_t i = 0; i < rows; ++i) {
 #ifdef SPD_MATVEC
-      if (bf16) {
-        alignas(64) float s[MAX_GROUPS], m[MAX_GROUPS];
-        for (int64_t i = i0; i < i1; ++i)
-          dequantise_row_bf16(b, n0 + i, s, m, tile.mutable_data_ptr<c10::BFloat16>() + i * b.K);
-        return;
-      }
-#endif
-      std::vector<float> w(b.K), s(b.groups()), m(b.groups());
-      for (int64_t i = i0; i < i1; ++i) {
-        b.row(n0 + i, w.data(), s.data(), m.data());
         if (bf16) {
-          c10::BFloat16* dst = tile.mutable_data_ptr<c10::BFloat16>() + i * b.K;
-          at::vec::convert(w.data(), dst, b.K);
-        } else {
-          std::copy(w.begin(), w.end(), tile.mutable_data_ptr<float>() + i * b.K);
+          alignas(64) float sa[MAX_GROUPS], ma[MAX_GROUPS];
+          dequantise_row_bf16(b, t0 + i, sa, ma, tile.mutable_data_ptr<c10::BFloat16>() + i * b.K);
+          continue;
         }
+#endif
+        b.row(t0 + i, w.data(), s.data(), m.data());
+        if (bf16)
+          at::vec::convert(w.data(), tile.mutable_data_ptr<c10::BFloat16>() + i * b.K, b.K);
+        else
+          std::copy(w.begin(), w.end(), tile.mutable_data_ptr<float>() + i * b.K);
       }
-    });
-    at::Tensor part = transposed.narrow(0, n0, rows);
-    at::mm_out(part, tile.narrow(0, 0, rows), xt);
-  }
+      at::Tensor part = transposed.narrow(0, t0, rows);
+      at::mm_out(part, tile.narrow(0, 0, rows), xt);
+    }
+  });
   return transposed.t().contiguous();
 }
 
