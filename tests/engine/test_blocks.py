@@ -72,6 +72,24 @@ def test_matvec_and_tiles_give_x_times_the_blocks(built, qtype, m) -> None:
         assert _close(kernels.linear(xs, weights.kind, parts, weights.group), xs, w, rounded_weights=xs.dtype == torch.bfloat16)
 
 
+def test_tiles_split_over_threads_answer_inside_inference_mode(built) -> None:
+    """The tiles' threads each write their rows of the output: under the engine's inference mode too (it failed so:
+    "Inplace update to inference tensor outside InferenceMode" from the threads, which did not hold the mode), and
+    the same numbers with one thread or two."""
+    weights = _blocks(T.Q4_1, 1000, 576, seed=7)  # rows for several threads' tiles (~227 rows a tile at K = 576)
+    x = torch.randn(40, 576, generator=torch.Generator().manual_seed(7)).bfloat16()
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with torch.inference_mode():
+            got = kernels.linear(x, weights.kind, list(weights.parts), weights.group)
+        torch.set_num_threads(1)
+        alone = kernels.linear(x, weights.kind, list(weights.parts), weights.group)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(got, alone) and _close(got, x, weights.dequantised(), rounded_weights=True)
+
+
 def test_a_joined_q4_k_m_projection_on_each_kernel_answers_as_torch_does(built) -> None:
     """q and k in Q4_K, v in Q6_K (a Q4_K_M file's attention): each Linear the plan may choose, same answers."""
     from spd_lsp.engine.fast.backend import on_blocks

@@ -14,6 +14,7 @@
 //     into the activations' dtype and multiplied by ATen's matmul (oneDNN), so no float copy of W is ever kept (the
 //     batch and prefill tiers).
 #include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 #include <ATen/ops/empty.h>
@@ -309,8 +310,11 @@ at::Tensor linear(const at::Tensor& x, const std::string& kind, at::TensorList p
   const at::Tensor xt = x.t().contiguous();  // [K, M]: each tile's matmul reads it as it is
   const bool bf16 = x.scalar_type() == at::kBFloat16;
   // Each thread its own rows of W, a tile at a time: dequantised, then multiplied by ATen's matmul (single-threaded
-  // inside a parallel region), so no tile crosses cores and no barrier parts a tile's two steps.
+  // inside a parallel region), so no tile crosses cores and no barrier parts a tile's two steps. The caller's inference
+  // mode holds in every thread (its output is written there).
+  const bool inference = c10::InferenceMode::is_enabled();
   at::parallel_for(0, b.N, T, [&](int64_t n0, int64_t n1) {
+    c10::InferenceMode mode(inference);
     at::Tensor tile = at::empty({T, b.K}, x.options());
     std::vector<float> w(b.K), s(b.groups()), m(b.groups());
     for (int64_t t0 = n0; t0 < n1; t0 += T) {
