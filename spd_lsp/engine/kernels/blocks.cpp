@@ -299,45 +299,54 @@ at::Tensor int8_linear(const at::Tensor& x, const std::string& kind, at::TensorL
 
 // Rows of W a thread dequantises into its own tile before each matmul: ~256 KB of bf16 (the tile stays in that core's
 // L2 for its matmul, which runs on that thread alone).
-int64_t tile_rows(int64_t K) { return std::max<int64_t>(16, std::min<int64_t>(1024, (1 << 17) / K)); }
+int64_t tile_rows(int64_t K) { return std::max<int64_t>(16, std::min<int64_t>(1024, (1 << 19) / K)); }
+
+// The tiles' matmuls run in fp32 (the blocks' exact numbers, x's bf16 ones) but where AMX's bf16 matmuls serve: on a
+// CPU without AMX oneDNN's fp32 matmul outran its bf16 one (the bundled model's layers at 512 rows 418 ms on fp32
+// weights dequantised whole against 638 on its bf16 copy, Intel Xeon without AMX; docs/performance.md).
+#if defined(__AMX_TILE__)
+constexpr bool FP32_TILES = false;
+#else
+constexpr bool FP32_TILES = true;
+#endif
 
 at::Tensor linear(const at::Tensor& x, const std::string& kind, at::TensorList parts, int64_t group) {
   const Blocks b = blocks_of(kind, parts, group, "blocks_linear");
   check_x(x, b.K, "blocks_linear");
   const int64_t M = x.size(0), T = tile_rows(b.K);
-  at::Tensor transposed = at::empty({b.N, M}, x.options());  // W x^T, a tile's rows at a time
-  if (M == 0 || b.N == 0) return transposed.t().contiguous();
-  const at::Tensor xt = x.t().contiguous();  // [K, M]: each tile's matmul reads it as it is
-  const bool bf16 = x.scalar_type() == at::kBFloat16;
+  const bool bf16 = x.scalar_type() == at::kBFloat16 && !FP32_TILES;  // the tiles' dtype
+  const at::TensorOptions options = x.options().dtype(bf16 ? at::kBFloat16 : at::kFloat);
+  at::Tensor out = at::empty({M, b.N}, options);  // x W^T, a tile's columns at a time
+  if (M == 0 || b.N == 0) return out.to(x.scalar_type());
+  const at::Tensor xs = x.to(options.dtype()).contiguous();
   // Each thread its own rows of W, a tile at a time: dequantised, then multiplied by ATen's matmul (single-threaded
-  // inside a parallel region), so no tile crosses cores and no barrier parts a tile's two steps. The caller's inference
-  // mode holds in every thread (its output is written there).
+  // inside a parallel region) into its columns of the output, so no tile crosses cores and no barrier parts a tile's
+  // two steps. The caller's inference mode holds in every thread (its output is written there).
   const bool inference = c10::InferenceMode::is_enabled();
   at::parallel_for(0, b.N, T, [&](int64_t n0, int64_t n1) {
     c10::InferenceMode mode(inference);
-    at::Tensor tile = at::empty({T, b.K}, x.options());
+    at::Tensor tile = at::empty({T, b.K}, options);
     std::vector<float> w(b.K), s(b.groups()), m(b.groups());
     for (int64_t t0 = n0; t0 < n1; t0 += T) {
       const int64_t rows = std::min(T, n1 - t0);
       for (int64_t i = 0; i < rows; ++i) {
-#ifdef SPD_MATVEC
-        if (bf16) {
-          alignas(64) float sa[MAX_GROUPS], ma[MAX_GROUPS];
-          dequantise_row_bf16(b, t0 + i, sa, ma, tile.mutable_data_ptr<c10::BFloat16>() + i * b.K);
+        if (!bf16) {
+          b.row(t0 + i, tile.mutable_data_ptr<float>() + i * b.K, s.data(), m.data());
           continue;
         }
-#endif
+#ifdef SPD_MATVEC
+        alignas(64) float sa[MAX_GROUPS], ma[MAX_GROUPS];
+        dequantise_row_bf16(b, t0 + i, sa, ma, tile.mutable_data_ptr<c10::BFloat16>() + i * b.K);
+#else
         b.row(t0 + i, w.data(), s.data(), m.data());
-        if (bf16)
-          at::vec::convert(w.data(), tile.mutable_data_ptr<c10::BFloat16>() + i * b.K, b.K);
-        else
-          std::copy(w.begin(), w.end(), tile.mutable_data_ptr<float>() + i * b.K);
+        at::vec::convert(w.data(), tile.mutable_data_ptr<c10::BFloat16>() + i * b.K, b.K);
+#endif
       }
-      at::Tensor part = transposed.narrow(0, t0, rows);
-      at::mm_out(part, tile.narrow(0, 0, rows), xt);
+      at::Tensor part = out.narrow(1, t0, rows);
+      at::mm_out(part, xs, tile.narrow(0, 0, rows).t());
     }
   });
-  return transposed.t().contiguous();
+  return out.to(x.scalar_type());
 }
 
 }  // namespace
