@@ -40,10 +40,10 @@ TUNED_LAYOUTS = frozenset({"q4_0", "q4_1", "q8_0", "q5_0", "iq4_nl"})
 AMX_LAYOUTS = frozenset({"q4_0", "q4_1", "q8_0"})
 FLOAT_LAYOUTS = frozenset({"f32", "f16", "bf16", "float"})
 # Where the CPU has integer dot products beside AVX-512 BF16 (VNNI) and no AMX, a model of blocks runs its layers'
-# trees and batches on them (`blocks_int8`: x quantised to int8 a call, as llama.cpp does), its prefill on tiles, and
-# keeps no bf16 copy: the bundled model's 121 projections at 8 / 22 rows took 18 / 48 ms on int8 x against the copy's
-# 30 / 51, at 512 rows 1,078 ms on tiles against the copy's 872 (`bench/bench_tiers.py`, 2 threads; measured on an
-# Intel Xeon without AMX only: CHANGELOG). Elsewhere (no VNNI), a model of blocks keeps a bf16 copy of its layers' projections for trees and prefill (oneDNN-blocked, on a CPU without
+# trees and batches on them (`blocks_int8`: x quantised to int8 a call, as llama.cpp does), its prefill on tiles (fp32
+# there: `blocks.cpp`), and keeps no bf16 copy: the bundled model's projections at 8 / 22 rows took 15 / 52 ms on int8
+# x against the copy's 25 / 53 (`bench/bench_tiers.py`, 2 threads), its layers at 512 rows 468 ms on tiles against the
+# copy's 665 (measured on an Intel Xeon without AMX only: CHANGELOG). Elsewhere (no VNNI), a model of blocks keeps a bf16 copy of its layers' projections for trees and prefill (oneDNN-blocked, on a CPU without
 # AMX) where the copy is at most this big: on the bundled model (a 212 MB copy) its 121 projections at 25 rows (a
 # verification tree) took 22 ms against 53 ms dequantised a tile at a time, at 512 rows 394 against 533 ms (1 thread,
 # docs/performance-step.md); a 1.7B model's copy (3.2 GB) would not fit beside it, so those dequantise.
