@@ -49,7 +49,7 @@ class CpuProfile:
     @property
     def int8_dot(self) -> bool:
         """AVX-512 VNNI's int8 dot products beside AVX-512 BF16: the K-quants' decode kernels, and every kind of blocks'
-        trees, batches and prefill (int8 activations)."""
+        trees and batches (int8 activations)."""
         return self.bf16_dot and "avx512_vnni" in self.flags
 
     @property

@@ -128,6 +128,19 @@ def test_blocks_on_int8_activations_stay_within_the_stated_bound_of_gguf_py_s_ma
     assert (int8_bound(x, weights) <= (x.double().abs() @ code_part.double().abs().T) * 2 ** -5 + 1e-30).all()
 
 
+def computes_what_it_says(got: torch.Tensor, x: torch.Tensor, weights) -> bool:
+    """got equals the torch model of the int8 arithmetic (x's int8 codes, exact integer dots, scales in fp32, minima
+    from x's exact sums) up to fp32 accumulation and the output's bf16 rounding (much tighter than the bound)."""
+    codes, dx = x_in_int8(x)
+    code_part, minimum = _code_part_and_minima(weights)
+    group = x.shape[1] // minimum.shape[1]
+    x_rounded = codes * dx.repeat_interleave(BLOCK, dim=1)
+    sums = x.double().view(x.shape[0], -1, group).sum(dim=-1)
+    want = x_rounded.double() @ code_part.double().T + sums @ minimum.double().T
+    size = x_rounded.double().abs() @ code_part.double().abs().T + sums.abs() @ minimum.double().abs().T
+    return bool(((got.double() - want).abs() <= want.abs() * 2 ** -8 + size * 2 ** -20).all())
+
+
 @pytest.mark.parametrize("qtype", TYPES)
 def test_the_int8_path_computes_what_it_says(qtype) -> None:
     """Against a torch model of the arithmetic (x's int8 codes, exact integer dots, scales in fp32, minima from x's
@@ -135,15 +148,7 @@ def test_the_int8_path_computes_what_it_says(qtype) -> None:
     weights, _ = _blocks(qtype, 40, 1024, seed=int(qtype))
     served_or_skip(weights)
     x = torch.randn(5, 1024, generator=torch.Generator().manual_seed(1)).bfloat16()
-    codes, dx = x_in_int8(x)
-    code_part, minimum = _code_part_and_minima(weights)
-    group = 1024 // minimum.shape[1]
-    x_rounded = codes * dx.repeat_interleave(BLOCK, dim=1)
-    sums = x.double().view(5, -1, group).sum(dim=-1)
-    want = x_rounded.double() @ code_part.double().T + sums @ minimum.double().T
-    size = x_rounded.double().abs() @ code_part.double().abs().T + sums.abs() @ minimum.double().abs().T
-    got = kernels.matvec(x, weights.kind, list(weights.parts), weights.group).double()
-    assert ((got - want).abs() <= want.abs() * 2 ** -8 + size * 2 ** -20).all()
+    assert computes_what_it_says(kernels.matvec(x, weights.kind, list(weights.parts), weights.group), x, weights)
 
 
 def test_x_of_zeros_and_of_one_block_s_extremes() -> None:
@@ -204,12 +209,4 @@ def test_blocks_int8_computes_what_it_says_for_many_rows(qtype) -> None:
     k = 1280 if qtype == T.Q4_K else 1216
     weights, _ = _blocks(qtype, 33, k, seed=int(qtype))
     x = torch.randn(37, k, generator=torch.Generator().manual_seed(3)).bfloat16()
-    codes, dx = x_in_int8(x)
-    code_part, minimum = _code_part_and_minima(weights)
-    group = k // minimum.shape[1]
-    x_rounded = codes * dx.repeat_interleave(BLOCK, dim=1)
-    sums = x.double().view(37, -1, group).sum(dim=-1)
-    want = x_rounded.double() @ code_part.double().T + sums @ minimum.double().T
-    size = x_rounded.double().abs() @ code_part.double().abs().T + sums.abs() @ minimum.double().abs().T
-    got = kernels.int8(x, weights.kind, list(weights.parts), weights.group).double()
-    assert ((got - want).abs() <= want.abs() * 2 ** -8 + size * 2 ** -20).all()
+    assert computes_what_it_says(kernels.int8(x, weights.kind, list(weights.parts), weights.group), x, weights)

@@ -43,8 +43,9 @@ FLOAT_LAYOUTS = frozenset({"f32", "f16", "bf16", "float"})
 # trees and batches on them (`blocks_int8`: x quantised to int8 a call, as llama.cpp does), its prefill on tiles (fp32
 # there: `blocks.cpp`), and keeps no bf16 copy: the bundled model's projections at 8 / 22 rows took 15 / 52 ms on int8
 # x against the copy's 25 / 53 (`bench/bench_tiers.py`, 2 threads), its layers at 512 rows 468 ms on tiles against the
-# copy's 665 (measured on an Intel Xeon without AMX only: CHANGELOG). Elsewhere (no VNNI), a model of blocks keeps a bf16 copy of its layers' projections for trees and prefill (oneDNN-blocked, on a CPU without
-# AMX) where the copy is at most this big: on the bundled model (a 212 MB copy) its 121 projections at 25 rows (a
+# copy's 665 (measured on an Intel Xeon without AMX only: CHANGELOG). Elsewhere (no VNNI), a model of blocks keeps a
+# bf16 copy of its layers' projections for trees and prefill (oneDNN-blocked, on a CPU without AMX) where the copy is
+# at most this big: on the bundled model (a 212 MB copy) its 121 projections at 25 rows (a
 # verification tree) took 22 ms against 53 ms dequantised a tile at a time, at 512 rows 394 against 533 ms (1 thread,
 # docs/performance-step.md); a 1.7B model's copy (3.2 GB) would not fit beside it, so those dequantise.
 FLOAT_COPY_MAX = 300_000_000
@@ -327,8 +328,8 @@ def _roles_from_blocks(facts: ModelFacts, target: Target, *, usable: Any, copy: 
     """A model of the GGUF's blocks: decode on the matvec kernels (the tuned ones where the layout and CPU take them),
     trees and prefill on AMX's tiles (Q4_0/Q4_1/Q8_0 on a CPU with AMX), trees on integer dot products and prefill on
     tiles where `int8` (VNNI, no AMX), on a bf16 copy in oneDNN's layout where `copy` (a small model on a CPU without
-    either: `FLOAT_COPY_MAX`), else trees on the matvec kernels (no AMX: `BATCH_MATVEC_ROWS`) and prefill dequantised a tile at
-    a time into a matmul; torch's ops on slices of the blocks where our library is not loaded."""
+    either: `FLOAT_COPY_MAX`), else trees on the matvec kernels (no AMX: `BATCH_MATVEC_ROWS`) and prefill dequantised
+    a tile at a time into a matmul; torch's ops on slices of the blocks where our library is not loaded."""
     library = usable("matvec")
     tiles = usable("tiles")
     amx = usable("amx", (target.dtype == "bfloat16", "the kernels run bf16"),

@@ -8,8 +8,8 @@
 //     and the dots are integer ones (int8x.h; the K-quants likewise with AVX-512 VNNI: matvec.h); int8_x=False keeps
 //     fp32 x (float products: the exact numbers, and the reference the benches compare with);
 //   spd::blocks_int8(x, kind, parts, group) -> [M, N]: any number of rows on integer dot products (x quantised to int8
-//     once a call, matvec.h), every kind of blocks, where the CPU has AVX-512 VNNI beside BF16 (trees, batches and
-//     prefill there: faster than a bf16 copy, and none is kept); elsewhere `blocks_matvec`;
+//     once a call, matvec.h), every kind of blocks, where the CPU has AVX-512 VNNI beside BF16 (the layers' trees and
+//     batches there); elsewhere `blocks_matvec`;
 //   spd::blocks_linear(x, kind, parts, group) -> [M, N]: the same for many rows: W dequantised a tile of rows at a time
 //     into the activations' dtype and multiplied by ATen's matmul (oneDNN), so no float copy of W is ever kept (the
 //     batch and prefill tiers).
@@ -176,8 +176,8 @@ void matvec_rows(const Blocks& b, const float* xf, const float* xs, int64_t M, i
 }
 
 #ifdef SPD_INT8_DOT
-// Output rows of W a thread's pass over x's rows keeps in L2 (~256 KB of codes): every pass of MAX_ROWS rows of x
-// reads them again, from L2 rather than memory (a 1.7B model's projections are 8 MB a thread).
+// Output rows of W a thread's passes over x's rows keep in L2 (~256 KB of codes): every pass of MAX_ROWS rows of x
+// reads them again (a 1.7B model's projections are 8 MB a thread; not measured apart from the rest of the change).
 int64_t rows_in_l2(const Blocks& b) { return std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(1, b.row_bytes())); }
 
 // out [M, N] = x @ W.T on integer dot products (matvec.h: x quantised to int8 once a call), where
@@ -302,8 +302,8 @@ at::Tensor int8_linear(const at::Tensor& x, const std::string& kind, at::TensorL
 int64_t tile_rows(int64_t K) { return std::max<int64_t>(16, std::min<int64_t>(1024, (1 << 19) / K)); }
 
 // The tiles' matmuls run in fp32 (the blocks' exact numbers, x's bf16 ones) but where AMX's bf16 matmuls serve: on a
-// CPU without AMX oneDNN's fp32 matmul outran its bf16 one (the bundled model's layers at 512 rows 418 ms on fp32
-// weights dequantised whole against 638 on its bf16 copy, Intel Xeon without AMX; docs/performance.md).
+// CPU without AMX oneDNN's fp32 matmul outran its bf16 one (measured on an Intel Xeon without AMX only:
+// docs/performance.md).
 #if defined(__AMX_TILE__)
 constexpr bool FP32_TILES = false;
 #else

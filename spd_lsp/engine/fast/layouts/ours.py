@@ -97,10 +97,9 @@ class BlocksTiles(BlocksMatvec):
 
 class BlocksInt8(BlocksMatvec):
     """Any GGUF layout on integer dot products for any number of rows: x quantised to int8 once a call, W read as its
-    blocks (AVX-512 VNNI beside BF16: the batch and prefill tiers there; no float copy of the weights is kept)."""
+    blocks (AVX-512 VNNI beside BF16: the layers' batch tier there; no float copy of the weights is kept)."""
 
     kernel = "int8"
 
     def mm(self, x: torch.Tensor) -> torch.Tensor:
         return blocks.int8(x, self.weights.kind, list(self.weights.parts), self.weights.group)
-
